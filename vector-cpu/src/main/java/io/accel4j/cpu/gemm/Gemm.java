@@ -1,0 +1,56 @@
+package io.accel4j.cpu.gemm;
+
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ref.GemmRef;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * The GEMM family: {@code C (M×N) = alpha·scaleA·scaleB·op(A)·op(B) + beta·C + bias}, fp32 accumulation.
+ *
+ * <p>WORK IN PROGRESS: argument checking is final, the fast path is being written; this delegates to the reference.
+ */
+public final class Gemm {
+
+    private Gemm() {}
+
+    /** fp32 GEMM on the common pool: {@code C = alpha·op(A)·op(B) + beta·C (+ bias)}. */
+    public static void sgemm(Layout layout, int M, int N, int K,
+                             float alpha, MemorySegment a, int lda,
+                             MemorySegment b, int ldb,
+                             float beta, MemorySegment c, int ldc, MemorySegment bias) {
+        gemm(Parallel.common(), layout, M, N, K, alpha, a, DType.FP32, lda, 1f, b, DType.FP32, ldb, 1f,
+                beta, c, DType.FP32, ldc, bias);
+    }
+
+    /**
+     * The general GEMM.
+     *
+     * @param pool   threads to run on
+     * @param layout which of A, B are stored transposed
+     * @param M      rows of op(A) and C
+     * @param N      columns of op(B) and C
+     * @param K      the reduction length
+     * @param alpha  multiplies the product
+     * @param a      A stored row-major, {@code layout.storedRowsA(M,K)} rows of {@code lda} elements
+     * @param aType  FP32, BF16, FP16, FP8_E4M3 or FP8_E5M2
+     * @param lda    leading dimension of A (≥ {@code layout.storedColsA(M,K)})
+     * @param scaleA per-tensor scale of A (1 unless A is a scaled fp8 tensor)
+     * @param b      B stored row-major, {@code layout.storedRowsB(K,N)} rows of {@code ldb} elements
+     * @param bType  as aType
+     * @param ldb    leading dimension of B
+     * @param scaleB per-tensor scale of B
+     * @param beta   multiplies C's old value; when 0, C is not read (it may hold NaN)
+     * @param c      C, M rows of {@code ldc} elements, FP32 or BF16; must not overlap A, B or bias
+     * @param cType  FP32 or BF16 (rounded to nearest even)
+     * @param ldc    leading dimension of C (≥ N)
+     * @param bias   N fp32 values added to every row of C, or {@code null}
+     */
+    public static void gemm(Parallel pool, Layout layout, int M, int N, int K,
+                            float alpha, MemorySegment a, DType aType, int lda, float scaleA,
+                            MemorySegment b, DType bType, int ldb, float scaleB,
+                            float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias) {
+        GemmArgs.check(layout, M, N, K, a, aType, lda, b, bType, ldb, c, cType, ldc, bias);
+        GemmRef.gemm(layout, M, N, K, alpha, a, aType, lda, scaleA, b, bType, ldb, scaleB, beta, c, cType, ldc, bias);
+    }
+}
