@@ -2,13 +2,17 @@ package io.accel4j.cpu.gemm;
 
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.ref.GemmRef;
 import java.lang.foreign.MemorySegment;
+import java.util.Objects;
 
 /**
  * The GEMM family: {@code C (M×N) = alpha·scaleA·scaleB·op(A)·op(B) + beta·C + bias}, fp32 accumulation.
  *
- * <p>WORK IN PROGRESS: argument checking is final, the fast path is being written; this delegates to the reference.
+ * <p>Every input type is decoded exactly to fp32 while it is packed, and one fp32 register-blocked kernel does the
+ * multiply-adds (see {@link GemmDriver} for the blocking, {@link MicroKernel} for the kernel). FP8 operands carry
+ * per-tensor scales: the result is {@code alpha·scaleA·scaleB·Σ a·b}, the CPU reference for the GPU FP8 path.
+ * Arguments are checked once at the entry ({@link IllegalArgumentException} for sizes, leading dimensions, short
+ * segments and an output that overlaps an input; {@link IllegalStateException} for freed memory).
  */
 public final class Gemm {
 
@@ -41,7 +45,8 @@ public final class Gemm {
      * @param ldb    leading dimension of B
      * @param scaleB per-tensor scale of B
      * @param beta   multiplies C's old value; when 0, C is not read (it may hold NaN)
-     * @param c      C, M rows of {@code ldc} elements, FP32 or BF16; must not overlap A, B or bias
+     * @param c      C, M rows of {@code ldc} elements, FP32 or BF16; must not overlap A, B or bias. On a pool of
+     *               more than one thread every segment must be readable by every thread (not confined)
      * @param cType  FP32 or BF16 (rounded to nearest even)
      * @param ldc    leading dimension of C (≥ N)
      * @param bias   N fp32 values added to every row of C, or {@code null}
@@ -50,7 +55,9 @@ public final class Gemm {
                             float alpha, MemorySegment a, DType aType, int lda, float scaleA,
                             MemorySegment b, DType bType, int ldb, float scaleB,
                             float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias) {
-        GemmArgs.check(layout, M, N, K, a, aType, lda, b, bType, ldb, c, cType, ldc, bias);
-        GemmRef.gemm(layout, M, N, K, alpha, a, aType, lda, scaleA, b, bType, ldb, scaleB, beta, c, cType, ldc, bias);
+        Objects.requireNonNull(pool, "pool");
+        GemmArgs.check(pool.threads(), layout, M, N, K, a, aType, lda, b, bType, ldb, c, cType, ldc, bias);
+        GemmDriver.gemm(pool, layout, M, N, K, alpha * scaleA * scaleB, a, aType, lda, b, bType, ldb,
+                beta, c, cType, ldc, bias);
     }
 }

@@ -9,7 +9,10 @@ final class GemmArgs {
 
     private GemmArgs() {}
 
-    static void check(Layout layout, int M, int N, int K,
+    /** A thread that never runs: a segment it may access is one every pool thread may access. */
+    private static final Thread ANY_OTHER_THREAD = new Thread(() -> {});
+
+    static void check(int threads, Layout layout, int M, int N, int K,
                       MemorySegment a, DType aType, int lda,
                       MemorySegment b, DType bType, int ldb,
                       MemorySegment c, DType cType, int ldc, MemorySegment bias) {
@@ -31,6 +34,14 @@ final class GemmArgs {
             if (bias.byteSize() < (long) N * Float.BYTES) {
                 throw new IllegalArgumentException("bias holds " + bias.byteSize() / Float.BYTES
                         + " floats, N=" + N + " needed");
+            }
+        }
+        if (threads > 1) {
+            checkShared("A", a, threads);
+            checkShared("B", b, threads);
+            checkShared("C", c, threads);
+            if (bias != null) {
+                checkShared("bias", bias, threads);
             }
         }
         if (M > 0 && N > 0) {
@@ -64,6 +75,14 @@ final class GemmArgs {
         if (s.byteSize() < need) {
             throw new IllegalArgumentException(name + " is " + s.byteSize() + " bytes but a " + rows + "×" + cols + " "
                     + t + " matrix with ld=" + ld + " needs " + need);
+        }
+    }
+
+    private static void checkShared(String name, MemorySegment s, int threads) {
+        if (!s.isAccessibleBy(ANY_OTHER_THREAD)) {
+            throw new IllegalArgumentException(name + " belongs to a confined arena, which only its owner thread may "
+                    + "read, but this GEMM runs on " + threads + " threads: allocate it from Arena.ofShared(), "
+                    + "Arena.ofAuto() or Arena.global(), or pass a 1-thread Parallel");
         }
     }
 

@@ -1,0 +1,354 @@
+package io.accel4j.cpu.gemm;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.fail;
+
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ref.GemmRef;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.SplittableRandom;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.IntRange;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * The fast GEMM against float64 truth and against the naive fp32 reference, on odd shapes, every layout and input
+ * dtype, with the output poisoned first.
+ *
+ * <p>Tolerance: each output is a K-term fp32 dot product (one rounding per fma) scaled by alpha, plus beta·C and a
+ * bias. Recursive summation of K terms is off by at most (K−1)·u·Σ|aₖbₖ| (u = 2⁻²⁴), so we allow
+ * {@code 2·(K+2)·u·(|alpha|·Σ|aₖbₖ| + |beta·c| + |bias|)}; the factor 2 covers the alpha, beta and bias roundings.
+ * A BF16 output adds its own rounding, half an ulp of 8 bits: 2⁻⁸·|value|. Narrow inputs are decoded exactly, so
+ * they do not widen the bound.
+ */
+class GemmTest {
+
+    static final double U = 0x1p-24;
+    static final int[] ODD = {1, 2, 3, 5, 7, 13, 16, 17, 31, 47, 64, 97, 130, 257};
+
+    static Parallel pool1;
+    static Parallel pool2;
+    static Parallel pool3;
+
+    @BeforeAll
+    static void pools() {
+        pool1 = new Parallel(1);
+        pool2 = new Parallel(2);
+        pool3 = new Parallel(3);
+    }
+
+    @AfterAll
+    static void closePools() {
+        pool1.close();
+        pool2.close();
+        pool3.close();
+    }
+
+    /** One random problem, owning its memory. */
+    static final class Case implements AutoCloseable {
+        final Arena arena = Arena.ofShared();
+        final long seed;
+        final Layout layout;
+        final int M, N, K, lda, ldb, ldc;
+        final DType aType, bType, cType;
+        final float alpha, beta, scaleA, scaleB;
+        final MemorySegment a, b, c, c0, bias;
+
+        Case(long seed, Layout layout, int M, int N, int K, DType aType, DType bType, DType cType,
+             boolean withBeta, boolean withBias) {
+            this.seed = seed;
+            SplittableRandom rnd = new SplittableRandom(seed);
+            this.layout = layout;
+            this.M = M;
+            this.N = N;
+            this.K = K;
+            this.aType = aType;
+            this.bType = bType;
+            this.cType = cType;
+            this.lda = Math.max(1, layout.storedColsA(M, K)) + rnd.nextInt(3);
+            this.ldb = Math.max(1, layout.storedColsB(K, N)) + rnd.nextInt(3);
+            this.ldc = N + rnd.nextInt(3);
+            this.alpha = (float) (0.5 + rnd.nextDouble());
+            this.beta = withBeta ? (float) (rnd.nextDouble() - 0.5) : 0f;
+            boolean fp8 = aType.byteSize() == 1 || bType.byteSize() == 1;
+            this.scaleA = fp8 ? (float) (0.25 + rnd.nextDouble()) : 1f;
+            this.scaleB = fp8 ? (float) (0.25 + rnd.nextDouble()) : 1f;
+            this.a = fill(rnd, aType, (long) layout.storedRowsA(M, K) * lda, fp8 ? 8 : 1);
+            this.b = fill(rnd, bType, (long) layout.storedRowsB(K, N) * ldb, fp8 ? 8 : 1);
+            this.c0 = fill(rnd, cType, (long) M * ldc, 1);
+            this.c = arena.allocate(c0.byteSize());
+            this.bias = withBias ? fill(rnd, DType.FP32, N, 1) : null;
+            resetC();
+        }
+
+        MemorySegment fill(SplittableRandom rnd, DType t, long n, double range) {
+            MemorySegment s = arena.allocate(Math.max(1, n) * t.byteSize());
+            for (long i = 0; i < n; i++) {
+                t.setFloat(s, i, (float) ((rnd.nextDouble() * 2 - 1) * range), true);
+            }
+            return s;
+        }
+
+        /** C back to its initial values, or all NaN when beta is 0 (so an unwanted read shows). */
+        void resetC() {
+            if (beta == 0f) {
+                for (long i = 0; i < (long) M * ldc; i++) {
+                    cType.setFloat(c, i, Float.NaN, false);
+                }
+            } else {
+                c.copyFrom(c0);
+            }
+        }
+
+        void runFast(Parallel pool) {
+            Gemm.gemm(pool, layout, M, N, K, alpha, a, aType, lda, scaleA, b, bType, ldb, scaleB,
+                    beta, c, cType, ldc, bias);
+        }
+
+        void runRef() {
+            GemmRef.gemm(layout, M, N, K, alpha, a, aType, lda, scaleA, b, bType, ldb, scaleB,
+                    beta, c, cType, ldc, bias);
+        }
+
+        double[] exact() {
+            return GemmRef.gemmF64(layout, M, N, K, alpha, a, aType, lda, scaleA, b, bType, ldb, scaleB,
+                    beta, c0, cType, ldc, bias);
+        }
+
+        /** The error bound of every element (see the class comment). */
+        double[] bound() {
+            MemorySegment absA = abs(a, aType, (long) layout.storedRowsA(M, K) * lda);
+            MemorySegment absB = abs(b, bType, (long) layout.storedRowsB(K, N) * ldb);
+            double[] s = GemmRef.gemmF64(layout, M, N, K, 1, absA, DType.FP32, lda, 1, absB, DType.FP32, ldb, 1,
+                    0, c0, cType, ldc, null);
+            double[] tol = new double[M * N];
+            for (int i = 0; i < M; i++) {
+                for (int j = 0; j < N; j++) {
+                    double t = Math.abs(alpha * (double) scaleA * scaleB) * s[i * N + j];
+                    if (beta != 0f) {
+                        t += Math.abs(beta * cType.getFloat(c0, (long) i * ldc + j));
+                    }
+                    if (bias != null) {
+                        t += Math.abs(bias.getAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, j));
+                    }
+                    tol[i * N + j] = 2 * (K + 2) * U * t + Float.MIN_NORMAL;
+                }
+            }
+            return tol;
+        }
+
+        MemorySegment abs(MemorySegment s, DType t, long n) {
+            MemorySegment out = arena.allocate(Math.max(1, n) * Float.BYTES);
+            for (long i = 0; i < n; i++) {
+                out.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, i, Math.abs(t.getFloat(s, i)));
+            }
+            return out;
+        }
+
+        float cAt(int i, int j) {
+            return cType.getFloat(c, (long) i * ldc + j);
+        }
+
+        /** Checks every element of C against the exact result; the gap between rows is left untouched. */
+        void assertClose(String what) {
+            double[] exact = exact();
+            double[] tol = bound();
+            for (int i = 0; i < M; i++) {
+                for (int j = 0; j < N; j++) {
+                    double t = tol[i * N + j] + (cType == DType.BF16 ? 0x1p-8 * Math.abs(exact[i * N + j]) : 0);
+                    float got = cAt(i, j);
+                    if (!(Math.abs(got - exact[i * N + j]) <= t)) {
+                        fail("%s: C[%d][%d] = %s, exact %s, tolerance %s (%s)", what, i, j, got, exact[i * N + j],
+                                t, this);
+                    }
+                }
+                if (beta != 0f) {
+                    for (int j = N; j < ldc && i < M - 1; j++) {
+                        assertThat(cType.getFloat(c, (long) i * ldc + j))
+                                .as("padding C[%d][%d] must not be written (%s)", i, j, this)
+                                .isEqualTo(cType.getFloat(c0, (long) i * ldc + j));
+                    }
+                }
+            }
+        }
+
+        @Override
+        public void close() {
+            arena.close();
+        }
+
+        @Override
+        public String toString() {
+            return "seed=" + seed + " " + layout + " M=" + M + " N=" + N + " K=" + K + " lda=" + lda + " ldb=" + ldb
+                    + " ldc=" + ldc + " " + aType + "×" + bType + "→" + cType + " alpha=" + alpha + " beta=" + beta
+                    + " bias=" + (bias != null);
+        }
+    }
+
+    static long seed() {
+        return System.nanoTime();
+    }
+
+    @ParameterizedTest
+    @EnumSource(Layout.class)
+    void fp32OddShapesMatchFloat64AndReference(Layout layout) {
+        SplittableRandom pick = new SplittableRandom(seed());
+        for (int trial = 0; trial < 40; trial++) {
+            int M = ODD[pick.nextInt(ODD.length)];
+            int N = ODD[pick.nextInt(ODD.length)];
+            int K = ODD[pick.nextInt(ODD.length)];
+            try (Case c = new Case(pick.nextLong(), layout, M, N, K, DType.FP32, DType.FP32, DType.FP32,
+                    pick.nextBoolean(), pick.nextBoolean())) {
+                c.runFast(pool2);
+                c.assertClose("fast");
+                c.resetC();
+                c.runRef();
+                c.assertClose("reference");
+            }
+        }
+    }
+
+    @Test
+    void blockEdgesAreCovered() {
+        // Sizes straddling MC, KC, NR and MR so that every partial block and tile shows up.
+        int[] ms = {GemmDriver.MC - 1, GemmDriver.MC + 1, 2 * GemmDriver.MC + 5};
+        int[] ks = {GemmDriver.KC - 1, GemmDriver.KC + 1, 2 * GemmDriver.KC + 3};
+        int[] ns = {MicroKernel.NR - 1, MicroKernel.NR + 1, 5 * MicroKernel.NR + 3};
+        long s = seed();
+        for (Layout layout : Layout.values()) {
+            for (int i = 0; i < 3; i++) {
+                try (Case c = new Case(s + i, layout, ms[i], ns[(i + 1) % 3], ks[(i + 2) % 3], DType.FP32,
+                        DType.FP32, DType.FP32, true, true)) {
+                    c.runFast(pool2);
+                    c.assertClose("fast");
+                }
+            }
+        }
+    }
+
+    @Test
+    void zeroSizesAndEmptyK() {
+        try (Case c = new Case(seed(), Layout.NN, 5, 7, 0, DType.FP32, DType.FP32, DType.FP32, true, true)) {
+            c.runFast(pool2);
+            c.assertClose("K=0: C = beta·C + bias");
+        }
+        try (Case c = new Case(seed(), Layout.NT, 0, 7, 5, DType.FP32, DType.FP32, DType.FP32, false, false)) {
+            c.runFast(pool2); // nothing to do, nothing thrown
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(value = DType.class, names = {"BF16", "FP16"})
+    void halfPrecisionInputsFp32AndBf16Output(DType in) {
+        SplittableRandom pick = new SplittableRandom(seed());
+        for (Layout layout : Layout.values()) {
+            for (DType out : new DType[] {DType.FP32, DType.BF16}) {
+                int M = ODD[pick.nextInt(ODD.length)];
+                int N = ODD[pick.nextInt(ODD.length)];
+                int K = ODD[pick.nextInt(ODD.length)] + GemmDriver.KC; // two K blocks into a bf16 C
+                try (Case c = new Case(pick.nextLong(), layout, M, N, K, in, in, out, pick.nextBoolean(), true)) {
+                    c.runFast(pool2);
+                    c.assertClose("fast");
+                }
+            }
+        }
+    }
+
+    @Test
+    void fp8InputsWithScales() {
+        SplittableRandom pick = new SplittableRandom(seed());
+        DType[][] pairs = {{DType.FP8_E4M3, DType.FP8_E4M3}, {DType.FP8_E4M3, DType.FP8_E5M2}};
+        for (DType[] p : pairs) {
+            for (Layout layout : Layout.values()) {
+                int M = ODD[pick.nextInt(ODD.length)];
+                int N = ODD[pick.nextInt(ODD.length)];
+                int K = ODD[pick.nextInt(ODD.length)];
+                try (Case c = new Case(pick.nextLong(), layout, M, N, K, p[0], p[1], DType.FP32, false, false)) {
+                    assertThat(c.scaleA).isNotEqualTo(1f);
+                    c.runFast(pool2);
+                    c.assertClose("fast");
+                }
+            }
+        }
+    }
+
+    @Test
+    void resultDoesNotDependOnThreadCount() {
+        long s = seed();
+        for (Layout layout : Layout.values()) {
+            for (int[] mnk : new int[][] {{301, 37, 290}, {37, 301, 290}}) {
+                try (Case c = new Case(s, layout, mnk[0], mnk[1], mnk[2], DType.FP32, DType.FP32, DType.FP32,
+                        true, true)) {
+                    c.runFast(pool1);
+                    MemorySegment one = Arena.ofAuto().allocate(c.c.byteSize()).copyFrom(c.c);
+                    for (Parallel p : new Parallel[] {pool2, pool3}) {
+                        c.resetC();
+                        c.runFast(p);
+                        assertThat(c.c.mismatch(one)).as("%s threads vs 1: %s", p.threads(), c).isEqualTo(-1L);
+                    }
+                }
+            }
+        }
+    }
+
+    @Property(tries = 60)
+    void anyShapeAnyLayout(@ForAll @IntRange(min = 1, max = 150) int M, @ForAll @IntRange(min = 1, max = 150) int N,
+                           @ForAll @IntRange(min = 0, max = 300) int K, @ForAll Layout layout,
+                           @ForAll long seed) {
+        try (Case c = new Case(seed, layout, M, N, K, DType.FP32, DType.FP32, DType.FP32, seed % 2 == 0,
+                seed % 3 == 0)) {
+            c.runFast(Parallel.common()); // jqwik properties do not see JUnit's @BeforeAll pools
+            c.assertClose("fast");
+        }
+    }
+
+    @Test
+    void badArgumentsAreNamed() {
+        try (Arena arena = Arena.ofShared()) {
+            MemorySegment a = arena.allocate(4L * 6 * 5);
+            MemorySegment b = arena.allocate(4L * 5 * 7);
+            MemorySegment c = arena.allocate(4L * 6 * 7);
+            assertThatThrownBy(() -> Gemm.sgemm(Layout.NN, 6, 7, 5, 1f, a, 4, b, 7, 0f, c, 7, null))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("lda=4").hasMessageContaining("5");
+            assertThatThrownBy(() -> Gemm.sgemm(Layout.NN, 6, 8, 5, 1f, a, 5, b, 8, 0f, c, 8, null))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("B is 140 bytes");
+            assertThatThrownBy(() -> Gemm.sgemm(Layout.NN, -1, 7, 5, 1f, a, 5, b, 7, 0f, c, 7, null))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("M=-1");
+            assertThatThrownBy(() -> Gemm.sgemm(Layout.NN, 6, 7, 5, 1f, a, 5, b, 7, 0f, c, 7, arena.allocate(8)))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("bias holds 2 floats, N=7");
+            MemorySegment big = arena.allocate(4L * 100);
+            assertThatThrownBy(() -> Gemm.sgemm(Layout.NN, 2, 2, 2, 1f, big, 2, b, 2, 0f, big.asSlice(8), 2, null))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("C overlaps A");
+            assertThatThrownBy(() -> Gemm.gemm(pool1, Layout.NN, 6, 7, 5, 1f, a, DType.FP32, 5, 1f, b, DType.FP32,
+                    7, 1f, 0f, c, DType.FP16, 7, null))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("FP16");
+        }
+        try (Arena confined = Arena.ofConfined()) {
+            MemorySegment a = confined.allocate(16);
+            MemorySegment b = confined.allocate(16);
+            MemorySegment c = confined.allocate(16);
+            assertThatThrownBy(() -> Gemm.gemm(pool2, Layout.NN, 2, 2, 2, 1f, a, DType.FP32, 2, 1f, b, DType.FP32,
+                    2, 1f, 0f, c, DType.FP32, 2, null))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("A belongs to a confined arena");
+            Gemm.gemm(pool1, Layout.NN, 2, 2, 2, 1f, a, DType.FP32, 2, 1f, b, DType.FP32, 2, 1f, 0f, c, DType.FP32,
+                    2, null); // one thread: confined memory is fine
+        }
+        Arena closed = Arena.ofConfined();
+        MemorySegment a = closed.allocate(4L * 4);
+        closed.close();
+        try (Arena arena = Arena.ofShared()) {
+            MemorySegment c = arena.allocate(16);
+            assertThatThrownBy(() -> Gemm.sgemm(Layout.NN, 2, 2, 2, 1f, a, 2, c, 2, 0f, arena.allocate(16), 2, null))
+                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("A's memory has been freed");
+        }
+    }
+}
