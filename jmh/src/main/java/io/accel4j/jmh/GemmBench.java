@@ -1,0 +1,83 @@
+package io.accel4j.jmh;
+
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.gemm.Gemm;
+import java.util.concurrent.TimeUnit;
+import org.bytedeco.javacpp.FloatPointer;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Warmup;
+import org.openjdk.jmh.infra.BenchmarkParams;
+
+/**
+ * fp32 GEMM, {@code C = op(A)·op(B)}: accel4j's {@link Gemm#gemm} against OpenBLAS's {@code cblas_sgemm} (the
+ * baseline) on the same off-heap buffers, square sizes (NN) and the three GPT-2 small MLP products, on 1 and 2
+ * threads. The naive triple loop only makes sense at small sizes: it lives in {@link GemmNaiveBench}.
+ *
+ * <p>Score: products per second; GFLOP/s = score · 2·M·N·K / 10⁹ ({@link Report} prints it). Warm-up is long on
+ * purpose: a Vector API kernel measured before C2 has compiled it runs an order of magnitude slower.
+ */
+@BenchmarkMode(Mode.Throughput)
+@OutputTimeUnit(TimeUnit.SECONDS)
+@Warmup(iterations = 3, time = 3)
+@Measurement(iterations = 5, time = 3)
+@Fork(1)
+@State(Scope.Benchmark)
+public class GemmBench {
+
+    @Param({"256", "512", "1024", "2048", "gpt2-fwd", "gpt2-dinp", "gpt2-dw"})
+    public String shape;
+
+    @Param({"1", "2"})
+    public int threads;
+
+    private GemmShape s;
+    private GemmBuffers buf;
+    private Parallel pool;
+    private FloatPointer pa;
+    private FloatPointer pb;
+    private FloatPointer pc;
+
+    @Setup(Level.Trial)
+    public void setup(BenchmarkParams params) {
+        s = GemmShape.parse(shape);
+        buf = new GemmBuffers(s, DType.FP32, DType.FP32, 42);
+        pool = new Parallel(threads);
+        if (params.getBenchmark().endsWith(".openblas")) { // load OpenBLAS only in the forks that measure it
+            OpenBlas.setThreads(threads);
+            pa = OpenBlas.floats(buf.a);
+            pb = OpenBlas.floats(buf.b);
+            pc = OpenBlas.floats(buf.c);
+            System.out.print("[" + OpenBlas.describe() + "] "); // lands on JMH's first iteration line
+        }
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+        pool.close();
+        buf.close();
+    }
+
+    @Benchmark
+    public void accel4j() {
+        Gemm.gemm(pool, s.layout(), s.M(), s.N(), s.K(),
+                1f, buf.a, DType.FP32, s.lda(), 1f, buf.b, DType.FP32, s.ldb(), 1f,
+                0f, buf.c, DType.FP32, s.ldc(), null);
+    }
+
+    @Benchmark
+    public void openblas() {
+        OpenBlas.sgemm(s, pa, pb, pc);
+    }
+}
