@@ -4,6 +4,7 @@ import static io.accel4j.cpu.gemm.MicroKernel.MR;
 import static io.accel4j.cpu.gemm.MicroKernel.NR;
 
 import io.accel4j.core.DType;
+import io.accel4j.cpu.Casts;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
@@ -83,12 +84,11 @@ final class Packing {
 
     /** Decodes {@code n} elements of a {@code t} segment starting at element {@code index} into {@code dst[0…n)}. */
     static void decodeRun(MemorySegment src, DType t, long index, float[] dst, int n) {
-        if (t == DType.FP32) {
-            MemorySegment.copy(src, ValueLayout.JAVA_FLOAT_UNALIGNED, index * Float.BYTES, dst, 0, n);
-        } else {
-            for (int i = 0; i < n; i++) {
-                dst[i] = t.getFloat(src, index + i);
-            }
+        switch (t) {
+            case FP32 -> MemorySegment.copy(src, ValueLayout.JAVA_FLOAT_UNALIGNED, index * Float.BYTES, dst, 0, n);
+            case BF16 -> Casts.bf16ToF32(dst, 0, src, index, n);
+            case FP16 -> Casts.f16ToF32(dst, 0, src, index, n);
+            case FP8_E4M3, FP8_E5M2 -> Casts.fp8ToF32(t, dst, 0, src, index, n, 1f);
         }
     }
 
