@@ -7,6 +7,7 @@ import static io.accel4j.cpu.gemm.Packing.roundUp;
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
 
 /**
  * The blocked, threaded GEMM loop nest (after Goto and BLIS): packed B block in L3, packed A block in L2, one B
@@ -88,7 +89,7 @@ final class GemmDriver {
                               float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias) {
         Workspace ws = WORKSPACE.get();
         int ncMax = Math.max(NR, Math.min(roundUp(n1 - n0, NR), B_BLOCK_FLOATS / Math.max(K, 1) / NR * NR));
-        float[] run = ws.run(Math.max(Math.max(K, MC), ncMax));
+        float[] run = ws.run(Math.max(Math.max(NR * K, MR * KC), Math.max(MC, ncMax)));
         float[] bp = ws.bp(ncMax * K);
         float[] ap = ws.ap(MC * Math.min(KC, Math.max(K, 1)));
         float[] acc = ws.acc(MC * ncMax);
@@ -99,16 +100,14 @@ final class GemmDriver {
             for (int ic = m0; ic < m1; ic += MC) {
                 int mc = Math.min(MC, m1 - ic);
                 int mcPad = roundUp(mc, MR);
-                if (K == 0) {
-                    java.util.Arrays.fill(acc, 0, mcPad * ncPad, 0f);
-                }
+                Arrays.fill(acc, 0, mcPad * ncPad, 0f);
                 for (int pc = 0; pc < K; pc += KC) {
                     int kc = Math.min(KC, K - pc);
                     Packing.packA(layout.transA(), a, aType, lda, ic, mc, pc, kc, ap, run);
                     for (int jr = 0; jr < ncPad; jr += NR) {
                         int bOff = jr * K + pc * NR;
                         for (int ir = 0; ir < mcPad; ir += MR) {
-                            MicroKernel.tile(kc, ap, ir * kc, bp, bOff, acc, ir * ncPad + jr, ncPad, pc == 0);
+                            MicroKernel.tile(kc, ap, ir * kc, bp, bOff, acc, ir * ncPad + jr, ncPad);
                         }
                     }
                 }

@@ -11,7 +11,9 @@ import jdk.incubator.vector.VectorSpecies;
  *   acc[r][j] (+)= Σ_{k<kc} ap[k·MR + r] · bp[k·NR + j]      r < MR, j < NR
  * </pre>
  * A panel: kc columns of MR values (k-major); B panel: kc rows of NR values (two vectors); acc: a float[] tile with
- * row stride {@code ldacc}. On the first K block the tile starts from zero, afterwards from what acc holds.
+ * row stride {@code ldacc}; the tile always starts from what acc holds (the caller zeroes it before the first K
+ * block). A {@code first} flag that chose between zero and load made C2 compile a second, slower copy of the loop
+ * (29 instead of 51 GFLOP/s here), so there is no branch.
  *
  * <p>The vector kernel keeps the whole tile in 2·MR = 10 registers, plus two B vectors and the broadcasts. Why 5×2
  * and not the 6×2 that C and assembly kernels use on AVX2: C2 schedules two or three broadcasts ahead, so with 12
@@ -34,29 +36,25 @@ final class MicroKernel {
     private MicroKernel() {}
 
     /** One tile, vector or scalar per {@link Simd#SCALAR}. */
-    static void tile(int kc, float[] ap, int aOff, float[] bp, int bOff, float[] acc, int cOff, int ldacc,
-                     boolean first) {
+    static void tile(int kc, float[] ap, int aOff, float[] bp, int bOff, float[] acc, int cOff, int ldacc) {
         if (Simd.SCALAR) {
-            tileScalar(kc, ap, aOff, bp, bOff, acc, cOff, ldacc, first);
+            tileScalar(kc, ap, aOff, bp, bOff, acc, cOff, ldacc);
         } else {
-            tileVector(kc, ap, aOff, bp, bOff, acc, cOff, ldacc, first);
+            tileVector(kc, ap, aOff, bp, bOff, acc, cOff, ldacc);
         }
     }
 
-    static void tileVector(int kc, float[] ap, int aOff, float[] bp, int bOff, float[] acc, int cOff, int ldacc,
-                           boolean first) {
-        FloatVector c00, c01, c10, c11, c20, c21, c30, c31, c40, c41;
-        if (first) {
-            FloatVector z = FloatVector.zero(S);
-            c00 = z; c01 = z; c10 = z; c11 = z; c20 = z; c21 = z; c30 = z; c31 = z; c40 = z; c41 = z;
-        } else {
-            int o = cOff;
-            c00 = FloatVector.fromArray(S, acc, o); c01 = FloatVector.fromArray(S, acc, o + V); o += ldacc;
-            c10 = FloatVector.fromArray(S, acc, o); c11 = FloatVector.fromArray(S, acc, o + V); o += ldacc;
-            c20 = FloatVector.fromArray(S, acc, o); c21 = FloatVector.fromArray(S, acc, o + V); o += ldacc;
-            c30 = FloatVector.fromArray(S, acc, o); c31 = FloatVector.fromArray(S, acc, o + V); o += ldacc;
-            c40 = FloatVector.fromArray(S, acc, o); c41 = FloatVector.fromArray(S, acc, o + V);
-        }
+    static void tileVector(int kc, float[] ap, int aOff, float[] bp, int bOff, float[] acc, int cOff, int ldacc) {
+        int o = cOff;
+        FloatVector c00 = FloatVector.fromArray(S, acc, o), c01 = FloatVector.fromArray(S, acc, o + V);
+        o += ldacc;
+        FloatVector c10 = FloatVector.fromArray(S, acc, o), c11 = FloatVector.fromArray(S, acc, o + V);
+        o += ldacc;
+        FloatVector c20 = FloatVector.fromArray(S, acc, o), c21 = FloatVector.fromArray(S, acc, o + V);
+        o += ldacc;
+        FloatVector c30 = FloatVector.fromArray(S, acc, o), c31 = FloatVector.fromArray(S, acc, o + V);
+        o += ldacc;
+        FloatVector c40 = FloatVector.fromArray(S, acc, o), c41 = FloatVector.fromArray(S, acc, o + V);
         int a = aOff;
         int b = bOff;
         for (int k = 0; k < kc; k++, a += MR, b += 2 * V) {
@@ -73,7 +71,7 @@ final class MicroKernel {
             x = FloatVector.broadcast(S, ap[a + 4]);
             c40 = x.fma(b0, c40); c41 = x.fma(b1, c41);
         }
-        int o = cOff;
+        o = cOff;
         c00.intoArray(acc, o); c01.intoArray(acc, o + V); o += ldacc;
         c10.intoArray(acc, o); c11.intoArray(acc, o + V); o += ldacc;
         c20.intoArray(acc, o); c21.intoArray(acc, o + V); o += ldacc;
@@ -82,11 +80,10 @@ final class MicroKernel {
     }
 
     /** The same tile in plain Java (scalar mode), same summation order per element. */
-    static void tileScalar(int kc, float[] ap, int aOff, float[] bp, int bOff, float[] acc, int cOff, int ldacc,
-                           boolean first) {
+    static void tileScalar(int kc, float[] ap, int aOff, float[] bp, int bOff, float[] acc, int cOff, int ldacc) {
         for (int r = 0; r < MR; r++) {
             for (int j = 0; j < NR; j++) {
-                float s = first ? 0f : acc[cOff + r * ldacc + j];
+                float s = acc[cOff + r * ldacc + j];
                 for (int k = 0; k < kc; k++) {
                     s = Math.fma(ap[aOff + k * MR + r], bp[bOff + k * NR + j], s);
                 }

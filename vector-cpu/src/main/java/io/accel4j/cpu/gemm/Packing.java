@@ -5,17 +5,19 @@ import static io.accel4j.cpu.gemm.MicroKernel.NR;
 
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Casts;
+import io.accel4j.cpu.Simd;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
+import jdk.incubator.vector.FloatVector;
 
 /**
  * Packs blocks of A and B into the panel order the {@link MicroKernel} reads, decoding any input dtype to fp32 on
  * the way (so one fp32 kernel serves BF16, FP16 and FP8 inputs, and the decoding cost is paid once per element
  * and block, not once per multiply).
  *
- * <p>Every pack reads its source in contiguous runs (a row of a row-major matrix), decodes the run into a float
- * buffer, then scatters it into panels. Rows or columns past the matrix edge are zero, so the kernel always
+ * <p>Every pack reads its source in contiguous runs (part of a row of a row-major matrix), decodes the runs of one
+ * panel into a float buffer, then interleaves them into the panel with sequential writes. Rows or columns past the matrix edge are zero, so the kernel always
  * computes full tiles.
  * <pre>
  *   A block, rows i0…i0+mc, k p0…p0+kc:  ap[(i/MR)·MR·kc + k·MR + i%MR]     (panels of MR rows, k-major)
@@ -26,69 +28,87 @@ final class Packing {
 
     private Packing() {}
 
-    /** Packs op(A)[i0…i0+mc, p0…p0+kc) into {@code ap}; rows mc…roundUp(mc, MR) are zero. */
+    /**
+     * Packs op(A)[i0…i0+mc, p0…p0+kc) into {@code ap}; rows mc…roundUp(mc, MR) are zero.
+     * {@code run} must hold {@code max(MR·kc, mc)} floats.
+     */
     static void packA(boolean transA, MemorySegment a, DType t, int lda, int i0, int mc, int p0, int kc,
                       float[] ap, float[] run) {
-        if (!transA) { // A stored M×K: a run is part of a row of op(A), along k
-            for (int i = 0; i < mc; i++) {
-                decodeRun(a, t, (long) (i0 + i) * lda + p0, run, kc);
-                int base = (i / MR) * MR * kc + i % MR;
+        if (!transA) { // A stored M×K: decode the MR rows of a panel, then interleave them k by k
+            for (int i = 0; i < mc; i += MR) {
+                int rows = Math.min(MR, mc - i);
+                for (int r = 0; r < rows; r++) {
+                    decodeRun(a, t, (long) (i0 + i + r) * lda + p0, run, r * kc, kc);
+                }
+                Arrays.fill(run, rows * kc, MR * kc, 0f);
+                int base = i * kc; // (i / MR) · MR · kc
                 for (int k = 0; k < kc; k++) {
-                    ap[base + k * MR] = run[k];
+                    for (int r = 0; r < MR; r++) {
+                        ap[base + k * MR + r] = run[r * kc + k];
+                    }
                 }
             }
         } else { // A stored K×M: a run is part of a column of op(A), along i
+            int mcPad = roundUp(mc, MR);
             for (int k = 0; k < kc; k++) {
-                decodeRun(a, t, (long) (p0 + k) * lda + i0, run, mc);
-                for (int i = 0; i < mc; i++) {
+                decodeRun(a, t, (long) (p0 + k) * lda + i0, run, 0, mc);
+                Arrays.fill(run, mc, mcPad, 0f);
+                for (int i = 0; i < mcPad; i++) {
                     ap[(i / MR) * MR * kc + k * MR + i % MR] = run[i];
                 }
             }
         }
-        for (int i = mc; i < roundUp(mc, MR); i++) {
-            int base = (i / MR) * MR * kc + i % MR;
-            for (int k = 0; k < kc; k++) {
-                ap[base + k * MR] = 0f;
-            }
-        }
     }
 
-    /** Packs op(B)[0…K, j0…j0+nc) into {@code bp}; columns nc…roundUp(nc, NR) are zero. */
+    /**
+     * Packs op(B)[0…K, j0…j0+nc) into {@code bp}; columns nc…roundUp(nc, NR) are zero.
+     * {@code run} must hold {@code max(NR·K, roundUp(nc, NR))} floats.
+     */
     static void packB(boolean transB, MemorySegment b, DType t, int ldb, int K, int j0, int nc,
                       float[] bp, float[] run) {
         int ncPad = roundUp(nc, NR);
-        if (!transB) { // B stored K×N: a run is part of a row of op(B), along j
+        if (!transB) { // B stored K×N: a run is part of a row of op(B), along j; copy it NR at a time
             for (int k = 0; k < K; k++) {
-                decodeRun(b, t, (long) k * ldb + j0, run, nc);
+                decodeRun(b, t, (long) k * ldb + j0, run, 0, nc);
                 Arrays.fill(run, nc, ncPad, 0f);
                 for (int p = 0; p < ncPad; p += NR) {
-                    System.arraycopy(run, p, bp, p * K + k * NR, NR);
+                    copyNr(run, p, bp, p * K + k * NR);
                 }
             }
-        } else { // B stored N×K: a run is a column of op(B), along k
-            for (int j = 0; j < nc; j++) {
-                decodeRun(b, t, (long) (j0 + j) * ldb, run, K);
-                int base = (j / NR) * NR * K + j % NR;
-                for (int k = 0; k < K; k++) {
-                    bp[base + k * NR] = run[k];
+        } else { // B stored N×K: decode the NR columns of op(B) of a panel, then interleave them k by k
+            for (int j = 0; j < nc; j += NR) {
+                int cols = Math.min(NR, nc - j);
+                for (int c = 0; c < cols; c++) {
+                    decodeRun(b, t, (long) (j0 + j + c) * ldb, run, c * K, K);
                 }
-            }
-            for (int j = nc; j < ncPad; j++) {
-                int base = (j / NR) * NR * K + j % NR;
+                Arrays.fill(run, cols * K, NR * K, 0f);
+                int base = j * K; // (j / NR) · NR · K
                 for (int k = 0; k < K; k++) {
-                    bp[base + k * NR] = 0f;
+                    for (int c = 0; c < NR; c++) {
+                        bp[base + k * NR + c] = run[c * K + k];
+                    }
                 }
             }
         }
     }
 
-    /** Decodes {@code n} elements of a {@code t} segment starting at element {@code index} into {@code dst[0…n)}. */
-    static void decodeRun(MemorySegment src, DType t, long index, float[] dst, int n) {
+    /** {@code dst[d…d+NR) = src[s…s+NR)}: two vectors, or a loop in scalar mode. */
+    private static void copyNr(float[] src, int s, float[] dst, int d) {
+        if (Simd.SCALAR) {
+            System.arraycopy(src, s, dst, d, NR);
+        } else {
+            FloatVector.fromArray(Simd.FLOAT, src, s).intoArray(dst, d);
+            FloatVector.fromArray(Simd.FLOAT, src, s + NR / 2).intoArray(dst, d + NR / 2);
+        }
+    }
+
+    /** Decodes {@code n} elements of a {@code t} segment from element {@code index} into {@code dst[dstIndex…+n)}. */
+    static void decodeRun(MemorySegment src, DType t, long index, float[] dst, int dstIndex, int n) {
         switch (t) {
-            case FP32 -> MemorySegment.copy(src, ValueLayout.JAVA_FLOAT_UNALIGNED, index * Float.BYTES, dst, 0, n);
-            case BF16 -> Casts.bf16ToF32(dst, 0, src, index, n);
-            case FP16 -> Casts.f16ToF32(dst, 0, src, index, n);
-            case FP8_E4M3, FP8_E5M2 -> Casts.fp8ToF32(t, dst, 0, src, index, n, 1f);
+            case FP32 -> MemorySegment.copy(src, ValueLayout.JAVA_FLOAT_UNALIGNED, index * Float.BYTES, dst, dstIndex, n);
+            case BF16 -> Casts.bf16ToF32(dst, dstIndex, src, index, n);
+            case FP16 -> Casts.f16ToF32(dst, dstIndex, src, index, n);
+            case FP8_E4M3, FP8_E5M2 -> Casts.fp8ToF32(t, dst, dstIndex, src, index, n, 1f);
         }
     }
 
