@@ -96,7 +96,7 @@ final class GemmDriver {
         for (int jc = n0; jc < n1; jc += ncMax) {
             int nc = Math.min(ncMax, n1 - jc);
             int ncPad = roundUp(nc, NR);
-            Packing.packB(layout.transB(), b, bType, ldb, K, jc, nc, bp, run);
+            Packing.packB(layout.transB(), b, bType, ldb, K, KC, jc, nc, bp, run);
             for (int ic = m0; ic < m1; ic += MC) {
                 int mc = Math.min(MC, m1 - ic);
                 int mcPad = roundUp(mc, MR);
@@ -105,7 +105,7 @@ final class GemmDriver {
                     int kc = Math.min(KC, K - pc);
                     Packing.packA(layout.transA(), a, aType, lda, ic, mc, pc, kc, ap, run);
                     for (int jr = 0; jr < ncPad; jr += NR) {
-                        int bOff = jr * K + pc * NR;
+                        int bOff = pc * ncPad + jr * kc;
                         for (int ir = 0; ir < mcPad; ir += MR) {
                             MicroKernel.tile(kc, ap, ir * kc, bp, bOff, acc, ir * ncPad + jr, ncPad);
                         }
