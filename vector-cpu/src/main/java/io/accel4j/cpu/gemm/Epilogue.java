@@ -1,5 +1,8 @@
 package io.accel4j.cpu.gemm;
 
+import static io.accel4j.cpu.gemm.MicroKernel.MR;
+import static io.accel4j.cpu.gemm.MicroKernel.NR;
+
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Simd;
 import java.lang.foreign.MemorySegment;
@@ -20,19 +23,21 @@ final class Epilogue {
     private Epilogue() {}
 
     /**
-     * @param acc   the block, row stride {@code ldacc}
+     * @param acc   the block in tiles ({@link GemmDriver}): element (i, j) at {@code (i/MR)·MR·ncPad + (j/NR)·MR·NR
+     *              + (i%MR)·NR + j%NR}
+     * @param ncPad columns of the block rounded up to NR
      * @param rows  rows of the block (rows ic… of C)
      * @param cols  columns of the block (columns jc… of C)
      */
-    static void store(float[] acc, int ldacc, int rows, int cols, float alpha, float beta,
+    static void store(float[] acc, int ncPad, int rows, int cols, float alpha, float beta,
                       MemorySegment c, DType cType, int ldc, int ic, int jc, MemorySegment bias) {
         int vecEnd = (Simd.SCALAR || cType != DType.FP32) ? 0 : S.loopBound(cols);
         for (int i = 0; i < rows; i++) {
             long cRow = (long) (ic + i) * ldc + jc;
-            int aRow = i * ldacc;
+            int aRow = (i / MR) * MR * ncPad + (i % MR) * NR; // a vector never crosses a tile: V divides NR
             int j = 0;
             for (; j < vecEnd; j += S.length()) {
-                FloatVector v = FloatVector.fromArray(S, acc, aRow + j).mul(alpha);
+                FloatVector v = FloatVector.fromArray(S, acc, aRow + (j / NR) * MR * NR + j % NR).mul(alpha);
                 long off = (cRow + j) * Float.BYTES;
                 if (beta != 0f) {
                     v = v.add(FloatVector.fromMemorySegment(S, c, off, ByteOrder.LITTLE_ENDIAN).mul(beta));
@@ -44,7 +49,7 @@ final class Epilogue {
                 v.intoMemorySegment(c, off, ByteOrder.LITTLE_ENDIAN);
             }
             for (; j < cols; j++) {
-                float v = alpha * acc[aRow + j];
+                float v = alpha * acc[aRow + (j / NR) * MR * NR + j % NR];
                 if (beta != 0f) {
                     v += beta * cType.getFloat(c, cRow + j);
                 }

@@ -19,6 +19,7 @@ import java.util.Arrays;
  *       for ic in [m0,m1) step MC:
  *         for pc in [0,K) step KC:    pack op(A)[ic:+mc, pc:+kc]  → ap   (MC·KC floats)
  *           for jr step NR: for ir step MR:   acc[ir:+MR, jr:+NR] (+)= ap-panel · bp-panel
+ *                                              (acc stored tile by tile: each MR×NR tile is contiguous)
  *         epilogue: C[ic:+mc, jc:+nc] = alpha'·acc + beta·C + bias   (fp32 or bf16 store)
  * </pre>
  * Each element of C is summed in the same order (k blocks in order, fma per k) whichever task computes it, so
@@ -107,7 +108,7 @@ final class GemmDriver {
                     for (int jr = 0; jr < ncPad; jr += NR) {
                         int bOff = pc * ncPad + jr * kc;
                         for (int ir = 0; ir < mcPad; ir += MR) {
-                            MicroKernel.tile(kc, ap, ir * kc, bp, bOff, acc, ir * ncPad + jr, ncPad);
+                            MicroKernel.tile(kc, ap, ir * kc, bp, bOff, acc, ir * ncPad + jr * MR, NR);
                         }
                     }
                 }
