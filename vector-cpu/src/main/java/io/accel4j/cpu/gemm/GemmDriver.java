@@ -14,8 +14,9 @@ import java.util.Arrays;
  * panel in L1, the C tile in registers.
  *
  * <pre>
- *   task t owns rows [m0,m1) × cols [n0,n1) of C                  (split over N or M, never over K)
- *     for jc in [n0,n1) step NC:      pack op(B)[0:K, jc:jc+nc]   → bp   (K·NC floats)
+ *   for jc in [0,N) step NC:          pack op(B)[0:K, jc:jc+nc]   → bp   (K·NC floats, shared: each
+ *                                                                        thread packs some of its panels)
+ *     task t owns rows [m0,m1)                                   (split over M; over N when M is small)
  *       for ic in [m0,m1) step MC:
  *         for pc in [0,K) step KC:    pack op(A)[ic:+mc, pc:+kc]  → ap   (MC·KC floats)
  *           for jr step NR: for ir step MR:   acc[ir:+MR, jr:+NR] (+)= ap-panel · bp-panel
@@ -29,10 +30,12 @@ final class GemmDriver {
 
     /** Rows of a packed A block (a multiple of MR); the A block MC×KC lives in L2. */
     static final int MC = roundUp(Integer.getInteger("accel4j.gemm.mc", 72), MR);
-    /** Depth of a K block; one B panel KC×NR (16 KiB at 256×16) lives in L1. */
-    static final int KC = Integer.getInteger("accel4j.gemm.kc", 256);
+    /** Depth of a K block: one B panel is KC×NR floats (32 KiB at 512×16; 512 measured best here, 256 and 384 ~5 % slower). */
+    static final int KC = Integer.getInteger("accel4j.gemm.kc", 512);
     /** Largest packed B block, in floats (K·NC ≤ this): 8 MiB. */
     static final int B_BLOCK_FLOATS = Integer.getInteger("accel4j.gemm.bfloats", 2 << 20);
+    /** With fewer row tiles than this per thread, threads split the columns instead of the rows. */
+    static final int MIN_TILES_PER_THREAD = 4;
     /** Below this many multiply-adds a GEMM runs on the calling thread alone. */
     static final long PARALLEL_THRESHOLD = 64L * 64 * 64;
 
@@ -62,58 +65,101 @@ final class GemmDriver {
         }
         long work = (long) M * N * Math.max(K, 1);
         int threads = work < PARALLEL_THRESHOLD ? 1 : pool.threads();
-        // Split the larger of M and N into equal runs of whole tiles; each task packs its share of that operand
-        // and all of the other, so split the dimension whose operand is larger.
-        boolean splitN = N >= M;
-        int unit = splitN ? NR : MR;
-        int units = ((splitN ? N : M) + unit - 1) / unit;
-        int tasks = Math.min(threads, units);
-        int per = units / tasks;
-        int extra = units % tasks;
+        int rowTiles = (M + MR - 1) / MR;
+        if (threads > 1 && rowTiles < MIN_TILES_PER_THREAD * threads) {
+            splitColumns(pool, threads, layout, M, N, K, alpha, a, aType, lda, b, bType, ldb, beta, c, cType, ldc,
+                    bias);
+            return;
+        }
+        // Threads share one packed B block (each packs some of its panels), then each computes its own rows.
+        int tasks = Math.min(threads, rowTiles);
+        int ncMax = blockColumns(N, K);
+        float[] bp = WORKSPACE.get().bp(ncMax * K); // the caller's: it waits in forEach while the others read it
+        for (int jc = 0; jc < N; jc += ncMax) {
+            int j0 = jc;
+            int nc = Math.min(ncMax, N - jc);
+            int ncPad = roundUp(nc, NR);
+            int panels = ncPad / NR;
+            int packTasks = Math.min(tasks, panels);
+            pool.forEach(packTasks, t -> {
+                int p0 = share(panels, packTasks, t);
+                int p1 = share(panels, packTasks, t + 1);
+                int cols = Math.min(nc, p1 * NR) - p0 * NR;
+                Packing.packB(layout.transB(), b, bType, ldb, K, KC, j0 + p0 * NR, cols, bp, ncPad, p0 * NR,
+                        WORKSPACE.get().run(runLength(K, ncMax)));
+            });
+            pool.forEach(tasks, t -> {
+                int m0 = share(rowTiles, tasks, t) * MR;
+                int m1 = Math.min(M, share(rowTiles, tasks, t + 1) * MR);
+                rows(layout, m0, m1, j0, nc, K, alpha, a, aType, lda, bp, beta, c, cType, ldc, bias);
+            });
+        }
+    }
+
+    /** Too few rows to share: each task takes whole tiles of columns and packs its own B. */
+    private static void splitColumns(Parallel pool, int threads, Layout layout, int M, int N, int K,
+                                     float alpha, MemorySegment a, DType aType, int lda,
+                                     MemorySegment b, DType bType, int ldb,
+                                     float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias) {
+        int colTiles = (N + NR - 1) / NR;
+        int tasks = Math.min(threads, colTiles);
         pool.forEach(tasks, t -> {
-            int u0 = t * per + Math.min(t, extra);
-            int u1 = u0 + per + (t < extra ? 1 : 0);
-            int lo = u0 * unit;
-            int hi = Math.min(u1 * unit, splitN ? N : M);
-            if (splitN) {
-                block(layout, 0, M, lo, hi, K, alpha, a, aType, lda, b, bType, ldb, beta, c, cType, ldc, bias);
-            } else {
-                block(layout, lo, hi, 0, N, K, alpha, a, aType, lda, b, bType, ldb, beta, c, cType, ldc, bias);
+            int n0 = share(colTiles, tasks, t) * NR;
+            int n1 = Math.min(N, share(colTiles, tasks, t + 1) * NR);
+            Workspace ws = WORKSPACE.get();
+            int ncMax = blockColumns(n1 - n0, K);
+            float[] bp = ws.bp(ncMax * K);
+            for (int jc = n0; jc < n1; jc += ncMax) {
+                int nc = Math.min(ncMax, n1 - jc);
+                Packing.packB(layout.transB(), b, bType, ldb, K, KC, jc, nc, bp, roundUp(nc, NR), 0,
+                        ws.run(runLength(K, ncMax)));
+                rows(layout, 0, M, jc, nc, K, alpha, a, aType, lda, bp, beta, c, cType, ldc, bias);
             }
         });
     }
 
-    /** C[m0:m1, n0:n1] on the calling thread. */
-    private static void block(Layout layout, int m0, int m1, int n0, int n1, int K,
-                              float alpha, MemorySegment a, DType aType, int lda,
-                              MemorySegment b, DType bType, int ldb,
-                              float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias) {
+    /**
+     * C[m0:m1, jc:jc+nc] on the calling thread, from B packed in {@code bp} (columns jc…jc+nc, all of K): packs
+     * its own blocks of A, runs the micro-kernel over them, and writes C through the epilogue.
+     */
+    private static void rows(Layout layout, int m0, int m1, int jc, int nc, int K,
+                             float alpha, MemorySegment a, DType aType, int lda, float[] bp,
+                             float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias) {
         Workspace ws = WORKSPACE.get();
-        int ncMax = Math.max(NR, Math.min(roundUp(n1 - n0, NR), B_BLOCK_FLOATS / Math.max(K, 1) / NR * NR));
-        float[] run = ws.run(Math.max(Math.max(NR * K, MR * KC), Math.max(MC, ncMax)));
-        float[] bp = ws.bp(ncMax * K);
+        int ncPad = roundUp(nc, NR);
+        float[] run = ws.run(runLength(K, ncPad));
         float[] ap = ws.ap(MC * Math.min(KC, Math.max(K, 1)));
-        float[] acc = ws.acc(MC * ncMax);
-        for (int jc = n0; jc < n1; jc += ncMax) {
-            int nc = Math.min(ncMax, n1 - jc);
-            int ncPad = roundUp(nc, NR);
-            Packing.packB(layout.transB(), b, bType, ldb, K, KC, jc, nc, bp, run);
-            for (int ic = m0; ic < m1; ic += MC) {
-                int mc = Math.min(MC, m1 - ic);
-                int mcPad = roundUp(mc, MR);
-                Arrays.fill(acc, 0, mcPad * ncPad, 0f);
-                for (int pc = 0; pc < K; pc += KC) {
-                    int kc = Math.min(KC, K - pc);
-                    Packing.packA(layout.transA(), a, aType, lda, ic, mc, pc, kc, ap, run);
-                    for (int jr = 0; jr < ncPad; jr += NR) {
-                        int bOff = pc * ncPad + jr * kc;
-                        for (int ir = 0; ir < mcPad; ir += MR) {
-                            MicroKernel.tile(kc, ap, ir * kc, bp, bOff, acc, ir * ncPad + jr * MR, NR);
-                        }
+        float[] acc = ws.acc(MC * ncPad);
+        for (int ic = m0; ic < m1; ic += MC) {
+            int mc = Math.min(MC, m1 - ic);
+            int mcPad = roundUp(mc, MR);
+            Arrays.fill(acc, 0, mcPad * ncPad, 0f);
+            for (int pc = 0; pc < K; pc += KC) {
+                int kc = Math.min(KC, K - pc);
+                Packing.packA(layout.transA(), a, aType, lda, ic, mc, pc, kc, ap, run);
+                for (int jr = 0; jr < ncPad; jr += NR) {
+                    int bOff = pc * ncPad + jr * kc;
+                    for (int ir = 0; ir < mcPad; ir += MR) {
+                        MicroKernel.tile(kc, ap, ir * kc, bp, bOff, acc, ir * ncPad + jr * MR, NR);
                     }
                 }
-                Epilogue.store(acc, ncPad, mc, nc, alpha, beta, c, cType, ldc, ic, jc, bias);
             }
+            Epilogue.store(acc, ncPad, mc, nc, alpha, beta, c, cType, ldc, ic, jc, bias);
         }
+    }
+
+    /** Columns of one packed B block: all of them, unless K·N floats would pass {@link #B_BLOCK_FLOATS}. */
+    private static int blockColumns(int n, int K) {
+        return Math.max(NR, Math.min(roundUp(n, NR), B_BLOCK_FLOATS / Math.max(K, 1) / NR * NR));
+    }
+
+    /** Floats of the decode buffer the packing needs. */
+    private static int runLength(int K, int ncPad) {
+        return Math.max(Math.max(NR * K, MR * KC), Math.max(MC, ncPad));
+    }
+
+    /** Start of share {@code t} of {@code units} split as evenly as possible over {@code parts}. */
+    private static int share(int units, int parts, int t) {
+        return (int) ((long) units * t / parts);
     }
 }

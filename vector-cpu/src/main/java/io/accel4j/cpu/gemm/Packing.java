@@ -21,7 +21,7 @@ import jdk.incubator.vector.FloatVector;
  * computes full tiles.
  * <pre>
  *   A block, rows i0…i0+mc, k p0…p0+kc:  ap[(i/MR)·MR·kc + k·MR + i%MR]     (panels of MR rows, k-major)
- *   B block, cols j0…j0+nc, k 0…K:       bp[pc·ncPad + (j/NR)·NR·kc + (k−pc)·NR + j%NR]
+ *   B block, cols 0…ncPad, k 0…K:        bp[pc·ncPad + (j/NR)·NR·kc + (k−pc)·NR + j%NR]
  *                                        (K blocks pc of kc ≤ KC rows; in each, panels of NR columns, k-major)
  * </pre>
  */
@@ -62,13 +62,14 @@ final class Packing {
     }
 
     /**
-     * Packs op(B)[0…K, j0…j0+nc) into {@code bp} as consecutive K blocks of {@code kcBlock} rows, each block's panels
-     * side by side, so the panels one K block's sweep reads follow each other in memory (one prefetch stream, not a
-     * new one every panel); columns nc…roundUp(nc, NR) are zero.
+     * Packs op(B)[0…K, j0…j0+nc) into columns {@code bpCol0…} of a packed block {@code bpCols} columns wide (a
+     * multiple of NR, as is bpCol0): consecutive K blocks of {@code kcBlock} rows, each block's panels side by side,
+     * so the panels one K block's sweep reads follow each other in memory (one prefetch stream, not a new one every
+     * panel); columns nc…roundUp(nc, NR) are zero. Threads can pack disjoint column ranges of one block.
      * {@code run} must hold {@code max(NR·K, roundUp(nc, NR))} floats.
      */
     static void packB(boolean transB, MemorySegment b, DType t, int ldb, int K, int kcBlock, int j0, int nc,
-                      float[] bp, float[] run) {
+                      float[] bp, int bpCols, int bpCol0, float[] run) {
         int ncPad = roundUp(nc, NR);
         if (!transB) { // B stored K×N: a run is part of a row of op(B), along j; copy it NR at a time
             for (int k = 0; k < K; k++) {
@@ -76,7 +77,7 @@ final class Packing {
                 Arrays.fill(run, nc, ncPad, 0f);
                 int pc = k - k % kcBlock;
                 int kc = Math.min(kcBlock, K - pc);
-                int base = pc * ncPad + (k - pc) * NR;
+                int base = pc * bpCols + bpCol0 * kc + (k - pc) * NR;
                 for (int p = 0; p < ncPad; p += NR) {
                     copyNr(run, p, bp, base + p * kc);
                 }
@@ -90,7 +91,7 @@ final class Packing {
                 Arrays.fill(run, cols * K, NR * K, 0f);
                 for (int pc = 0; pc < K; pc += kcBlock) {
                     int kc = Math.min(kcBlock, K - pc);
-                    int base = pc * ncPad + j * kc;
+                    int base = pc * bpCols + (bpCol0 + j) * kc;
                     for (int k = 0; k < kc; k++) {
                         for (int c = 0; c < NR; c++) {
                             bp[base + k * NR + c] = run[c * K + pc + k];
