@@ -1,6 +1,8 @@
 package io.accel4j.jmh;
 
 import io.accel4j.core.DType;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.gemm.Gemm;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -58,6 +60,13 @@ final class GemmBuffers implements AutoCloseable {
                         (byte) (rng.nextInt(2) << 7 | rng.nextInt(16) << 2 | rng.nextInt(4)));
             }
         }
+    }
+
+    /** accel4j's GEMM on these buffers: {@code C = scaleA·scaleB·op(A)·op(B)}, fp32 C, on {@code pool}. */
+    void accel4j(Parallel pool, float scaleA, float scaleB) {
+        Gemm.gemm(pool, shape.layout(), shape.M(), shape.N(), shape.K(),
+                1f, a, aType, shape.lda(), scaleA, b, bType, shape.ldb(), scaleB,
+                0f, c, DType.FP32, shape.ldc(), null);
     }
 
     @Override

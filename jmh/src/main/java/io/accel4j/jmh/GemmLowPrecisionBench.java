@@ -2,7 +2,6 @@ package io.accel4j.jmh;
 
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.gemm.Gemm;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -68,9 +67,7 @@ public class GemmLowPrecisionBench {
     }
 
     private void run(float scaleA, float scaleB) {
-        Gemm.gemm(pool, s.layout(), s.M(), s.N(), s.K(),
-                1f, buf.a, buf.aType, s.lda(), scaleA, buf.b, buf.bType, s.ldb(), scaleB,
-                0f, buf.c, DType.FP32, s.ldc(), null);
+        buf.accel4j(pool, scaleA, scaleB);
     }
 
     /** The baseline: accel4j fp32. */

@@ -1,11 +1,8 @@
 package io.accel4j.jmh;
 
 import io.accel4j.core.DType;
-import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.gemm.Gemm;
 import io.accel4j.cpu.ref.GemmRef;
 import java.util.concurrent.TimeUnit;
-import org.bytedeco.javacpp.FloatPointer;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -38,35 +35,22 @@ public class GemmNaiveBench {
     @Param({"256", "512"})
     public String shape;
 
-    private GemmShape s;
-    private GemmBuffers buf;
-    private Parallel pool;
-    private FloatPointer pa;
-    private FloatPointer pb;
-    private FloatPointer pc;
+    private Fp32Gemm gemm;
 
     @Setup(Level.Trial)
     public void setup(BenchmarkParams params) {
-        s = GemmShape.parse(shape);
-        buf = new GemmBuffers(s, DType.FP32, DType.FP32, 42);
-        pool = new Parallel(1);
-        if (params.getBenchmark().endsWith(".openblas")) {
-            OpenBlas.setThreads(1);
-            pa = OpenBlas.floats(buf.a);
-            pb = OpenBlas.floats(buf.b);
-            pc = OpenBlas.floats(buf.c);
-            System.out.print("[" + OpenBlas.describe() + "] "); // lands on JMH's first iteration line
-        }
+        gemm = new Fp32Gemm(shape, 1, params);
     }
 
     @TearDown(Level.Trial)
     public void tearDown() {
-        pool.close();
-        buf.close();
+        gemm.close();
     }
 
     @Benchmark
     public void naive() {
+        GemmShape s = gemm.shape;
+        GemmBuffers buf = gemm.buf;
         GemmRef.gemm(s.layout(), s.M(), s.N(), s.K(),
                 1f, buf.a, DType.FP32, s.lda(), 1f, buf.b, DType.FP32, s.ldb(), 1f,
                 0f, buf.c, DType.FP32, s.ldc(), null);
@@ -74,13 +58,11 @@ public class GemmNaiveBench {
 
     @Benchmark
     public void accel4j() {
-        Gemm.gemm(pool, s.layout(), s.M(), s.N(), s.K(),
-                1f, buf.a, DType.FP32, s.lda(), 1f, buf.b, DType.FP32, s.ldb(), 1f,
-                0f, buf.c, DType.FP32, s.ldc(), null);
+        gemm.accel4j();
     }
 
     @Benchmark
     public void openblas() {
-        OpenBlas.sgemm(s, pa, pb, pc);
+        gemm.openblas();
     }
 }
