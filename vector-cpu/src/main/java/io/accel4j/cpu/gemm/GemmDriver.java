@@ -37,7 +37,7 @@ final class GemmDriver {
     /** With fewer row tiles than this per thread, threads split the columns instead of the rows. */
     static final int MIN_TILES_PER_THREAD = 4;
     /** Below this many multiply-adds a GEMM runs on the calling thread alone. */
-    static final long PARALLEL_THRESHOLD = 64L * 64 * 64;
+    static final long PARALLEL_THRESHOLD = 100L * 100 * 100; // handing work to a thread costs ~20–30 µs here
 
     private GemmDriver() {}
 
