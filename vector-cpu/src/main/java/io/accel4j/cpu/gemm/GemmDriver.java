@@ -32,6 +32,8 @@ final class GemmDriver {
     static final int MC = roundUp(Integer.getInteger("accel4j.gemm.mc", 72), MR);
     /** Depth of a K block: one B panel is KC×NR floats (32 KiB at 512×16; 512 measured best here, 256 and 384 ~5 % slower). */
     static final int KC = Integer.getInteger("accel4j.gemm.kc", 512);
+    /** Most columns of one packed B block (a multiple of every NR): the accumulator is MC×NC_MAX floats at most. */
+    static final int NC_MAX = 4096;
     /** Largest packed B block, in floats (K·NC ≤ this): 8 MiB. */
     static final int B_BLOCK_FLOATS = Integer.getInteger("accel4j.gemm.bfloats", 2 << 20);
     /** With fewer row tiles than this per thread, threads split the columns instead of the rows. */
@@ -148,9 +150,13 @@ final class GemmDriver {
         }
     }
 
-    /** Columns of one packed B block: all of them, unless K·N floats would pass {@link #B_BLOCK_FLOATS}. */
-    private static int blockColumns(int n, int K) {
-        return Math.max(NR, Math.min(roundUp(n, NR), B_BLOCK_FLOATS / Math.max(K, 1) / NR * NR));
+    /**
+     * Columns of one packed B block: all of them, unless K·N floats would pass {@link #B_BLOCK_FLOATS} or N would
+     * pass {@link #NC_MAX} (which bounds the MC×NC accumulator when K is small).
+     */
+    static int blockColumns(int n, int K) {
+        int byB = B_BLOCK_FLOATS / Math.max(K, 1) / NR * NR;
+        return Math.max(NR, Math.min(roundUp(n, NR), Math.min(NC_MAX, byB)));
     }
 
     /** Floats of the decode buffer the packing needs. */

@@ -236,6 +236,18 @@ class GemmTest {
     }
 
     @Test
+    void wideShallowProductsAreSplitIntoColumnBlocks() {
+        // K small and N past NC_MAX: several B blocks, and the accumulator stays bounded (MC × NC_MAX floats).
+        assertThat(GemmDriver.blockColumns(1 << 20, 1)).isEqualTo(GemmDriver.NC_MAX);
+        assertThat(GemmDriver.blockColumns(100, 3)).isEqualTo(Packing.roundUp(100, MicroKernel.NR));
+        try (Case c = new Case(seed(), Layout.NT, 7, GemmDriver.NC_MAX + 37, 3, DType.FP32, DType.FP32, DType.FP32,
+                true, true)) {
+            c.runFast(pool2);
+            c.assertClose("fast");
+        }
+    }
+
+    @Test
     void zeroSizesAndEmptyK() {
         try (Case c = new Case(seed(), Layout.NN, 5, 7, 0, DType.FP32, DType.FP32, DType.FP32, true, true)) {
             c.runFast(pool2);
