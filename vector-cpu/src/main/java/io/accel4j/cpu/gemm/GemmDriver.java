@@ -28,9 +28,14 @@ import java.util.Arrays;
  */
 final class GemmDriver {
 
+    // Block sizes; the accel4j.gemm.* properties exist for tuning runs (docs/PERFORMANCE.md), not for users.
+
     /** Rows of a packed A block (a multiple of MR); the A block MC×KC lives in L2. */
     static final int MC = roundUp(Integer.getInteger("accel4j.gemm.mc", 72), MR);
-    /** Depth of a K block: one B panel is KC×NR floats (32 KiB at 512×16; 512 measured best here, 256 and 384 ~5 % slower). */
+    /**
+     * Depth of a K block: one B panel is KC×NR floats (32 KiB at 512×16). 512 measured best here; 256 and 384 were
+     * about 5 % slower.
+     */
     static final int KC = Integer.getInteger("accel4j.gemm.kc", 512);
     /** Most columns of one packed B block (a multiple of every NR): the accumulator is MC×NC_MAX floats at most. */
     static final int NC_MAX = 4096;
