@@ -5,8 +5,6 @@ import io.accel4j.cpu.gemm.Layout;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.stream.Collectors;
-import picocli.CommandLine.ITypeConverter;
-import picocli.CommandLine.TypeConversionException;
 
 /** How the CLI spells dtypes and layouts, both ways. */
 final class Names {
@@ -42,25 +40,15 @@ final class Names {
         }
     }
 
-    static final class DTypeConverter implements ITypeConverter<DType> {
-        @Override
-        public DType convert(String value) {
-            try {
-                return dtype(value);
-            } catch (IllegalArgumentException e) {
-                throw new TypeConversionException(e.getMessage());
-            }
+    static final class DTypeConverter extends ParsingConverter<DType> {
+        DTypeConverter() {
+            super(Names::dtype);
         }
     }
 
-    static final class LayoutConverter implements ITypeConverter<Layout> {
-        @Override
-        public Layout convert(String value) {
-            try {
-                return layout(value);
-            } catch (IllegalArgumentException e) {
-                throw new TypeConversionException(e.getMessage());
-            }
+    static final class LayoutConverter extends ParsingConverter<Layout> {
+        LayoutConverter() {
+            super(Names::layout);
         }
     }
 }

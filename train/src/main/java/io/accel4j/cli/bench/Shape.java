@@ -1,8 +1,6 @@
 package io.accel4j.cli.bench;
 
 import java.util.Locale;
-import picocli.CommandLine.ITypeConverter;
-import picocli.CommandLine.TypeConversionException;
 
 /** A GEMM shape: op(A) is M×K, op(B) is K×N. Written {@code N} (a cube) or {@code MxNxK}. */
 record Shape(int m, int n, int k) {
@@ -50,14 +48,9 @@ record Shape(int m, int n, int k) {
     }
 
     /** picocli's converter; its message becomes the usage error. */
-    static final class Converter implements ITypeConverter<Shape> {
-        @Override
-        public Shape convert(String value) {
-            try {
-                return parse(value);
-            } catch (IllegalArgumentException e) {
-                throw new TypeConversionException(e.getMessage());
-            }
+    static final class Converter extends ParsingConverter<Shape> {
+        Converter() {
+            super(Shape::parse);
         }
     }
 }
