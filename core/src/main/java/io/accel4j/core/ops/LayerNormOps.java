@@ -1,0 +1,27 @@
+package io.accel4j.core.ops;
+
+import java.lang.foreign.MemorySegment;
+
+/** Layer normalisation over the last dimension, ε = {@value #EPS}. */
+public interface LayerNormOps {
+
+    /** The ε added to the variance. */
+    float EPS = 1e-5f;
+
+    /**
+     * For each of the N rows: {@code mean = Σx/C}, {@code rstd = 1/√(Σ(x−mean)²/C + ε)},
+     * {@code out (N,C) = (x − mean)·rstd·weight + bias}. Writes {@code out}, {@code mean (N)} and {@code rstd (N)}
+     * (saved for backward).
+     */
+    void layernormForward(MemorySegment out, MemorySegment mean, MemorySegment rstd,
+                          MemorySegment inp, MemorySegment weight, MemorySegment bias, int N, int C);
+
+    /**
+     * With {@code x̂ = (x − mean)·rstd} and {@code g = dout·weight}:
+     * {@code dinp (N,C) += rstd·(g − mean_C(g) − x̂·mean_C(g·x̂))}, {@code dweight (C) += Σ_rows dout·x̂},
+     * {@code dbias (C) += Σ_rows dout}.
+     */
+    void layernormBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                           MemorySegment inp, MemorySegment weight, MemorySegment mean, MemorySegment rstd,
+                           int N, int C);
+}

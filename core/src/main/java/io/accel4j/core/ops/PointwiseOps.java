@@ -1,0 +1,19 @@
+package io.accel4j.core.ops;
+
+import java.lang.foreign.MemorySegment;
+
+/** Element-wise ops over flat buffers of n floats: GELU and the residual add. */
+public interface PointwiseOps {
+
+    /** {@code out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))}, the tanh approximation of GELU. */
+    void geluForward(MemorySegment out, MemorySegment inp, long n);
+
+    /** {@code dinp += gelu'(inp)·dout}. */
+    void geluBackward(MemorySegment dinp, MemorySegment inp, MemorySegment dout, long n);
+
+    /** {@code out = inp1 + inp2}. */
+    void residualForward(MemorySegment out, MemorySegment inp1, MemorySegment inp2, long n);
+
+    /** {@code dinp1 += dout}, {@code dinp2 += dout}. */
+    void residualBackward(MemorySegment dinp1, MemorySegment dinp2, MemorySegment dout, long n);
+}
