@@ -137,7 +137,7 @@ public final class Report {
     }
 
     private static void header(PrintStream out, List<Map<String, Object>> raw, String peakNote, boolean openblas) {
-        out.println("## GEMM benchmark results");
+        out.println("## Benchmark results");
         out.println();
         if (!raw.isEmpty()) {
             Map<String, Object> e = raw.get(0);
@@ -182,6 +182,11 @@ public final class Report {
     }
 
     private static void table(PrintStream out, String cls, List<Result> rs, Double peakPerCore) {
+        java.lang.reflect.Method work = Work.finder(cls);
+        if (work != null) {
+            kernelTable(out, cls, rs, work);
+            return;
+        }
         Set<String> methods = new LinkedHashSet<>();
         Set<Map<String, String>> combos = new LinkedHashSet<>();
         Map<String, Result> byKey = new LinkedHashMap<>();
@@ -242,6 +247,36 @@ public final class Report {
                 out.println("| " + shapeCell + " | " + dims + " | " + (threadsValue == null ? "1" : threadsValue) + " | "
                         + m + " | " + gCell + " | " + eCell + " | " + ratio + " | " + peak + " |");
             }
+        }
+        out.println();
+    }
+
+    /**
+     * A kernel benchmark's table: each method's rate from its declared {@link Work}, and its ratio to the baseline
+     * method the work names, at the same parameters.
+     */
+    private static void kernelTable(PrintStream out, String cls, List<Result> rs, java.lang.reflect.Method finder) {
+        Map<String, Result> byKey = new LinkedHashMap<>();
+        for (Result r : rs) {
+            byKey.put(r.method() + " " + r.params(), r);
+        }
+        out.println("### " + cls);
+        out.println();
+        out.println("| parameters | implementation | rate | ± | × baseline (which) |");
+        out.println("|---|---|---:|---:|---:|");
+        for (Result r : rs) {
+            Work w = Work.of(finder, r.method(), r.params());
+            double[] rate = gflops(r, w.amount()); // amount/s ÷ 10⁹: GB/s or GFLOP/s alike
+            String ratio = "—";
+            if (w.baseline() != null) {
+                Result base = byKey.get(w.baseline() + " " + r.params());
+                if (base != null) {
+                    Work bw = Work.of(finder, base.method(), base.params());
+                    ratio = fmt("%.2f", rate[0] / gflops(base, bw.amount())[0]) + " (" + w.baseline() + ")";
+                }
+            }
+            out.println("| " + r.params() + " | " + r.method() + " | " + fmt("%.1f", rate[0]) + " "
+                    + w.unit().rate() + " | " + fmt("%.1f", rate[1]) + " | " + ratio + " |");
         }
         out.println();
     }

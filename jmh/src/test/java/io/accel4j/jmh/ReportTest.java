@@ -81,6 +81,20 @@ class ReportTest {
     }
 
     @Test
+    void kernelBenchmarksAreCountedByTheirOwnWorkMethod() {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        Map<String, String> params = Map.of("n", "1000000");
+        List<Report.Result> results = List.of(
+                new Report.Result("FakeKernelBench", "copy", params, 1000, 10, "ops/s"),
+                new Report.Result("FakeKernelBench", "kernel", params, 500, 5, "ops/s"));
+        Report.print(new PrintStream(bytes, true, StandardCharsets.UTF_8), results, 50.0);
+        String md = bytes.toString(StandardCharsets.UTF_8);
+        // copy: 8 MB × 1000/s = 8 GB/s; kernel: 12 MB × 500/s = 6 GB/s, 0.75 of the copy.
+        assertThat(md).contains("| {n=1000000} | copy | 8.0 GB/s | 0.1 | — |");
+        assertThat(md).contains("| {n=1000000} | kernel | 6.0 GB/s | 0.1 | 0.75 (copy) |");
+    }
+
+    @Test
     void refusesBrokenJson() {
         assertThatThrownBy(() -> Report.entries("[ { \"a\" : 1 ")).hasMessageContaining("offset");
         assertThatThrownBy(() -> Report.entries("{ }")).hasMessageContaining("expected a JSON array");

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs the GEMM benchmarks (GemmBench, GemmNaiveBench, GemmLowPrecisionBench) and prints their Markdown report.
+# Runs a suite of JMH benchmarks and prints their Markdown report (the tables of docs/PERFORMANCE.md).
 #
-#   jmh/run-gemm.sh                          # everything, about 25 minutes on 2 cores
-#   jmh/run-gemm.sh -p shape=1024            # extra arguments go to JMH as they are
-#   BENCH=GemmLowPrecisionBench jmh/run-gemm.sh
+#   jmh/run.sh gemm                          # GemmBench, GemmNaiveBench, GemmLowPrecisionBench: ~25 min on 2 cores
+#   jmh/run.sh kernels                       # the training kernels (attention, AdamW, layernorm, GELU, classifier…)
+#   jmh/run.sh gemm -p shape=1024            # extra arguments go to JMH as they are
+#   BENCH=GemmLowPrecisionBench jmh/run.sh gemm
 #
 # Environment (defaults in brackets):
-#   BENCH [io.accel4j.jmh.Gemm]  JMH benchmark regex          FORKS [1]       forks per benchmark
+#   BENCH [the suite's]          JMH benchmark regex          FORKS [1]       forks per benchmark
 #   WARMUP_ITERS [3]  WARMUP_TIME [3s]                        ITERS [5]       ITER_TIME [3s]
 #   PEAK_PER_CORE [from /proc/cpuinfo]  fp32 GFLOP/s of one core, for the report's "of peak" column
 #   KEEP_OPENBLAS_ENV [0]  1 keeps OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (by default both are unset for this run)
@@ -17,6 +18,15 @@
 set -euo pipefail
 
 ROOT=$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+suite=${1-}
+case "$suite" in
+  gemm) regex='io\.accel4j\.jmh\.Gemm' ;;
+  kernels) regex='io\.accel4j\.jmh\.(Attention|AdamW|LayerNorm|Gelu|Residual|Encoder|Classifier|Reductions)Bench' ;;
+  all) regex='io\.accel4j\.jmh\.' ;;
+  *) echo "usage: jmh/run.sh gemm|kernels|all [JMH arguments…]" >&2; exit 2 ;;
+esac
+shift
 JAR=$ROOT/jmh/target/benchmarks.jar
 
 if [[ -f "$ROOT/bin/find-jdk.sh" ]]; then
@@ -45,7 +55,7 @@ if [[ -n "$reason" ]]; then
   echo "building benchmarks.jar ($reason)…" >&2
   if ! (cd "$ROOT" && MAVEN_OPTS="--sun-misc-unsafe-memory-access=allow ${MAVEN_OPTS-}" \
         "${MVN[@]}" -q -pl jmh -am package -DskipTests); then
-    echo "run-gemm: error: the build failed; for the full log: cd $ROOT && ${MVN[*]} -pl jmh -am package -DskipTests" >&2
+    echo "run: error: the build failed; for the full log: cd $ROOT && ${MVN[*]} -pl jmh -am package -DskipTests" >&2
     exit 1
   fi
 fi
@@ -61,11 +71,11 @@ ENV_CMD=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 
 mkdir -p "$ROOT/jmh/results"
 stamp=$(date +%Y%m%d-%H%M%S)
-out=$ROOT/jmh/results/gemm-$stamp
+out=$ROOT/jmh/results/$suite-$stamp
 peak=()
 [[ -n "${PEAK_PER_CORE-}" ]] && peak=(--peak-per-core "$PEAK_PER_CORE")
 
-cmd=("${ENV_CMD[@]}" "$JAVA" -jar "$JAR" "${BENCH:-io.accel4j.jmh.Gemm}"
+cmd=("${ENV_CMD[@]}" "$JAVA" -jar "$JAR" "${BENCH:-$regex}"
   -f "${FORKS:-1}" -wi "${WARMUP_ITERS:-3}" -w "${WARMUP_TIME:-3s}" -i "${ITERS:-5}" -r "${ITER_TIME:-3s}"
   -rf json -rff "$out.json" "$@")
 echo "running: ${cmd[*]}" | tee "$out.log" >&2
@@ -74,7 +84,7 @@ set +e
 status=${PIPESTATUS[0]}
 set -e
 if [[ ! -s "$out.json" ]]; then
-  echo "run-gemm: error: JMH wrote no results (exit $status); see $out.log" >&2
+  echo "run: error: JMH wrote no results (exit $status); see $out.log" >&2
   exit 1
 fi
 
@@ -84,6 +94,6 @@ echo >&2
 echo "results: $out.json, log: $out.log, report: $out.md" >&2
 failures=$(grep -c '<failure>' "$out.log" || true)
 if [[ "$status" != 0 || "$failures" != 0 ]]; then
-  echo "run-gemm: error: JMH exited $status with $failures failed benchmark(s); see $out.log" >&2
+  echo "run: error: JMH exited $status with $failures failed benchmark(s); see $out.log" >&2
   exit 1
 fi

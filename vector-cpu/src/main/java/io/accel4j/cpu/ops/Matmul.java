@@ -1,0 +1,91 @@
+package io.accel4j.cpu.ops;
+
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Check;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.Simd;
+import io.accel4j.cpu.gemm.Gemm;
+import io.accel4j.cpu.gemm.Layout;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * A linear layer with weights stored (out, in), forward and backward, on the GEMM family ({@link Gemm}).
+ *
+ * <p>Forward {@code out (N,OC) = inp (N,C)·weightᵀ + bias} is one NT GEMM with the bias fused into its epilogue.
+ * Backward adds: {@code dinp (N,C) += dout (N,OC)·weight (OC,C)} (NN, beta 1), {@code dweight (OC,C) += doutᵀ·inp}
+ * (TN, beta 1) and {@code dbias (OC) += Σ_rows dout} (a column sum). Every piece splits over independent outputs, so
+ * results do not depend on the thread count.
+ */
+public final class Matmul {
+
+    private Matmul() {}
+
+    private static final VectorSpecies<Float> F = Simd.FLOAT;
+    private static final int L = F.length();
+    private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
+    private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
+    /** Columns of dbias one task sums: a multiple of every vector length, small enough to spread OC=768 over threads. */
+    private static final int BIAS_COLUMNS = 128;
+
+    /** {@code out (N,OC) = inp (N,C)·weightᵀ (C,OC) + bias (OC)}; {@code bias} may be null. */
+    public static void forward(Parallel pool, MemorySegment out, MemorySegment inp, MemorySegment weight,
+                               MemorySegment bias, int N, int C, int OC) {
+        checkSizes(N, C, OC);
+        Gemm.gemm(pool, Layout.NT, N, OC, C, 1f, inp, DType.FP32, C, 1f, weight, DType.FP32, C, 1f,
+                0f, out, DType.FP32, OC, bias);
+    }
+
+    /**
+     * {@code dinp (N,C) += dout·weight}, {@code dweight (OC,C) += doutᵀ·inp}, {@code dbias (OC) += Σ_rows dout}
+     * ({@code dbias} may be null). The gradients must not overlap each other or the inputs.
+     */
+    public static void backward(Parallel pool, MemorySegment dinp, MemorySegment dweight, MemorySegment dbias,
+                                MemorySegment dout, MemorySegment inp, MemorySegment weight, int N, int C, int OC) {
+        checkSizes(N, C, OC);
+        if (dbias != null) {
+            Check.floats("dbias", dbias, OC);
+            Check.floats("dout", dout, (long) N * OC);
+            Check.shared("dbias", dbias, pool.threads());
+            Check.shared("dout", dout, pool.threads());
+            Check.disjoint("dbias", dbias, (long) OC * Float.BYTES, "dout", dout, (long) N * OC * Float.BYTES);
+        }
+        Gemm.gemm(pool, Layout.NN, N, C, OC, 1f, dout, DType.FP32, OC, 1f, weight, DType.FP32, C, 1f,
+                1f, dinp, DType.FP32, C, null);
+        Gemm.gemm(pool, Layout.TN, OC, C, N, 1f, dout, DType.FP32, OC, 1f, inp, DType.FP32, C, 1f,
+                1f, dweight, DType.FP32, C, null);
+        if (dbias != null) {
+            int tasks = (OC + BIAS_COLUMNS - 1) / BIAS_COLUMNS;
+            pool.forEach(tasks, task -> columnSum(dbias, dout, N, OC, task * BIAS_COLUMNS,
+                    Math.min(OC, (task + 1) * BIAS_COLUMNS)));
+        }
+    }
+
+    /**
+     * {@code dbias[c] += Σ_{r<N} dout[r, c]} for c in [c0, c1), rows added one after another into dbias itself: row
+     * order, so the same sum whatever the split, and the task's slice of dbias stays in L1 while dout streams by.
+     */
+    private static void columnSum(MemorySegment dbias, MemorySegment dout, int N, int OC, int c0, int c1) {
+        int vectorEnd = Simd.SCALAR ? c0 : c0 + (c1 - c0) / L * L;
+        for (int r = 0; r < N; r++) {
+            long row = (long) r * OC;
+            for (int c = c0; c < vectorEnd; c += L) {
+                FloatVector.fromMemorySegment(F, dbias, (long) c * 4, LE)
+                        .add(FloatVector.fromMemorySegment(F, dout, (row + c) * 4, LE))
+                        .intoMemorySegment(dbias, (long) c * 4, LE);
+            }
+            for (int c = vectorEnd; c < c1; c++) {
+                dbias.setAtIndex(F32, c, dbias.getAtIndex(F32, c) + dout.getAtIndex(F32, row + c));
+            }
+        }
+    }
+
+    private static void checkSizes(int N, int C, int OC) {
+        Check.positive("N", N);
+        Check.positive("C", C);
+        Check.positive("OC", OC);
+    }
+}

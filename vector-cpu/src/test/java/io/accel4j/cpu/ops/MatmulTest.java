@@ -1,0 +1,159 @@
+package io.accel4j.cpu.ops;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ref.MatmulRef;
+import io.accel4j.cpu.testing.Buffers;
+import io.accel4j.cpu.testing.Compare;
+import io.accel4j.cpu.testing.FiniteDifferences;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The linear layer: the float64 reference's backward against finite differences, then the fast layer (GEMM) against
+ * the reference with outputs poisoned and gradients pre-filled.
+ *
+ * <p>Tolerance: each output is a K-term fp32 dot product of values in [−1, 1] (K = C forward, OC for dinp, N for
+ * dweight); recursive fp32 summation errs by at most K·u·Σ|terms| ≤ K·u·K (u = 2⁻²⁴), and the pre-filled gradient adds
+ * one more rounding of its own size. {@code ABS = 2·K²·u} covers both with room; it is 4e-3 at K=257, far below the
+ * size of an indexing mistake (a whole term, ~0.3 on average).
+ */
+class MatmulTest {
+
+    static final double U = 0x1p-24;
+
+    static Parallel pool1;
+    static Parallel pool3;
+
+    @BeforeAll
+    static void pools() {
+        pool1 = new Parallel(1);
+        pool3 = new Parallel(3);
+    }
+
+    @AfterAll
+    static void closePools() {
+        pool1.close();
+        pool3.close();
+    }
+
+    @Test
+    void referenceBackwardMatchesFiniteDifferences() {
+        SplittableRandom rnd = new SplittableRandom(11);
+        int N = 3, C = 5, OC = 4;
+        double[] inp = Buffers.uniform(rnd, N * C, 1);
+        double[] w = Buffers.uniform(rnd, OC * C, 1);
+        double[] b = Buffers.uniform(rnd, OC, 1);
+        double[] dout = Buffers.uniform(rnd, N * OC, 1);
+        double[] dinp = new double[N * C], dw = new double[OC * C], db = new double[OC];
+        MatmulRef.backward(dinp, dw, db, dout, inp, w, N, C, OC);
+        double[] out = new double[N * OC];
+        Compare.close("dinp", dinp, FiniteDifferences.gradient(inp, x -> {
+            MatmulRef.forward(out, x, w, b, N, C, OC);
+            return FiniteDifferences.dot(dout, out);
+        }), 1e-7, 1e-8);
+        Compare.close("dweight", dw, FiniteDifferences.gradient(w, x -> {
+            MatmulRef.forward(out, inp, x, b, N, C, OC);
+            return FiniteDifferences.dot(dout, out);
+        }), 1e-7, 1e-8);
+        Compare.close("dbias", db, FiniteDifferences.gradient(b, x -> {
+            MatmulRef.forward(out, inp, w, x, N, C, OC);
+            return FiniteDifferences.dot(dout, out);
+        }), 1e-7, 1e-8);
+    }
+
+    @ParameterizedTest(name = "N={0} C={1} OC={2} bias={3}")
+    @CsvSource({"1,1,1,true", "3,7,5,false", "17,33,130,true", "130,257,96,true", "64,48,257,false"})
+    void fastMatchesReference(int N, int C, int OC, boolean withBias) {
+        long seed = 1000L * N + 31L * C + OC;
+        SplittableRandom rnd = new SplittableRandom(seed);
+        double[] inp = Buffers.uniform(rnd, N * C, 1);
+        double[] w = Buffers.uniform(rnd, OC * C, 1);
+        double[] b = withBias ? Buffers.uniform(rnd, OC, 1) : null;
+        double[] dout = Buffers.uniform(rnd, N * OC, 1);
+        double[] dinp0 = Buffers.uniform(rnd, N * C, 1);
+        double[] dw0 = Buffers.uniform(rnd, OC * C, 1);
+        double[] db0 = Buffers.uniform(rnd, OC, 1);
+
+        double[] out = new double[N * OC];
+        MatmulRef.forward(out, inp, w, b, N, C, OC);
+        double[] dinp = dinp0.clone(), dw = dw0.clone(), db = db0.clone();
+        MatmulRef.backward(dinp, dw, withBias ? db : null, dout, inp, w, N, C, OC);
+
+        String what = "N=" + N + " C=" + C + " OC=" + OC + " seed=" + seed;
+        try (Arena arena = Arena.ofShared()) {
+            for (Parallel pool : new Parallel[] {pool1, pool3}) {
+                MemorySegment sOut = Buffers.poisoned(arena, (long) N * OC);
+                MemorySegment sDinp = Buffers.floats(arena, dinp0);
+                MemorySegment sDw = Buffers.floats(arena, dw0);
+                MemorySegment sDb = Buffers.floats(arena, db0);
+                MemorySegment sInp = Buffers.floats(arena, inp);
+                MemorySegment sW = Buffers.floats(arena, w);
+                Matmul.forward(pool, sOut, sInp, sW, withBias ? Buffers.floats(arena, b) : null, N, C, OC);
+                Matmul.backward(pool, sDinp, sDw, withBias ? sDb : null, Buffers.floats(arena, dout), sInp, sW,
+                        N, C, OC);
+                Compare.close("out " + what, Buffers.read(sOut, N * OC), out, 0, 2.0 * C * C * U + 1e-6);
+                Compare.close("dinp " + what, Buffers.read(sDinp, N * C), dinp, 0, 2.0 * OC * OC * U + 1e-6);
+                Compare.close("dweight " + what, Buffers.read(sDw, OC * C), dw, 0, 2.0 * N * N * U + 1e-6);
+                Compare.close("dbias " + what, Buffers.read(sDb, OC), db, 0, 2.0 * N * N * U + 1e-6);
+            }
+        }
+    }
+
+    @Test
+    void resultsDoNotDependOnTheThreadCount() {
+        SplittableRandom rnd = new SplittableRandom(5);
+        int N = 150, C = 96, OC = 200;
+        double[] inp = Buffers.uniform(rnd, N * C, 1), w = Buffers.uniform(rnd, OC * C, 1);
+        double[] dout = Buffers.uniform(rnd, N * OC, 1);
+        double[][] results = new double[2][];
+        try (Arena arena = Arena.ofShared()) {
+            for (int p = 0; p < 2; p++) {
+                MemorySegment dinp = Buffers.floats(arena, new double[N * C]);
+                MemorySegment dw = Buffers.floats(arena, new double[OC * C]);
+                MemorySegment db = Buffers.floats(arena, new double[OC]);
+                Matmul.backward(p == 0 ? pool1 : pool3, dinp, dw, db, Buffers.floats(arena, dout),
+                        Buffers.floats(arena, inp), Buffers.floats(arena, w), N, C, OC);
+                results[p] = concat(Buffers.read(dinp, N * C), Buffers.read(dw, OC * C), Buffers.read(db, OC));
+            }
+        }
+        assertThat(results[1]).containsExactly(results[0]);
+    }
+
+    @Test
+    void shortBuffersAndBadSizesAreNamed() {
+        try (Arena arena = Arena.ofShared()) {
+            MemorySegment small = arena.allocate(4 * 4);
+            MemorySegment big = arena.allocate(1024 * 4);
+            assertThatThrownBy(() -> Matmul.forward(pool1, big, big.asSlice(2048), small, null, 4, 4, 4))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("B is 16 bytes");
+            assertThatThrownBy(() -> Matmul.forward(pool1, big, big, big, null, 0, 4, 4))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("N must be >= 1");
+            assertThatThrownBy(() -> Matmul.backward(pool1, big.asSlice(0, 64), big.asSlice(64, 64), small,
+                    big.asSlice(128, 4 * 64), big.asSlice(512, 64), big.asSlice(768, 64), 4, 4, 16))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dbias holds 4 floats, 16");
+        }
+    }
+
+    private static double[] concat(double[]... parts) {
+        int n = 0;
+        for (double[] p : parts) {
+            n += p.length;
+        }
+        double[] all = new double[n];
+        int at = 0;
+        for (double[] p : parts) {
+            System.arraycopy(p, 0, all, at, p.length);
+            at += p.length;
+        }
+        return all;
+    }
+}
