@@ -1,0 +1,163 @@
+package io.accel4j.train.model;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * Where each of GPT-2's 16 parameter tensors lives in one flat fp32 buffer: llm.c's order and shapes
+ * ({@code fill_in_parameter_sizes}), which is also the order of the tensors in a checkpoint file. Each tensor is
+ * row-major; the per-layer tensors are stacked with the layer as the outermost dimension.
+ *
+ * <pre>
+ *  wte  (Vp, C)      wpe (maxT, C)
+ *  ln1w (L, C)       ln1b (L, C)
+ *  qkvw (L, 3C, C)   qkvb (L, 3C)
+ *  attprojw (L, C, C)   attprojb (L, C)
+ *  ln2w (L, C)       ln2b (L, C)
+ *  fcw (L, 4C, C)    fcb (L, 4C)
+ *  fcprojw (L, C, 4C)   fcprojb (L, C)
+ *  lnfw (C)          lnfb (C)
+ * </pre>
+ *
+ * Counts and offsets are elements (not bytes) and {@code long}: GPT-2 small has 124,475,904 of them.
+ */
+public final class ParameterLayout {
+
+    /** The 16 tensors, in file order. {@link #fileName()} is llm.c's (and PyTorch's short) name. */
+    public enum Param {
+        WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB, LNFW, LNFB;
+
+        /** The lower-case name llm.c uses: {@code wte}, {@code qkvw}, … */
+        public String fileName() {
+            return name().toLowerCase(Locale.ROOT);
+        }
+    }
+
+    /**
+     * One tensor of the layout.
+     *
+     * @param param  which
+     * @param offset first element in the flat buffer
+     * @param count  elements
+     * @param dims   the shape, outermost first ({@link #shape()} returns a copy)
+     */
+    public record Tensor(Param param, long offset, long count, long[] dims) {
+
+        /** The shape, outermost first, e.g. {@code [L, 3C, C]} for qkvw. */
+        public long[] shape() {
+            return dims.clone();
+        }
+
+        /** Element offset of layer {@code l}'s slice of a per-layer tensor: {@code offset + l * count / L}. */
+        public long layerOffset(int l) {
+            return offset + l * (count / dims[0]);
+        }
+
+        @Override
+        public String toString() {
+            return param.fileName() + Arrays.toString(dims) + "@" + offset;
+        }
+    }
+
+    private final GptConfig config;
+    private final List<Tensor> tensors;
+    private final long count;
+
+    /** The layout of {@code config}'s parameters; an {@link ArithmeticException} if the count exceeds a long. */
+    public ParameterLayout(GptConfig config) {
+        this.config = config;
+        long[][] shapes = shapes(config.maxT(), config.Vp(), config.L(), config.C());
+        List<Tensor> list = new ArrayList<>(shapes.length);
+        long offset = 0;
+        for (Param p : Param.values()) {
+            long[] dims = shapes[p.ordinal()];
+            long n = product(dims);
+            list.add(new Tensor(p, offset, n, dims));
+            offset = Math.addExact(offset, n);
+        }
+        this.tensors = List.copyOf(list);
+        this.count = offset;
+    }
+
+    /**
+     * The total parameter count for these sizes, computed without building a config, with {@link Math#multiplyExact}
+     * (an {@link ArithmeticException} if it exceeds a long). For validating a file header before trusting it.
+     */
+    public static long count(long maxT, long Vp, long L, long C) {
+        long total = 0;
+        for (long[] dims : shapes(maxT, Vp, L, C)) {
+            total = Math.addExact(total, product(dims));
+        }
+        return total;
+    }
+
+    /** {@link #count(long, long, long, long)} for a config. */
+    public static long count(GptConfig c) {
+        return count(c.maxT(), c.Vp(), c.L(), c.C());
+    }
+
+    private static long[][] shapes(long maxT, long Vp, long L, long C) {
+        long c3 = Math.multiplyExact(3, C);
+        long c4 = Math.multiplyExact(4, C);
+        return new long[][] {
+            {Vp, C}, {maxT, C},                 // wte, wpe
+            {L, C}, {L, C},                     // ln1w, ln1b
+            {L, c3, C}, {L, c3},                // qkvw, qkvb
+            {L, C, C}, {L, C},                  // attprojw, attprojb
+            {L, C}, {L, C},                     // ln2w, ln2b
+            {L, c4, C}, {L, c4},                // fcw, fcb
+            {L, C, c4}, {L, C},                 // fcprojw, fcprojb
+            {C}, {C},                           // lnfw, lnfb
+        };
+    }
+
+    private static long product(long[] dims) {
+        long n = 1;
+        for (long d : dims) {
+            n = Math.multiplyExact(n, d);
+        }
+        return n;
+    }
+
+    /** The config this layout is for. */
+    public GptConfig config() {
+        return config;
+    }
+
+    /** Total elements in the flat buffer. */
+    public long count() {
+        return count;
+    }
+
+    /** Bytes of the flat buffer in fp32. */
+    public long fp32Bytes() {
+        return Math.multiplyExact(count, (long) Float.BYTES);
+    }
+
+    /** The 16 tensors in file order. */
+    public List<Tensor> tensors() {
+        return tensors;
+    }
+
+    /** One tensor. */
+    public Tensor tensor(Param p) {
+        return tensors.get(p.ordinal());
+    }
+
+    /** First element of {@code p}. */
+    public long offset(Param p) {
+        return tensor(p).offset();
+    }
+
+    /** Elements of {@code p}. */
+    public long count(Param p) {
+        return tensor(p).count();
+    }
+
+    /** Shape of {@code p}, outermost first. */
+    public long[] shape(Param p) {
+        return tensor(p).shape();
+    }
+}
