@@ -1,0 +1,252 @@
+package io.accel4j.cpu.ops;
+
+import io.accel4j.cpu.Check;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.Simd;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.util.Objects;
+import jdk.incubator.vector.DoubleVector;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * Softmax cross-entropy over the vocabulary, fused with its gradient (llm.c's {@code fused_classifier}).
+ *
+ * <p>Shapes: {@code logits (N, Vp)} fp32, rows of {@code Vp} floats of which only columns {@code [0, V)} take part
+ * (the padding {@code [V, Vp)} is never read, so it may hold anything, NaN included); {@code targets (N)} int32 in
+ * {@code [0, V)}; {@code losses (N)} fp32. Per row i, with {@code x = logits[i, 0:V]} and {@code t = targets[i]}:
+ * <pre>
+ *   M = max_j x[j],   S = Σ_j exp(x[j] − M)            (exp in fp32, S accumulated as described below)
+ *   losses[i] = log(S) + M − x[t]                       (in float64, stored as fp32)
+ *   backward, in place:  logits[i, j] = (exp(x[j] − M)/S − [j = t])·dlossScale   for j &lt; V,   0 for V ≤ j &lt; Vp
+ * </pre>
+ * and the returned mean is {@code Σ_i losses[i] / N}, the stored fp32 losses summed in float64 in row order.
+ *
+ * <p>Passes over a row: the max (the one read from memory), then the exponentials (from L2: a GPT-2 row is 197 KiB),
+ * which the backward writes back in place, then the scaling by {@code dlossScale/S} — so one {@code exp} per element.
+ * (An online max/sum pass would read the row once, but must rescale its sum or evaluate the exponentials again for
+ * the backward; the re-read from L2 is cheaper than a second {@code exp}.) The exponentials are summed in fp32 lanes
+ * over blocks of {@value #BLOCK} elements, each block's lanes then widened and added in float64; the lanes are summed
+ * in a fixed order at the end of the row. So {@code S} is off by at most about {@code (BLOCK/lanes + 2)·2⁻²⁴}
+ * relative, and rows are independent: the work is split over rows, and the result does not depend on the thread
+ * count.
+ *
+ * <p>The exponential is written out (Cephes' {@code expf}: a range reduction and a polynomial, in fp32 fused
+ * multiply-adds, ≤ ~1 ulp) rather than {@code lanewise(EXP)}: C2 compiles that to SVML, whose results differ from
+ * the Java fallback the interpreter and C1 run in about 4 % of cases, so a row's bits would depend on whether it ran
+ * compiled. Here every step is an exactly specified fp32 or integer operation, done alike by the lanes and by the
+ * scalar tail, so an exponential has the same bits on every path.
+ */
+public final class FusedClassifier {
+
+    private FusedClassifier() {}
+
+    private static final VectorSpecies<Float> F = Simd.FLOAT;
+    /** float64 lanes of the same vector size: a float vector widens into two of them. */
+    private static final VectorSpecies<Double> D = VectorSpecies.of(double.class, F.vectorShape());
+    private static final int L = F.length();
+    private static final boolean VECTOR = !Simd.SCALAR;
+    /** Elements per fp32 partial sum of the exponentials before it is widened to float64. */
+    private static final int BLOCK = 256;
+    /** About this many logits per task: GPT-2 rows are one task each, tiny rows are grouped. */
+    private static final long TASK_ELEMENTS = 1 << 15;
+    // exp as in Cephes' expf: exp(k·ln2 + r) = 2^k·(1 + r + r²·P(r)), |r| ≤ ln2/2, P of degree 5 (≤ ~1 ulp)
+    private static final float LOG2E = 1.44269504f;
+    /** 1.5·2²³: adding and subtracting it rounds a float below 2²² in magnitude to an integer (ties to even). */
+    private static final float ROUND = 12582912f;
+    /** ln2 = LN2_HI + LN2_LO; LN2_HI has few bits, so k·LN2_HI is exact. */
+    private static final float LN2_HI = 0.693359375f, LN2_LO = -2.12194440e-4f;
+    private static final float P0 = 1.9875691500e-4f, P1 = 1.3981999507e-3f, P2 = 8.3334519073e-3f;
+    private static final float P3 = 4.1665795894e-2f, P4 = 1.6666665459e-1f, P5 = 5.0000001201e-1f;
+    /**
+     * Arguments are clamped here: k ≥ −127, and k = −127 gives the bits of +0, so exp(y) for y ≤ −87.7 (where it is
+     * below 2⁻¹²⁶, immaterial next to the sum's 1) is 0, and exp(−∞) is 0 rather than NaN.
+     */
+    private static final float EXP_MIN = -88.3f;
+    private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
+    private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
+    private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
+
+    /**
+     * {@code losses[i] = −log softmax(logits[i, 0:V])[targets[i]]}; logits are only read.
+     *
+     * @param pool    threads (rows are split over them)
+     * @param losses  (N) fp32, written
+     * @param logits  (N, Vp) fp32, read (columns ≥ V never)
+     * @param targets (N) int32, each in [0, V)
+     * @return the mean loss, accumulated in float64 in row order
+     */
+    public static double forward(Parallel pool, MemorySegment losses, MemorySegment logits, MemorySegment targets,
+                                 int N, int V, int Vp) {
+        check(pool, losses, logits, targets, N, V, Vp, 1f, false);
+        run(pool, losses, logits, targets, N, V, Vp, 0f, false);
+        return mean(losses, N);
+    }
+
+    /**
+     * The forward, then in place {@code logits[i, 0:V] ← dlossScale·(softmax(logits[i, 0:V]) − onehot(targets[i]))}
+     * and {@code logits[i, V:Vp] ← 0}. With {@code dlossScale = 1/N} this is the gradient of the mean loss.
+     *
+     * @param logits     (N, Vp) fp32: read, then overwritten by dlogits
+     * @param losses     (N) fp32, written
+     * @param targets    (N) int32, each in [0, V)
+     * @param dlossScale finite; multiplies every gradient
+     * @return the mean loss, accumulated in float64 in row order
+     */
+    public static double forwardBackward(Parallel pool, MemorySegment logits, MemorySegment losses,
+                                         MemorySegment targets, int N, int V, int Vp, float dlossScale) {
+        check(pool, losses, logits, targets, N, V, Vp, dlossScale, true);
+        run(pool, losses, logits, targets, N, V, Vp, dlossScale, true);
+        return mean(losses, N);
+    }
+
+    private static void run(Parallel pool, MemorySegment losses, MemorySegment logits, MemorySegment targets,
+                            int N, int V, int Vp, float dlossScale, boolean backward) {
+        int rowsPerTask = (int) Math.max(1, TASK_ELEMENTS / Vp);
+        int tasks = (N + rowsPerTask - 1) / rowsPerTask;
+        pool.forEach(tasks, task -> {
+            double[] lanes = new double[D.length()];
+            int end = Math.min(N, (task + 1) * rowsPerTask);
+            for (int i = task * rowsPerTask; i < end; i++) {
+                int t = targets.getAtIndex(I32, i);
+                float loss = row(logits, (long) i * Vp * Float.BYTES, V, Vp, t, dlossScale, backward, lanes);
+                losses.setAtIndex(F32, i, loss);
+            }
+        });
+    }
+
+    /** One row (starting at byte {@code base}): returns its loss; with {@code backward}, writes its gradient. */
+    private static float row(MemorySegment logits, long base, int V, int Vp, int t, float dlossScale,
+                             boolean backward, double[] lanes) {
+        int j = 0;
+        int bound = VECTOR ? V - V % L : 0;
+        // pass 1: the max
+        float max = Float.NEGATIVE_INFINITY;
+        if (VECTOR && bound > 0) {
+            FloatVector mx = FloatVector.broadcast(F, Float.NEGATIVE_INFINITY);
+            for (; j < bound; j += L) {
+                mx = mx.max(FloatVector.fromMemorySegment(F, logits, base + (long) j * 4, LE));
+            }
+            max = mx.reduceLanes(VectorOperators.MAX);
+        }
+        for (; j < V; j++) {
+            max = Math.max(max, logits.get(F32, base + (long) j * 4));
+        }
+        float xt = logits.get(F32, base + (long) t * 4); // read before the backward overwrites it
+        // pass 2: Σ exp(x − max), fp32 lanes per block, float64 across blocks; the backward stores the exponentials
+        double sum = 0;
+        j = 0;
+        if (VECTOR && bound > 0) {
+            DoubleVector acc = DoubleVector.zero(D);
+            FloatVector c0 = FloatVector.broadcast(F, P0), c1 = FloatVector.broadcast(F, P1);
+            FloatVector c2 = FloatVector.broadcast(F, P2), c3 = FloatVector.broadcast(F, P3);
+            FloatVector c4 = FloatVector.broadcast(F, P4), c5 = FloatVector.broadcast(F, P5);
+            FloatVector ln2Hi = FloatVector.broadcast(F, -LN2_HI), ln2Lo = FloatVector.broadcast(F, -LN2_LO);
+            while (j < bound) {
+                int blockEnd = Math.min(bound, j + BLOCK);
+                FloatVector part = FloatVector.zero(F);
+                for (; j < blockEnd; j += L) {
+                    long at = base + (long) j * 4;
+                    // exp(y), y = x − max ≤ 0: y = k·ln2 + r, |r| ≤ ln2/2; exp(r) = 1 + r + r²·P(r); times 2^k
+                    FloatVector y = FloatVector.fromMemorySegment(F, logits, at, LE).sub(max).max(EXP_MIN);
+                    FloatVector k = y.fma(LOG2E, ROUND).sub(ROUND);
+                    FloatVector r = k.fma(ln2Lo, k.fma(ln2Hi, y));
+                    FloatVector poly = r.fma(c0, c1).fma(r, c2).fma(r, c3).fma(r, c4).fma(r, c5)
+                            .fma(r.mul(r), r).add(1f);
+                    FloatVector e = poly.mul(((IntVector) k.convert(VectorOperators.F2I, 0)).add(127)
+                            .lanewise(VectorOperators.LSHL, 23).reinterpretAsFloats());
+                    if (backward) {
+                        e.intoMemorySegment(logits, at, LE);
+                    }
+                    part = part.add(e);
+                }
+                acc = acc.add(part.convertShape(VectorOperators.F2D, D, 0))
+                        .add(part.convertShape(VectorOperators.F2D, D, 1));
+            }
+            acc.intoArray(lanes, 0);
+            for (double lane : lanes) { // a fixed order (reduceLanes may add in any order)
+                sum += lane;
+            }
+        }
+        for (; j < V; j++) {
+            long at = base + (long) j * 4;
+            float y = Math.max(logits.get(F32, at) - max, EXP_MIN); // the lanes' exp, operation for operation
+            float k = Math.fma(y, LOG2E, ROUND) - ROUND;
+            float r = Math.fma(k, -LN2_LO, Math.fma(k, -LN2_HI, y));
+            float poly = Math.fma(Math.fma(Math.fma(Math.fma(Math.fma(Math.fma(r, P0, P1), r, P2), r, P3), r, P4),
+                    r, P5), r * r, r) + 1f;
+            float e = poly * Float.intBitsToFloat(((int) k + 127) << 23);
+            if (backward) {
+                logits.set(F32, at, e);
+            }
+            sum += e;
+        }
+        float loss = (float) (Math.log(sum) + max - xt);
+        if (!backward) {
+            return loss;
+        }
+        // pass 3: dlogits = exp/S·dlossScale − [j = t]·dlossScale, padding zeroed
+        float k = (float) (dlossScale / sum);
+        j = 0;
+        if (VECTOR) {
+            for (; j < bound; j += L) {
+                long at = base + (long) j * 4;
+                FloatVector.fromMemorySegment(F, logits, at, LE).mul(k).intoMemorySegment(logits, at, LE);
+            }
+        }
+        for (; j < V; j++) {
+            long at = base + (long) j * 4;
+            logits.set(F32, at, logits.get(F32, at) * k);
+        }
+        long at = base + (long) t * 4;
+        logits.set(F32, at, logits.get(F32, at) - dlossScale);
+        if (Vp > V) {
+            logits.asSlice(base + (long) V * 4, (long) (Vp - V) * 4).fill((byte) 0);
+        }
+        return loss;
+    }
+
+    private static double mean(MemorySegment losses, int N) {
+        double sum = 0;
+        for (int i = 0; i < N; i++) {
+            sum += losses.getAtIndex(F32, i);
+        }
+        return sum / N;
+    }
+
+    private static void check(Parallel pool, MemorySegment losses, MemorySegment logits, MemorySegment targets,
+                              int N, int V, int Vp, float dlossScale, boolean backward) {
+        Objects.requireNonNull(pool, "pool");
+        Check.positive("N", N);
+        Check.positive("V", V);
+        if (Vp < V) {
+            throw new IllegalArgumentException("Vp (the padded row length) must be >= V, got Vp " + Vp + " < V " + V);
+        }
+        if (!Float.isFinite(dlossScale)) {
+            throw new IllegalArgumentException("dlossScale must be finite, got " + dlossScale);
+        }
+        long logitsCount = (long) N * Vp;
+        Check.floats("losses", losses, N);
+        Check.floats("logits", logits, logitsCount);
+        Check.ints("targets", targets, N);
+        Check.shared("losses", losses, pool.threads());
+        Check.shared("logits", logits, pool.threads());
+        Check.shared("targets", targets, pool.threads());
+        Check.disjoint("losses", losses, (long) N * 4, "logits", logits, logitsCount * 4);
+        Check.disjoint("losses", losses, (long) N * 4, "targets", targets, (long) N * 4);
+        if (backward) {
+            Check.disjoint("logits", logits, logitsCount * 4, "targets", targets, (long) N * 4);
+        }
+        for (int i = 0; i < N; i++) {
+            int t = targets.getAtIndex(I32, i);
+            if (t < 0 || t >= V) {
+                throw new IllegalArgumentException("targets[" + i + "] = " + t + " is outside [0, V) = [0, " + V
+                        + ")");
+            }
+        }
+    }
+}
