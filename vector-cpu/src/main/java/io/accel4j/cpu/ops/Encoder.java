@@ -1,0 +1,166 @@
+package io.accel4j.cpu.ops;
+
+import io.accel4j.cpu.Check;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.Simd;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.util.Objects;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorSpecies;
+
+/**
+ * Token plus position embedding.
+ *
+ * <pre>
+ *   forward:  out[b,t,:] (B,T,C) = wte[inp[b,t], :] + wpe[t, :]
+ *   backward: dwte[inp[b,t], :] += dout[b,t,:],  dwpe[t, :] += dout[b,t,:]   for every (b,t), in (b,t) order
+ * </pre>
+ * {@code inp} is (B,T) int32 tokens, each in {@code [0, V)} (checked: a bad one is named with its position);
+ * {@code wte} is (V,C), {@code wpe} at least (T,C), all fp32 row-major. The forward splits rows of {@code out}
+ * over tasks. The backward is a scatter-add, so tasks own column ranges instead: each one walks every (b,t) in order
+ * and adds its columns {@code [c0,c1)} of {@code dout} into the same columns of {@code dwte} and {@code dwpe}. Each
+ * gradient element is thus summed in (b,t) order by exactly one task, whatever the split: results are bit-identical
+ * on any number of threads, and a token repeated in the batch costs no atomics and no scratch.
+ */
+public final class Encoder {
+
+    private static final VectorSpecies<Float> S = Simd.FLOAT;
+    private static final int L = S.length();
+    private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
+    private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
+    private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
+
+    /** Fewest columns a backward task owns: below this its per-token overhead (index, row offsets) dominates. */
+    static final int MIN_COLUMNS = 64;
+
+    private Encoder() {}
+
+    /** {@code out[b,t,:] = wte[inp[b,t], :] + wpe[t, :]}; {@code out} must not overlap the inputs. */
+    public static void forward(Parallel pool, MemorySegment out, MemorySegment inp, MemorySegment wte,
+                               MemorySegment wpe, int B, int T, int C, int V) {
+        Objects.requireNonNull(pool, "pool");
+        long rows = checkSizes(B, T, C, V);
+        Check.floats("out", out, rows * C);
+        Check.ints("inp", inp, rows);
+        Check.floats("wte", wte, (long) V * C);
+        Check.floats("wpe", wpe, (long) T * C);
+        Check.shared("out", out, pool.threads());
+        Check.shared("inp", inp, pool.threads());
+        Check.shared("wte", wte, pool.threads());
+        Check.shared("wpe", wpe, pool.threads());
+        long outBytes = rows * C * Float.BYTES;
+        Check.disjoint("out", out, outBytes, "inp", inp, rows * Integer.BYTES);
+        Check.disjoint("out", out, outBytes, "wte", wte, (long) V * C * Float.BYTES);
+        Check.disjoint("out", out, outBytes, "wpe", wpe, (long) T * C * Float.BYTES);
+        checkTokens(inp, B, T, V);
+        int rowsPerTask = Math.max(1, Tasks.CHUNK / C);
+        int tasks = Math.toIntExact((rows + rowsPerTask - 1) / rowsPerTask);
+        Tasks.run(pool, tasks, 3 * rows * C, k -> {
+            long r0 = (long) k * rowsPerTask;
+            forwardRows(out, inp, wte, wpe, T, C, r0, Math.min(rows, r0 + rowsPerTask));
+        });
+    }
+
+    private static void forwardRows(MemorySegment out, MemorySegment inp, MemorySegment wte, MemorySegment wpe,
+                                    int T, int C, long r0, long r1) {
+        int bound = Simd.SCALAR ? 0 : C - C % L;
+        for (long r = r0; r < r1; r++) {
+            long o = r * C * Float.BYTES;
+            long e = (long) inp.getAtIndex(I32, r) * C * Float.BYTES;
+            long p = (r % T) * C * Float.BYTES;
+            int c = 0;
+            for (; c < bound; c += L) {
+                long cb = (long) c * Float.BYTES;
+                FloatVector.fromMemorySegment(S, wte, e + cb, LE).add(FloatVector.fromMemorySegment(S, wpe, p + cb, LE))
+                        .intoMemorySegment(out, o + cb, LE);
+            }
+            for (; c < C; c++) {
+                long cb = (long) c * Float.BYTES;
+                out.set(F32, o + cb, wte.get(F32, e + cb) + wpe.get(F32, p + cb));
+            }
+        }
+    }
+
+    /**
+     * {@code dwte[inp[b,t], :] += dout[b,t,:]} and {@code dwpe[t, :] += dout[b,t,:]}, summed in (b,t) order.
+     * {@code dwte} and {@code dwpe} must not overlap each other or the inputs.
+     */
+    public static void backward(Parallel pool, MemorySegment dwte, MemorySegment dwpe, MemorySegment dout,
+                                MemorySegment inp, int B, int T, int C, int V) {
+        Objects.requireNonNull(pool, "pool");
+        long rows = checkSizes(B, T, C, V);
+        Check.floats("dwte", dwte, (long) V * C);
+        Check.floats("dwpe", dwpe, (long) T * C);
+        Check.floats("dout", dout, rows * C);
+        Check.ints("inp", inp, rows);
+        Check.shared("dwte", dwte, pool.threads());
+        Check.shared("dwpe", dwpe, pool.threads());
+        Check.shared("dout", dout, pool.threads());
+        Check.shared("inp", inp, pool.threads());
+        long wteBytes = (long) V * C * Float.BYTES, wpeBytes = (long) T * C * Float.BYTES;
+        long doutBytes = rows * C * Float.BYTES, inpBytes = rows * Integer.BYTES;
+        Check.disjoint("dwte", dwte, wteBytes, "dwpe", dwpe, wpeBytes);
+        Check.disjoint("dwte", dwte, wteBytes, "dout", dout, doutBytes);
+        Check.disjoint("dwte", dwte, wteBytes, "inp", inp, inpBytes);
+        Check.disjoint("dwpe", dwpe, wpeBytes, "dout", dout, doutBytes);
+        Check.disjoint("dwpe", dwpe, wpeBytes, "inp", inp, inpBytes);
+        checkTokens(inp, B, T, V);
+        // Column ranges: one per thread, whole vectors, at least MIN_COLUMNS wide. Any split gives the same sums.
+        int threads = rows * C * 5 < Tasks.PARALLEL_MIN ? 1 : pool.threads();
+        int width = Math.max(MIN_COLUMNS, roundUp((C + threads - 1) / threads, Simd.lanes()));
+        int tasks = (C + width - 1) / width;
+        Tasks.run(pool, tasks, 5 * rows * C, k -> {
+            int c0 = k * width;
+            backwardColumns(dwte, dwpe, dout, inp, rows, T, C, c0, Math.min(C, c0 + width));
+        });
+    }
+
+    private static void backwardColumns(MemorySegment dwte, MemorySegment dwpe, MemorySegment dout,
+                                        MemorySegment inp, long rows, int T, int C, int c0, int c1) {
+        int bound = Simd.SCALAR ? c0 : c1 - (c1 - c0) % L;
+        for (long r = 0; r < rows; r++) {
+            long d = (r * C + c0) * Float.BYTES;
+            long e = ((long) inp.getAtIndex(I32, r) * C + c0) * Float.BYTES;
+            long p = ((r % T) * C + c0) * Float.BYTES;
+            int c = c0;
+            for (; c < bound; c += L, d += L * Float.BYTES, e += L * Float.BYTES, p += L * Float.BYTES) {
+                FloatVector g = FloatVector.fromMemorySegment(S, dout, d, LE);
+                FloatVector.fromMemorySegment(S, dwte, e, LE).add(g).intoMemorySegment(dwte, e, LE);
+                FloatVector.fromMemorySegment(S, dwpe, p, LE).add(g).intoMemorySegment(dwpe, p, LE);
+            }
+            for (; c < c1; c++, d += Float.BYTES, e += Float.BYTES, p += Float.BYTES) {
+                float g = dout.get(F32, d);
+                dwte.set(F32, e, dwte.get(F32, e) + g);
+                dwpe.set(F32, p, dwpe.get(F32, p) + g);
+            }
+        }
+    }
+
+    /** B, T, C, V ≥ 1; returns B·T. */
+    private static long checkSizes(int B, int T, int C, int V) {
+        Check.positive("B", B);
+        Check.positive("T", T);
+        Check.positive("C", C);
+        Check.positive("V", V);
+        return (long) B * T;
+    }
+
+    /** Every token in {@code [0, V)}, else the first bad one with its position. */
+    private static void checkTokens(MemorySegment inp, int B, int T, int V) {
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < T; t++) {
+                int tok = inp.getAtIndex(I32, (long) b * T + t);
+                if (tok < 0 || tok >= V) {
+                    throw new IllegalArgumentException("inp[b=" + b + ", t=" + t + "] = " + tok
+                            + " is not a token id in [0, V=" + V + ")");
+                }
+            }
+        }
+    }
+
+    private static int roundUp(int x, int multiple) {
+        return (x + multiple - 1) / multiple * multiple;
+    }
+}
