@@ -1,0 +1,246 @@
+package io.accel4j.cpu.ops;
+
+import io.accel4j.core.DType;
+import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.cpu.Casts;
+import io.accel4j.cpu.Check;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.Simd;
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+
+/**
+ * The CPU backend of the kernel contract: each method checks nothing itself and hands its arguments, with this
+ * backend's thread pool, to the kernel class of the same name ({@link Encoder}, {@link LayerNorm}, {@link Matmul},
+ * {@link FlashAttention} or {@link NaiveAttention}, {@link Gelu}, {@link Residual}, {@link FusedClassifier},
+ * {@link AdamW}, {@link Reductions}, {@link Casts}), which check their own arguments.
+ */
+public final class CpuOps implements Ops {
+
+    /** Which attention kernel {@link #attentionForward}/{@link #attentionBackward} run. */
+    public enum AttentionKernel {
+        /** Tiled with an online softmax; O(B·NH·T) extra memory. The default. */
+        FLASH,
+        /** Materialises the T×T scores of one head at a time; the baseline. */
+        NAIVE
+    }
+
+    /** Elements one task of a bulk cast converts. */
+    private static final long CAST_CHUNK = 1 << 16;
+
+    private final Parallel pool;
+    private final AttentionKernel attention;
+
+    /** The CPU backend on {@code pool}, with flash attention. */
+    public CpuOps(Parallel pool) {
+        this(pool, AttentionKernel.FLASH);
+    }
+
+    public CpuOps(Parallel pool, AttentionKernel attention) {
+        this.pool = Objects.requireNonNull(pool, "pool");
+        this.attention = Objects.requireNonNull(attention, "attention");
+    }
+
+    /** The pool the kernels run on. */
+    public Parallel pool() {
+        return pool;
+    }
+
+    @Override
+    public String describe() {
+        return "cpu: " + Simd.describe() + ", " + pool.threads() + " thread" + (pool.threads() == 1 ? "" : "s")
+                + ", " + attention.name().toLowerCase() + " attention";
+    }
+
+    @Override
+    public void encoderForward(MemorySegment out, MemorySegment inp, MemorySegment wte, MemorySegment wpe,
+                               int B, int T, int C, int V) {
+        Encoder.forward(pool, out, inp, wte, wpe, B, T, C, V);
+    }
+
+    @Override
+    public void encoderBackward(MemorySegment dwte, MemorySegment dwpe, MemorySegment dout, MemorySegment inp,
+                                int B, int T, int C, int V) {
+        Encoder.backward(pool, dwte, dwpe, dout, inp, B, T, C, V);
+    }
+
+    @Override
+    public void layernormForward(MemorySegment out, MemorySegment mean, MemorySegment rstd, MemorySegment inp,
+                                 MemorySegment weight, MemorySegment bias, int N, int C) {
+        LayerNorm.forward(pool, out, mean, rstd, inp, weight, bias, N, C);
+    }
+
+    @Override
+    public void layernormBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                                  MemorySegment inp, MemorySegment weight, MemorySegment mean, MemorySegment rstd,
+                                  int N, int C) {
+        LayerNorm.backward(pool, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    }
+
+    @Override
+    public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
+                              int N, int C, int OC) {
+        Matmul.forward(pool, out, inp, weight, bias, N, C, OC);
+    }
+
+    @Override
+    public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                               MemorySegment inp, MemorySegment weight, int N, int C, int OC) {
+        Matmul.backward(pool, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    }
+
+    @Override
+    public void attentionForward(MemorySegment out, MemorySegment lse, MemorySegment qkv,
+                                 int B, int T, int C, int NH) {
+        if (attention == AttentionKernel.FLASH) {
+            FlashAttention.forward(pool, out, lse, qkv, B, T, C, NH);
+        } else {
+            NaiveAttention.forward(pool, out, lse, qkv, B, T, C, NH);
+        }
+    }
+
+    @Override
+    public void attentionBackward(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
+                                  MemorySegment lse, int B, int T, int C, int NH) {
+        if (attention == AttentionKernel.FLASH) {
+            FlashAttention.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH);
+        } else {
+            NaiveAttention.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH);
+        }
+    }
+
+    @Override
+    public void geluForward(MemorySegment out, MemorySegment inp, long n) {
+        Gelu.forward(pool, out, inp, n);
+    }
+
+    @Override
+    public void geluBackward(MemorySegment dinp, MemorySegment inp, MemorySegment dout, long n) {
+        Gelu.backward(pool, dinp, inp, dout, n);
+    }
+
+    @Override
+    public void residualForward(MemorySegment out, MemorySegment inp1, MemorySegment inp2, long n) {
+        Residual.forward(pool, out, inp1, inp2, n);
+    }
+
+    @Override
+    public void residualBackward(MemorySegment dinp1, MemorySegment dinp2, MemorySegment dout, long n) {
+        Residual.backward(pool, dinp1, dinp2, dout, n);
+    }
+
+    @Override
+    public double classifierForward(MemorySegment losses, MemorySegment logits, MemorySegment targets,
+                                    int N, int V, int Vp) {
+        return FusedClassifier.forward(pool, losses, logits, targets, N, V, Vp);
+    }
+
+    @Override
+    public double classifierForwardBackward(MemorySegment logits, MemorySegment losses, MemorySegment targets,
+                                            int N, int V, int Vp, float dlossScale) {
+        return FusedClassifier.forwardBackward(pool, logits, losses, targets, N, V, Vp, dlossScale);
+    }
+
+    @Override
+    public void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v,
+                      long offset, long length, AdamWConfig config, int step, float gradScale) {
+        AdamW.update(pool, params, grads, m, v, offset, length, config, step, gradScale);
+    }
+
+    @Override
+    public void adamwBf16(MemorySegment paramsBf16, MemorySegment master, MemorySegment grads, MemorySegment m,
+                          MemorySegment v, long offset, long length, AdamWConfig config, int step, float gradScale,
+                          long seed) {
+        AdamW.updateBf16(pool, paramsBf16, master, grads, m, v, offset, length, config, step, gradScale, seed);
+    }
+
+    @Override
+    public double sumOfSquares(MemorySegment x, long n) {
+        return Reductions.sumOfSquares(pool, x, n);
+    }
+
+    @Override
+    public boolean hasNonFinite(MemorySegment x, long n) {
+        return Reductions.hasNonFinite(pool, x, n);
+    }
+
+    @Override
+    public float amax(MemorySegment x, long n) {
+        return Reductions.amax(pool, x, n);
+    }
+
+    @Override
+    public void castFromFp32(MemorySegment dst, DType dstType, MemorySegment src, long n) {
+        Objects.requireNonNull(dstType, "dstType");
+        checkCast(dst, dstType, src, DType.FP32, n);
+        switch (dstType) {
+            case FP32 -> chunks(n, (i, len) -> MemorySegment.copy(src, i * 4, dst, i * 4, len * 4));
+            case BF16 -> chunks(n, (i, len) -> Casts.f32ToBf16(dst, i, src, i, len));
+            case FP16 -> chunks(n, (i, len) -> Casts.f32ToF16(dst, i, src, i, len));
+            default -> throw new IllegalArgumentException("castFromFp32 writes FP32, BF16 or FP16, got " + dstType
+                    + ": use castToFp8 for FP8 (it takes a scale and returns the amax)");
+        }
+    }
+
+    @Override
+    public float castToFp8(MemorySegment dst, DType fp8Type, MemorySegment src, long n, float scale) {
+        Objects.requireNonNull(fp8Type, "fp8Type");
+        if (!fp8Type.isFp8()) {
+            throw new IllegalArgumentException("castToFp8 writes FP8_E4M3 or FP8_E5M2, got " + fp8Type);
+        }
+        checkCast(dst, fp8Type, src, DType.FP32, n);
+        int tasks = tasks(n);
+        float[] amax = new float[tasks];
+        pool.forEach(tasks, t -> {
+            long i = t * CAST_CHUNK;
+            amax[t] = Casts.f32ToFp8(fp8Type, dst, i, src, i, Math.min(CAST_CHUNK, n - i), scale, true);
+        });
+        float max = 0;
+        for (float a : amax) {
+            max = Math.max(max, a);
+        }
+        return max;
+    }
+
+    @Override
+    public void castToFp32(MemorySegment dst, MemorySegment src, DType srcType, long n, float scaleInv) {
+        Objects.requireNonNull(srcType, "srcType");
+        checkCast(dst, DType.FP32, src, srcType, n);
+        if (!srcType.isFp8() && scaleInv != 1f) {
+            throw new IllegalArgumentException("scaleInv must be 1 for " + srcType + " (only FP8 is scaled), got "
+                    + scaleInv);
+        }
+        switch (srcType) {
+            case FP32 -> chunks(n, (i, len) -> MemorySegment.copy(src, i * 4, dst, i * 4, len * 4));
+            case BF16 -> chunks(n, (i, len) -> Casts.bf16ToF32(dst, i, src, i, len));
+            case FP16 -> chunks(n, (i, len) -> Casts.f16ToF32(dst, i, src, i, len));
+            default -> chunks(n, (i, len) -> Casts.fp8ToF32(srcType, dst, i, src, i, len, scaleInv));
+        }
+    }
+
+    private void checkCast(MemorySegment dst, DType dstType, MemorySegment src, DType srcType, long n) {
+        Check.nonNegative("n", n);
+        Check.elements("dst", dst, n, dstType.byteSize(), dstType + " values");
+        Check.elements("src", src, n, srcType.byteSize(), srcType + " values");
+        Check.shared("dst", dst, pool.threads());
+        Check.shared("src", src, pool.threads());
+        Check.disjoint("dst", dst, n * dstType.byteSize(), "src", src, n * srcType.byteSize());
+    }
+
+    private interface Range {
+        void run(long first, long length);
+    }
+
+    /** Runs {@code body} over [0, n) in chunks of {@link #CAST_CHUNK} elements, spread over the pool. */
+    private void chunks(long n, Range body) {
+        pool.forEach(tasks(n), t -> {
+            long i = t * CAST_CHUNK;
+            body.run(i, Math.min(CAST_CHUNK, n - i));
+        });
+    }
+
+    private static int tasks(long n) {
+        return Math.toIntExact((n + CAST_CHUNK - 1) / CAST_CHUNK);
+    }
+}
