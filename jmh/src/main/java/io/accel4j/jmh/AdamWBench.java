@@ -38,8 +38,9 @@ import org.openjdk.jmh.infra.BenchmarkParams;
  *   <li>{@code sumOfSquares}, {@code amax}: read 4 per parameter.</li>
  * </ul>
  * GB/s = score × bytes per operation / 10⁹; {@code adamw}'s fraction of the copy's bandwidth is simply the ratio of
- * the two scores. (Write-allocate traffic, reading a destination line before writing it, is not counted; both the
- * update and the copy store with ordinary stores and pay it alike.)
+ * the two scores. (Write-allocate traffic, reading a destination line before writing it, is not counted. The copy
+ * pays it on every destination line; the update writes back lines it has just read, so it does not, and can pass
+ * 1.0× the copy.)
  */
 @BenchmarkMode(Mode.Throughput)
 @OutputTimeUnit(TimeUnit.SECONDS)
