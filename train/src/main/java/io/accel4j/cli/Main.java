@@ -3,6 +3,7 @@ package io.accel4j.cli;
 import io.accel4j.cli.bench.BenchCommand;
 import io.accel4j.cli.doctor.DoctorCommand;
 import io.accel4j.cli.prepare.PrepareCommand;
+import io.accel4j.cli.train.TrainCommand;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintWriter;
@@ -20,7 +21,7 @@ import picocli.CommandLine.Spec;
 import picocli.CommandLine.UnmatchedArgumentException;
 
 /**
- * The {@code accel4j} command line: {@code doctor}, {@code bench gemm} and {@code prepare} for now, the trainer later.
+ * The {@code accel4j} command line: {@code train}, {@code doctor}, {@code bench gemm} and {@code prepare}.
  *
  * <p>Exit codes: 0 success, 1 runtime failure, 2 usage error. Every error is one line on stderr,
  * {@code accel4j: error: …}; {@code --debug} adds the stack trace. Use {@link #commandLine()} (not a bare
@@ -31,9 +32,9 @@ import picocli.CommandLine.UnmatchedArgumentException;
         versionProvider = Main.Version.class,
         scope = ScopeType.INHERIT,
         sortOptions = false,
-        description = "Pure-Java training acceleration: Vector API CPU kernels (CUDA, collectives and the trainer "
-                + "are on the way).",
-        subcommands = {DoctorCommand.class, BenchCommand.class, PrepareCommand.class, CommandLine.HelpCommand.class})
+        description = "Pure-Java GPT-2 training on Vector API CPU kernels (CUDA and collectives are on the way).",
+        subcommands = {TrainCommand.class, DoctorCommand.class, BenchCommand.class, PrepareCommand.class,
+            CommandLine.HelpCommand.class})
 public final class Main implements Callable<Integer> {
 
     /** What every error line starts with. */
@@ -61,7 +62,7 @@ public final class Main implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        throw new ParameterException(spec.commandLine(), "missing command: one of doctor, bench, prepare");
+        throw new ParameterException(spec.commandLine(), "missing command: one of train, doctor, bench, prepare");
     }
 
     /**

@@ -1,0 +1,365 @@
+package io.accel4j.cli.train;
+
+import io.accel4j.cli.CliException;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.StepMetrics;
+import io.accel4j.train.TrainConfig;
+import io.accel4j.train.Trainer;
+import io.accel4j.train.checkpoint.LlmcCheckpoint;
+import io.accel4j.train.data.DefaultDataset;
+import io.accel4j.train.data.SampleOrder;
+import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Gpt2;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.LocalDateTime;
+import java.time.format.DateTimeFormatter;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code accel4j train}: trains a GPT-2 on the CPU. With no arguments, the README's main job: the tiny model on the
+ * generated {@link DefaultDataset} (two-digit additions), about two minutes on two cores, then a summary, sample
+ * completions of held-out problems and the accuracy. Leaves in the run directory the data it generated,
+ * {@code metrics.jsonl}, {@code loss.png} and the checkpoint ({@link Trainer#save}).
+ */
+@Command(name = "train", sortOptions = false,
+        description = {"Train a GPT-2 on the CPU (llm.c's model and file formats).",
+            "With no arguments: a tiny model learns two-digit addition from a generated dataset in about two minutes."})
+public final class TrainCommand implements Callable<Integer> {
+
+    /** Generated train tokens: ~113k addition lines; the default run trains on three times as many tokens. */
+    static final int DEFAULT_TRAIN_TOKENS = 1 << 20;
+    /** Generated validation tokens. */
+    static final int DEFAULT_VAL_TOKENS = 1 << 16;
+    @Spec
+    CommandSpec spec;
+
+    @Option(names = "--model", paramLabel = "FILE|PRESET", defaultValue = "tiny",
+            description = "An llm.c model file to start from, or a preset trained from scratch: tiny, bench, gpt2 "
+                    + "(default: ${DEFAULT-VALUE}).")
+    String model;
+    @Option(names = "--train-data", paramLabel = "FILE",
+            description = "Train tokens (llm.c format, e.g. from 'accel4j prepare'); default: the generated dataset.")
+    Path trainData;
+    @Option(names = "--val-data", paramLabel = "FILE",
+            description = "Validation tokens; default: the generated dataset's held-out split (none with "
+                    + "--train-data).")
+    Path valData;
+    @Option(names = "--batch", paramLabel = "B", defaultValue = "16", description = "Sequences per micro-batch "
+            + "(default: ${DEFAULT-VALUE}).")
+    int batch;
+    @Option(names = "--seq", paramLabel = "T", defaultValue = "64", description = "Tokens per sequence, at most the "
+            + "model's max_seq_len (default: ${DEFAULT-VALUE}).")
+    int seq;
+    @Option(names = "--steps", paramLabel = "N", defaultValue = "3000", description = "Optimizer steps "
+            + "(default: ${DEFAULT-VALUE}).")
+    int steps;
+    @Option(names = "--lr", paramLabel = "X", defaultValue = "5e-3", description = "Peak learning rate "
+            + "(default: ${DEFAULT-VALUE}).")
+    float lr;
+    @Option(names = "--beta1", paramLabel = "X", defaultValue = "0.9", description = "AdamW's beta1 "
+            + "(default: ${DEFAULT-VALUE}).")
+    float beta1;
+    @Option(names = "--beta2", paramLabel = "X", defaultValue = "0.99", description = "AdamW's beta2 "
+            + "(default: ${DEFAULT-VALUE}; llm.c uses 0.999).")
+    float beta2;
+    @Option(names = "--eps", paramLabel = "X", defaultValue = "1e-8", description = "AdamW's epsilon "
+            + "(default: ${DEFAULT-VALUE}).")
+    float eps;
+    @Option(names = "--weight-decay", paramLabel = "X", defaultValue = "0", description = "AdamW weight decay "
+            + "(default: ${DEFAULT-VALUE}).")
+    float weightDecay;
+    @Option(names = "--no-decay-set", description = "Spare biases and LayerNorm parameters from weight decay (decay "
+            + "only the 2-D matrices, as llm.c's train_gpt2.cu); default: decay everything, as train_gpt2.c.")
+    boolean noDecaySet;
+    @Option(names = "--schedule", paramLabel = "constant|cosine", defaultValue = "cosine",
+            converter = Schedules.class, description = "Learning-rate schedule after the warmup (default: "
+            + "${DEFAULT-VALUE}).")
+    TrainConfig.Schedule schedule;
+    @Option(names = "--warmup", paramLabel = "N", defaultValue = "100", description = "Linear warmup steps "
+            + "(default: ${DEFAULT-VALUE}).")
+    int warmup;
+    @Option(names = "--min-lr-fraction", paramLabel = "F", defaultValue = "0.1", description = "Where the cosine "
+            + "ends, as a fraction of --lr (default: ${DEFAULT-VALUE}).")
+    float minLrFraction;
+    @Option(names = "--grad-clip", paramLabel = "X", defaultValue = "1.0", description = "Clip the global gradient "
+            + "norm to X; 0: off (default: ${DEFAULT-VALUE}).")
+    float gradClip;
+    @Option(names = "--grad-accum", paramLabel = "K", defaultValue = "1", description = "Micro-batches per step "
+            + "(default: ${DEFAULT-VALUE}).")
+    int gradAccum;
+    @Option(names = "--data-order", paramLabel = "sequential|shuffled", defaultValue = "shuffled",
+            converter = Orders.class, description = "Train batch order (default: ${DEFAULT-VALUE}).")
+    SampleOrder.Mode dataOrder;
+    @Option(names = "--seed", paramLabel = "N", defaultValue = "42", description = "Seed of the initialisation, "
+            + "the shuffle and the generated dataset (default: ${DEFAULT-VALUE}).")
+    long seed;
+    @Option(names = "--val-every", paramLabel = "N", defaultValue = "250", description = "Validate every N steps "
+            + "and at the end; 0: only at the end (default: ${DEFAULT-VALUE}).")
+    int valEvery;
+    @Option(names = "--val-batches", paramLabel = "N", defaultValue = "8", description = "Validation batches "
+            + "(default: ${DEFAULT-VALUE}).")
+    int valBatches;
+    @Option(names = "--threads", paramLabel = "N", description = "Kernel threads (default: all processors).")
+    Integer threads;
+    @Option(names = "--metrics-out", paramLabel = "FILE", description = "One JSON object per step "
+            + "(default: RUN_DIR/metrics.jsonl).")
+    Path metricsOut;
+    @Option(names = "--out", paramLabel = "DIR", description = "The run directory (default: runs/<time>, or the "
+            + "--resume directory).")
+    Path out;
+    @Option(names = "--save-every", paramLabel = "N", defaultValue = "0", description = "Checkpoint every N steps "
+            + "as well as at the end; 0: only at the end (default: ${DEFAULT-VALUE}).")
+    int saveEvery;
+    @Option(names = "--resume", paramLabel = "DIR", description = "Continue the run checkpointed in DIR.")
+    Path resume;
+    @Option(names = "--samples", paramLabel = "N", defaultValue = "5", description = "Sample completions to show "
+            + "at the end, on the generated dataset (default: ${DEFAULT-VALUE}).")
+    int samples;
+    @Option(names = "--eval-problems", paramLabel = "N", defaultValue = "200", description = "Held-out problems "
+            + "the final accuracy is measured on, on the generated dataset (default: ${DEFAULT-VALUE}).")
+    int evalProblems;
+
+    /** What the last {@link #call} produced (for tests). */
+    Report.Outcome outcome;
+
+    @Override
+    public Integer call() {
+        TrainConfig cfg = config();
+        Path modelFile = modelFile();
+        GptConfig modelConfig = modelConfig(modelFile);
+        PrintWriter w = spec.commandLine().getOut();
+        Path dir = out != null ? out : resume != null ? resume : Path.of("runs", LocalDateTime.now()
+                .format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss")));
+        try {
+            Files.createDirectories(dir);
+        } catch (IOException e) {
+            throw new CliException("cannot create the run directory " + dir + ": " + e.getMessage(), e);
+        }
+        DefaultDataset.Splits data = null;
+        Path trainPath = trainData, valPath = valData;
+        if (trainData == null) {
+            trainPath = dir.resolve("train.bin");
+            valPath = valData != null ? valData : dir.resolve("val.bin");
+            data = generate(trainPath, dir.resolve("val.bin"), w);
+        }
+        int nThreads = threads != null ? threads : Parallel.defaultThreads();
+        try (Parallel pool = new Parallel(nThreads);
+             Gpt2 gpt = createModel(new CpuOps(pool), cfg, modelFile, modelConfig);
+             TokenFile train = open(trainPath, "train");
+             TokenFile val = valPath == null ? null : open(valPath, "validation");
+             Trainer trainer = new Trainer(gpt, cfg, train, val)) {
+            w.println("using " + gpt.ops().describe());
+            w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB)%n", describe(gpt),
+                    gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0);
+            w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath,
+                    train.size(), val == null ? "" : String.format(", validation %s: %,d tokens", valPath,
+                            val.size()), cfg.steps(), cfg.batch() * cfg.gradAccum(), cfg.seq(),
+                    cfg.gradAccum() > 1 ? " (" + cfg.gradAccum() + " micro-batches)" : "", dir);
+            if (resume != null) {
+                trainer.resume(resume);
+                w.println("resumed " + resume + " at step " + trainer.step());
+            }
+            w.flush();
+            Progress progress = new Progress(w, cfg.steps(), trainer.step());
+            List<StepMetrics> history = run(trainer, dir, progress);
+            outcome = Report.finish(w, trainer, history, progress, dir, data, seed, samples, evalProblems);
+        } catch (IOException | IllegalArgumentException e) {
+            throw new CliException(message(e), e);
+        } catch (IllegalStateException e) {
+            if (e.getMessage() != null && e.getMessage().startsWith("training diverged")) {
+                throw new CliException(e.getMessage(), e);
+            }
+            throw e;
+        }
+        return 0;
+    }
+
+    private TrainConfig config() {
+        if (samples < 0 || evalProblems < 0) {
+            throw usage("--samples and --eval-problems must be >= 0, got " + samples + " and " + evalProblems);
+        }
+        if (threads != null && threads < 1) {
+            throw usage("--threads must be >= 1, got " + threads);
+        }
+        try {
+            return TrainConfig.builder().batch(batch).seq(seq).steps(steps).gradAccum(gradAccum).lr(lr)
+                    .betas(beta1, beta2).eps(eps).schedule(schedule).warmup(warmup).minLrFraction(minLrFraction)
+                    .weightDecay(weightDecay).decayMatricesOnly(noDecaySet).gradClip(gradClip).valEvery(valEvery)
+                    .valBatches(valBatches).saveEvery(saveEvery).dataOrder(dataOrder).seed(seed).build();
+        } catch (IllegalArgumentException e) {
+            throw usage(flagNames(e.getMessage()));
+        }
+    }
+
+    /** The config's field names as the flags the user typed. */
+    private static String flagNames(String msg) {
+        return msg.replace("gradAccum", "--grad-accum").replace("batch ", "--batch ").replace("seq ", "--seq ")
+                .replace("steps ", "--steps ").replace("minLrFraction", "--min-lr-fraction").replace("lr ", "--lr ")
+                .replace("gradClip", "--grad-clip").replace("valEvery", "--val-every")
+                .replace("valBatches", "--val-batches").replace("saveEvery", "--save-every")
+                .replace("warmup", "--warmup").replace("weightDecay", "--weight-decay")
+                .replace("beta1", "--beta1").replace("beta2", "--beta2").replace("eps ", "--eps ");
+    }
+
+    private ParameterException usage(String msg) {
+        return new ParameterException(spec.commandLine(), msg);
+    }
+
+    private DefaultDataset.Splits generate(Path trainFile, Path valFile, PrintWriter w) {
+        DefaultDataset.Splits s = DefaultDataset.generate(seed, DEFAULT_TRAIN_TOKENS, DEFAULT_VAL_TOKENS);
+        try {
+            TokenFile.write(trainFile, s.train());
+            TokenFile.write(valFile, s.val());
+        } catch (IOException e) {
+            throw new CliException("cannot write the generated dataset: " + message(e), e);
+        }
+        w.printf("generated the default dataset (two-digit additions, byte tokens, seed %d): %s, %s%n", seed,
+                trainFile, valFile);
+        return s;
+    }
+
+    private static TokenFile open(Path p, String what) throws IOException {
+        try {
+            return TokenFile.open(p);
+        } catch (NoSuchFileException e) {
+            throw new CliException("the " + what + " token file " + p + " does not exist", e);
+        }
+    }
+
+    /** The model file to start from: the checkpoint's when resuming, --model's; null for a preset. */
+    private Path modelFile() {
+        if (resume != null) {
+            Properties p = new Properties();
+            Path pointer = resume.resolve(Trainer.POINTER);
+            try (var in = Files.newBufferedReader(pointer, StandardCharsets.UTF_8)) {
+                p.load(in);
+            } catch (NoSuchFileException e) {
+                throw new CliException("no checkpoint to resume in " + resume + " (" + Trainer.POINTER
+                        + " is missing)", e);
+            } catch (IOException e) {
+                throw new CliException("cannot read " + pointer + ": " + message(e), e);
+            }
+            return resume.resolve(p.getProperty("model", "model.bin"));
+        }
+        if (GptConfig.presetNames().contains(model)) {
+            return null;
+        }
+        Path file = Path.of(model);
+        if (!Files.exists(file)) {
+            throw usage("--model " + model + " is neither a preset (" + String.join(", ", GptConfig.presetNames())
+                    + ") nor an existing file");
+        }
+        return file;
+    }
+
+    /** The model's shape, checked against --seq before anything is written. */
+    private GptConfig modelConfig(Path file) {
+        GptConfig c;
+        try {
+            c = file == null ? GptConfig.preset(model) : LlmcCheckpoint.readConfig(file);
+        } catch (IOException e) {
+            throw new CliException(message(e), e);
+        }
+        if (seq > c.maxT()) {
+            throw usage("--seq " + seq + " is longer than the model's max_seq_len " + c.maxT());
+        }
+        return c;
+    }
+
+    /** The model: loaded from {@code file}, or the preset initialised from --seed. */
+    private Gpt2 createModel(CpuOps ops, TrainConfig cfg, Path file, GptConfig c) throws IOException {
+        if (file != null) {
+            return Gpt2.load(file, ops, cfg.batch(), cfg.seq());
+        }
+        Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq());
+        g.initialise(seed);
+        return g;
+    }
+
+    private String describe(Gpt2 g) {
+        GptConfig c = g.config();
+        String name = resume != null ? "from " + resume : model;
+        return name + " (L=" + c.L() + ", NH=" + c.NH() + ", C=" + c.C() + ", V=" + c.V() + ", maxT=" + c.maxT() + ")";
+    }
+
+    /** The training loop with metrics, progress and checkpoints; returns every step's metrics. */
+    private List<StepMetrics> run(Trainer trainer, Path dir, Progress progress) throws IOException {
+        Path metrics = metricsOut != null ? metricsOut : dir.resolve("metrics.jsonl");
+        if (metrics.toAbsolutePath().getParent() != null) {
+            Files.createDirectories(metrics.toAbsolutePath().getParent());
+        }
+        List<StepMetrics> history = new ArrayList<>();
+        try (BufferedWriter json = Files.newBufferedWriter(metrics, StandardCharsets.UTF_8, StandardOpenOption.CREATE,
+                resume != null ? StandardOpenOption.APPEND : StandardOpenOption.TRUNCATE_EXISTING,
+                StandardOpenOption.WRITE)) {
+            while (!trainer.done()) {
+                StepMetrics m = trainer.trainStep();
+                history.add(m);
+                json.write(m.toJson());
+                json.newLine();
+                json.flush();
+                progress.step(m);
+                if (saveEvery > 0 && trainer.step() % saveEvery == 0 && !trainer.done()) {
+                    trainer.save(dir);
+                }
+            }
+            double val = trainer.validate();
+            if (Double.isFinite(val)) {
+                StepMetrics last = StepMetrics.validationOnly(trainer.step(), val);
+                history.add(last);
+                json.write(last.toJson());
+                json.newLine();
+            }
+        }
+        Path model = trainer.save(dir);
+        progress.done(model, metrics);
+        return history;
+    }
+
+    static String message(Throwable e) {
+        return e.getMessage() != null ? e.getMessage() : e.toString();
+    }
+
+    /** {@code constant|cosine}, case-insensitive. */
+    static final class Schedules implements picocli.CommandLine.ITypeConverter<TrainConfig.Schedule> {
+        @Override
+        public TrainConfig.Schedule convert(String s) {
+            return switch (s.toLowerCase(java.util.Locale.ROOT)) {
+                case "constant" -> TrainConfig.Schedule.CONSTANT;
+                case "cosine" -> TrainConfig.Schedule.COSINE;
+                default -> throw new picocli.CommandLine.TypeConversionException("'" + s
+                        + "' is not a schedule: constant or cosine");
+            };
+        }
+    }
+
+    /** {@code sequential|shuffled}, case-insensitive. */
+    static final class Orders implements picocli.CommandLine.ITypeConverter<SampleOrder.Mode> {
+        @Override
+        public SampleOrder.Mode convert(String s) {
+            return switch (s.toLowerCase(java.util.Locale.ROOT)) {
+                case "sequential" -> SampleOrder.Mode.SEQUENTIAL;
+                case "shuffled" -> SampleOrder.Mode.SHUFFLED;
+                default -> throw new picocli.CommandLine.TypeConversionException("'" + s
+                        + "' is not a data order: sequential or shuffled");
+            };
+        }
+    }
+}

@@ -1,0 +1,82 @@
+package io.accel4j.train;
+
+import io.accel4j.train.model.Gpt2;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Arrays;
+
+/**
+ * Greedy generation from a {@link Gpt2}: append the most likely next token (the first of equal maxima) until a stop
+ * token or a token limit, running the whole context through the model each time (no KV cache: for short
+ * completions of small models). The context keeps the last {@code model.maxT()} tokens.
+ */
+public final class Sampler implements AutoCloseable {
+
+    private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
+    private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
+
+    private final Gpt2 model;
+    private final Arena arena = Arena.ofConfined();
+    private final MemorySegment inputs;
+
+    /** A sampler of {@code model}, which needs maxB ≥ 1. */
+    public Sampler(Gpt2 model) {
+        this.model = model;
+        this.inputs = arena.allocate((long) model.maxT() * Integer.BYTES);
+    }
+
+    /**
+     * The greedy continuation of {@code prompt} (at least one token), at most {@code maxNew} tokens, ending early
+     * after {@code stop} (included; −1: no stop token).
+     */
+    public int[] greedy(int[] prompt, int maxNew, int stop) {
+        if (prompt.length == 0) {
+            throw new IllegalArgumentException("the prompt is empty");
+        }
+        int[] ctx = Arrays.copyOf(prompt, prompt.length + maxNew);
+        int n = prompt.length;
+        int V = model.config().V(), Vp = model.config().Vp();
+        for (int k = 0; k < maxNew; k++) {
+            int T = Math.min(n, model.maxT());
+            MemorySegment.copy(ctx, n - T, inputs, I32, 0, T);
+            model.forward(inputs, null, 1, T);
+            MemorySegment logits = model.logits();
+            long row = (long) (T - 1) * Vp;
+            int best = 0;
+            float max = logits.getAtIndex(F32, row);
+            for (int j = 1; j < V; j++) {
+                float x = logits.getAtIndex(F32, row + j);
+                if (x > max) {
+                    max = x;
+                    best = j;
+                }
+            }
+            ctx[n++] = best;
+            if (best == stop) {
+                break;
+            }
+        }
+        return Arrays.copyOfRange(ctx, prompt.length, n);
+    }
+
+    /** Byte-level text: the greedy continuation of {@code prompt} up to a newline or {@code maxNew} bytes. */
+    public String completeLine(String prompt, int maxNew) {
+        byte[] bytes = prompt.getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+        int[] p = new int[bytes.length];
+        for (int i = 0; i < p.length; i++) {
+            p[i] = bytes[i] & 0xFF;
+        }
+        int[] out = greedy(p, maxNew, '\n');
+        StringBuilder sb = new StringBuilder(out.length);
+        for (int t : out) {
+            sb.append(t < 256 ? (char) t : '\uFFFD');
+        }
+        return sb.toString();
+    }
+
+    @Override
+    public void close() {
+        arena.close();
+    }
+}

@@ -1,0 +1,55 @@
+package io.accel4j.train;
+
+import java.util.Locale;
+
+/**
+ * What one training step reports; {@link #toJson} is its line of {@code metrics.jsonl}.
+ *
+ * @param step       the step's index (0-based: the number of updates before it)
+ * @param trainLoss  the mean loss of this step's forward passes, before its update (NaN for a validation-only line)
+ * @param valLoss    the validation loss before this step's update, NaN when not computed
+ * @param stepMs     wall time of the step's forward, backward and update (validation excluded)
+ * @param tokensPerS tokens trained on per second of {@code stepMs}
+ * @param lr         the learning rate of the update
+ * @param gradNorm   the global gradient norm before clipping
+ */
+public record StepMetrics(int step, double trainLoss, double valLoss, double stepMs, double tokensPerS, float lr,
+                          double gradNorm) {
+
+    /** A line for a validation without a training step (after the last one). */
+    public static StepMetrics validationOnly(int step, double valLoss) {
+        return new StepMetrics(step, Double.NaN, valLoss, Double.NaN, Double.NaN, Float.NaN, Double.NaN);
+    }
+
+    /** One JSON object on one line; fields that are NaN are left out. */
+    public String toJson() {
+        StringBuilder sb = new StringBuilder("{\"step\":").append(step);
+        field(sb, "train_loss", trainLoss);
+        field(sb, "val_loss", valLoss);
+        field(sb, "step_ms", round(stepMs, 3));
+        field(sb, "tokens_per_s", round(tokensPerS, 1));
+        field(sb, "lr", lr);
+        field(sb, "grad_norm", gradNorm);
+        return sb.append('}').toString();
+    }
+
+    private static double round(double x, int digits) {
+        if (!Double.isFinite(x)) {
+            return x;
+        }
+        double f = Math.pow(10, digits);
+        return Math.round(x * f) / f;
+    }
+
+    private static void field(StringBuilder sb, String name, double value) {
+        if (Double.isFinite(value)) {
+            sb.append(",\"").append(name).append("\":").append(String.format(Locale.ROOT, "%s", value));
+        }
+    }
+
+    private static void field(StringBuilder sb, String name, float value) {
+        if (Float.isFinite(value)) {
+            sb.append(",\"").append(name).append("\":").append(Float.toString(value));
+        }
+    }
+}

@@ -1,0 +1,303 @@
+package io.accel4j.train;
+
+import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.train.checkpoint.LlmcCheckpoint;
+import io.accel4j.train.checkpoint.TrainState;
+import io.accel4j.train.data.DataLoader;
+import io.accel4j.train.data.SampleOrder;
+import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.io.AtomicWrite;
+import io.accel4j.train.io.FileFormatException;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.ParameterLayout;
+import io.accel4j.train.model.ParameterLayout.Param;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.EnumSet;
+import java.util.Objects;
+import java.util.Properties;
+import java.util.Set;
+
+/**
+ * The training loop of llm.c's {@code train_gpt2.c}, through the model's {@link Ops}: per step, an optional
+ * validation, then K micro-batches of forward and backward accumulating into the gradients (each scaled by
+ * 1/(B·T·K), so the step's gradient is that of the mean loss over K·B sequences), the global gradient norm, clipping
+ * folded into AdamW's gradient scale, and one AdamW update of the whole parameter vector (in ranges when the no-decay
+ * set is spared).
+ *
+ * <p>{@link #save} writes a checkpoint into a directory: the model as an llm.c file ({@code model_NNNNNNNN.bin}), the
+ * optimizer moments, step and data position ({@link TrainState}, {@code state_NNNNNNNN.bin}), then — the commit
+ * point — the small {@value #POINTER} file naming them, each written atomically; older checkpoint files are then
+ * removed. {@link #resume} reads them back: the steps that follow give bit for bit the losses an uninterrupted run
+ * gives (every kernel is deterministic and independent of the thread count).
+ */
+public final class Trainer implements AutoCloseable {
+
+    /** The file in a checkpoint directory that names the latest complete checkpoint. */
+    public static final String POINTER = "checkpoint.properties";
+
+    /** The 2-D weight matrices: with {@link TrainConfig#decayMatricesOnly} the only tensors that decay. */
+    private static final Set<Param> MATRICES =
+            EnumSet.of(Param.WTE, Param.WPE, Param.QKVW, Param.ATTPROJW, Param.FCW, Param.FCPROJW);
+
+    private final Gpt2 model;
+    private final Ops ops;
+    private final TrainConfig cfg;
+    private final DataLoader train;
+    private final DataLoader val;
+    private final DataLoader.State valStart;
+    private final int valBatches;
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment m;
+    private final MemorySegment v;
+    private final MemorySegment inputs;
+    private final MemorySegment targets;
+    private final long count;
+    private int step;
+
+    /**
+     * A trainer of {@code model} (its parameters already set) on {@code trainFile}, validating on {@code valFile}
+     * (null, or {@code cfg.valBatches()} 0: no validation; {@code cfg.valEvery()} 0: only when asked). The model
+     * must take batches of {@code cfg.batch()} × {@code cfg.seq()}; the token files must fit its vocabulary.
+     */
+    public Trainer(Gpt2 model, TrainConfig cfg, TokenFile trainFile, TokenFile valFile) throws IOException {
+        this.model = Objects.requireNonNull(model, "model");
+        this.ops = model.ops();
+        this.cfg = Objects.requireNonNull(cfg, "cfg");
+        if (cfg.batch() > model.maxB() || cfg.seq() > model.maxT()) {
+            throw new IllegalArgumentException("the model was allocated for B <= " + model.maxB() + ", T <= "
+                    + model.maxT() + ", the run asks for B=" + cfg.batch() + ", T=" + cfg.seq());
+        }
+        int V = model.config().V();
+        trainFile.checkVocabulary(V);
+        if (valFile != null) {
+            valFile.checkVocabulary(V);
+        }
+        this.count = model.layout().count();
+        DataLoader t = null, vl = null;
+        try {
+            t = new DataLoader(trainFile, cfg.batch(), cfg.seq(), 0, 1, cfg.dataOrder(), cfg.seed());
+            if (valFile != null && cfg.valBatches() > 0) {
+                vl = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1, SampleOrder.Mode.SEQUENTIAL, 0);
+            }
+            long bytes = count * Float.BYTES;
+            this.m = arena.allocate(bytes, 64);
+            this.v = arena.allocate(bytes, 64);
+            long tokens = (long) cfg.batch() * cfg.seq() * Integer.BYTES;
+            this.inputs = arena.allocate(tokens, 64);
+            this.targets = arena.allocate(tokens, 64);
+        } catch (RuntimeException | Error e) {
+            if (t != null) {
+                t.close();
+            }
+            if (vl != null) {
+                vl.close();
+            }
+            arena.close();
+            throw e;
+        }
+        this.train = t;
+        this.val = vl;
+        this.valStart = vl == null ? null : vl.position();
+        this.valBatches = vl == null ? 0 : Math.min(cfg.valBatches(), vl.samplesPerEpoch());
+    }
+
+    /** Completed optimizer steps. */
+    public int step() {
+        return step;
+    }
+
+    /** Whether all {@code cfg.steps()} steps are done. */
+    public boolean done() {
+        return step >= cfg.steps();
+    }
+
+    /** The model being trained. */
+    public Gpt2 model() {
+        return model;
+    }
+
+    /** The config. */
+    public TrainConfig config() {
+        return cfg;
+    }
+
+    /** Validation batches each {@link #validate} averages over (fewer than asked when the val file is short). */
+    public int valBatches() {
+        return valBatches;
+    }
+
+    /** Whether {@link #trainStep} validates before step {@code s}. */
+    public boolean validatesBefore(int s) {
+        return val != null && cfg.valEvery() > 0 && s % cfg.valEvery() == 0;
+    }
+
+    /**
+     * One optimizer step: validation first when due, then the update.
+     *
+     * @throws IllegalStateException when the loss or the gradient norm is not finite (the run diverged)
+     */
+    public StepMetrics trainStep() {
+        int s = step;
+        double valLoss = validatesBefore(s) ? validate() : Double.NaN;
+        long t0 = System.nanoTime();
+        double loss = accumulate();
+        double norm = Math.sqrt(ops.sumOfSquares(model.grads(), count));
+        if (!Double.isFinite(loss) || !Double.isFinite(norm)) {
+            throw new IllegalStateException("training diverged at step " + s + " (loss " + loss + ", gradient norm "
+                    + norm + "): lower the learning rate or clip the gradients");
+        }
+        float scale = cfg.gradClip() > 0 && norm > cfg.gradClip() ? (float) (cfg.gradClip() / norm) : 1f;
+        float lr = cfg.learningRate(s);
+        update(lr, s + 1, scale);
+        step = s + 1;
+        double ms = (System.nanoTime() - t0) / 1e6;
+        return new StepMetrics(s, loss, valLoss, ms, cfg.tokensPerStep() / (ms / 1e3), lr, norm);
+    }
+
+    /**
+     * Zeroes the gradients and accumulates the next K micro-batches' into them, without updating: the step before
+     * its AdamW update.
+     *
+     * @return the mean loss of the K micro-batches
+     */
+    public double accumulate() {
+        int B = cfg.batch(), T = cfg.seq(), K = cfg.gradAccum();
+        float dlossScale = 1f / ((float) B * T * K);
+        model.zeroGrad();
+        double loss = 0;
+        for (int k = 0; k < K; k++) {
+            train.next(inputs, targets);
+            loss += model.forwardBackward(inputs, targets, B, T, dlossScale);
+        }
+        return loss / K;
+    }
+
+    /** AdamW step {@code t} (≥ 1) at learning rate {@code lr}, gradients multiplied by {@code gradScale}. */
+    private void update(float lr, int t, float gradScale) {
+        AdamWConfig decay = new AdamWConfig(lr, cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay());
+        if (!cfg.decayMatricesOnly() || cfg.weightDecay() == 0) {
+            adamw(0, count, decay, t, gradScale);
+            return;
+        }
+        AdamWConfig none = new AdamWConfig(lr, cfg.beta1(), cfg.beta2(), cfg.eps(), 0f);
+        ParameterLayout layout = model.layout();
+        long start = 0;
+        Boolean runDecays = null;
+        for (ParameterLayout.Tensor tensor : layout.tensors()) {
+            boolean decays = MATRICES.contains(tensor.param());
+            if (runDecays != null && decays != runDecays) {
+                adamw(start, tensor.offset() - start, runDecays ? decay : none, t, gradScale);
+                start = tensor.offset();
+            }
+            runDecays = decays;
+        }
+        adamw(start, count - start, runDecays ? decay : none, t, gradScale);
+    }
+
+    private void adamw(long offset, long length, AdamWConfig c, int t, float gradScale) {
+        long at = offset * Float.BYTES, bytes = length * Float.BYTES;
+        ops.adamw(model.params().asSlice(at, bytes), model.grads().asSlice(at, bytes), m.asSlice(at, bytes),
+                v.asSlice(at, bytes), offset, length, c, t, gradScale);
+    }
+
+    /** The mean loss over the first {@link #valBatches} batches of the val file (NaN without one). */
+    public double validate() {
+        if (val == null) {
+            return Double.NaN;
+        }
+        val.seek(valStart);
+        double sum = 0;
+        for (int i = 0; i < valBatches; i++) {
+            val.next(inputs, targets);
+            sum += model.forward(inputs, targets, cfg.batch(), cfg.seq());
+        }
+        return sum / valBatches;
+    }
+
+    /** Writes a checkpoint of the current step into {@code dir} (created if missing); returns the model file. */
+    public Path save(Path dir) throws IOException {
+        Files.createDirectories(dir);
+        String name = String.format("%08d", step);
+        Path modelFile = dir.resolve("model_" + name + ".bin");
+        Path stateFile = dir.resolve("state_" + name + ".bin");
+        model.save(modelFile);
+        TrainState.write(stateFile, new TrainState.Header(step, cfg.batch(), cfg.seq(), cfg.gradAccum(),
+                model.config(), train.position().encode()), m, v);
+        String pointer = "# the latest complete accel4j checkpoint\nstep=" + step + "\nmodel="
+                + modelFile.getFileName() + "\nstate=" + stateFile.getFileName() + "\n";
+        AtomicWrite.write(dir.resolve(POINTER), ch -> ch.write(
+                ByteBuffer.wrap(pointer.getBytes(StandardCharsets.UTF_8))));
+        try (DirectoryStream<Path> old = Files.newDirectoryStream(dir, "{model,state}_*.bin")) {
+            for (Path p : old) {
+                if (!p.equals(modelFile) && !p.equals(stateFile)) {
+                    Files.deleteIfExists(p);
+                }
+            }
+        }
+        return modelFile;
+    }
+
+    /**
+     * Continues from the checkpoint in {@code dir}: the model's parameters, AdamW's moments, the step and the train
+     * data position. The checkpoint must be for this model's shape and this run's B, T and K.
+     */
+    public void resume(Path dir) throws IOException {
+        Path pointerFile = dir.resolve(POINTER);
+        Properties p = new Properties();
+        try (var in = Files.newBufferedReader(pointerFile, StandardCharsets.UTF_8)) {
+            p.load(in);
+        } catch (NoSuchFileException e) {
+            throw new NoSuchFileException(pointerFile.toString(), null, "no checkpoint in " + dir + " (" + POINTER
+                    + " is missing)");
+        }
+        String modelName = p.getProperty("model"), stateName = p.getProperty("state");
+        if (modelName == null || stateName == null) {
+            throw new FileFormatException(pointerFile, "model/state", "is missing: the file is corrupt");
+        }
+        Path modelFile = dir.resolve(modelName), stateFile = dir.resolve(stateName);
+        GptConfig want = model.config();
+        TrainState.Header h = TrainState.read(stateFile, want, m, v);
+        if (h.B() != cfg.batch() || h.T() != cfg.seq() || h.gradAccum() != cfg.gradAccum()) {
+            throw new FileFormatException(stateFile, "header[3..5] (B, T, grad accumulation)", "is " + h.B() + ", "
+                    + h.T() + ", " + h.gradAccum() + ", but this run uses " + cfg.batch() + ", " + cfg.seq() + ", "
+                    + cfg.gradAccum() + ": resume with the same --batch, --seq and --grad-accum");
+        }
+        try (Arena tmp = Arena.ofConfined()) {
+            LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(modelFile, tmp);
+            if (!loaded.config().equals(want)) {
+                throw new FileFormatException(modelFile, "header", "describes " + loaded.config()
+                        + ", but the model is " + want);
+            }
+            MemorySegment.copy(loaded.params(), 0, model.params(), 0, model.parameterBytes());
+        }
+        try {
+            train.seek(DataLoader.State.decode(h.loaderState()));
+        } catch (IllegalArgumentException e) {
+            throw new FileFormatException(stateFile, "loader state", "does not fit this run's train data: "
+                    + e.getMessage());
+        }
+        step = h.step();
+    }
+
+    /** Stops the data loaders and frees the optimizer state (the model stays open). */
+    @Override
+    public void close() {
+        train.close();
+        if (val != null) {
+            val.close();
+        }
+        if (arena.scope().isAlive()) {
+            arena.close();
+        }
+    }
+}

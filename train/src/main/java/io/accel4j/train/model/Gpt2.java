@@ -1,0 +1,348 @@
+package io.accel4j.train.model;
+
+import static io.accel4j.train.model.Activations.*;
+
+import io.accel4j.core.ops.Ops;
+import io.accel4j.train.checkpoint.LlmcCheckpoint;
+import io.accel4j.train.model.ParameterLayout.Param;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Path;
+import java.util.Objects;
+
+/**
+ * GPT-2, forward and backward, as llm.c's {@code train_gpt2.c} computes it, through the kernel contract {@link Ops}
+ * only (so any backend runs it unchanged): token plus position embedding; L pre-LayerNorm blocks of causal
+ * self-attention (fused QKV, {@code NH} heads) and a tanh-GELU MLP of width 4C, each added to the residual stream;
+ * a final LayerNorm; logits {@code lnf·wteᵀ} (the LM head is tied to the token embedding and has no bias) over the
+ * padded vocabulary, of which the softmax sees only the first V columns.
+ *
+ * <p>Memory: the parameters and their gradients are two flat fp32 buffers laid out by {@link ParameterLayout}; the
+ * activations for {@code maxB·maxT} positions and their gradients one more ({@link Activations}, llm.c's
+ * {@code ActivationTensors} with the attention's (L,B,NH,T) log-sum-exp instead of T×T scores). All are allocated
+ * once, in one shared arena that {@link #close} frees. A step is {@link #zeroGrad}, {@link #forward} with targets,
+ * {@link #backward}; or {@link #forwardBackward}, which skips the forward's separate loss pass.
+ *
+ * <p>Backward adds into the parameter gradients (so micro-batches accumulate until the next {@code zeroGrad}). The
+ * residual adds are not called backward: their gradient is the identity, so the residual stream's gradient
+ * accumulates in one buffer from the top of the model down, which each layer's projections read and its
+ * LayerNorms' backward add into. Not thread-safe.
+ */
+public final class Gpt2 implements AutoCloseable {
+
+    private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
+
+    private final GptConfig config;
+    private final ParameterLayout layout;
+    private final Ops ops;
+    private final int maxB;
+    private final int maxT;
+    private final Arena arena;
+    private final MemorySegment params;
+    private final MemorySegment grads;
+    private final Activations acts;
+    private final MemorySegment inputs;
+    private final MemorySegment targets;
+    private int B;
+    private int T;
+    private State state = State.EMPTY;
+
+    private enum State { EMPTY, FORWARD, FORWARD_WITH_TARGETS, BACKWARD }
+
+    /**
+     * A model of shape {@code config} for batches of up to {@code maxB} sequences of up to {@code maxT} tokens
+     * ({@code maxT ≤ config.maxT()}). Parameters and gradients start at zero: fill {@link #params()} (e.g.
+     * {@link #initialise}, {@link #load}).
+     */
+    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT) {
+        this.config = Objects.requireNonNull(config, "config");
+        this.ops = Objects.requireNonNull(ops, "ops");
+        if (maxB < 1 || maxT < 1 || maxT > config.maxT()) {
+            throw new IllegalArgumentException("maxB must be >= 1 and maxT in [1, " + config.maxT()
+                    + "] (the model's max_seq_len), got maxB=" + maxB + ", maxT=" + maxT);
+        }
+        this.maxB = maxB;
+        this.maxT = maxT;
+        this.layout = new ParameterLayout(config);
+        this.arena = Arena.ofShared();
+        try {
+            this.params = arena.allocate(layout.fp32Bytes(), 64);
+            this.grads = arena.allocate(layout.fp32Bytes(), 64);
+            this.acts = new Activations(config, maxB, maxT, arena);
+            long tokens = (long) maxB * maxT * Integer.BYTES;
+            this.inputs = arena.allocate(tokens, 64);
+            this.targets = arena.allocate(tokens, 64);
+        } catch (RuntimeException | OutOfMemoryError e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    /** Reads an llm.c checkpoint ({@link LlmcCheckpoint}, fp32 or bf16) into a new model. */
+    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT) throws IOException {
+        try (Arena tmp = Arena.ofConfined()) {
+            LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(file, tmp);
+            Gpt2 model = new Gpt2(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()));
+            MemorySegment.copy(loaded.params(), 0, model.params, 0, model.layout.fp32Bytes());
+            return model;
+        }
+    }
+
+    /** Writes the parameters as an llm.c checkpoint (fp32, version 3), atomically. */
+    public void save(Path file) throws IOException {
+        LlmcCheckpoint.write(file, config, params, LlmcCheckpoint.VERSION_FP32);
+    }
+
+    /** Sets the parameters to GPT-2's initialisation from {@code seed} ({@link ParameterInit#gpt2}). */
+    public void initialise(long seed) {
+        ParameterInit.gpt2(layout, params, seed);
+    }
+
+    /** The model's shape. */
+    public GptConfig config() {
+        return config;
+    }
+
+    /** Where each parameter tensor lives in {@link #params()} and {@link #grads()}. */
+    public ParameterLayout layout() {
+        return layout;
+    }
+
+    /** The most sequences per batch. */
+    public int maxB() {
+        return maxB;
+    }
+
+    /** The longest sequence. */
+    public int maxT() {
+        return maxT;
+    }
+
+    /** The backend. */
+    public Ops ops() {
+        return ops;
+    }
+
+    /** The parameters: {@code layout().count()} fp32, native order. */
+    public MemorySegment params() {
+        return params;
+    }
+
+    /** The parameter gradients, laid out as {@link #params()}. */
+    public MemorySegment grads() {
+        return grads;
+    }
+
+    /** Bytes of the parameters (the gradients take as many again). */
+    public long parameterBytes() {
+        return layout.fp32Bytes();
+    }
+
+    /** Bytes of the activations, their gradients and the token buffers, for {@code maxB·maxT} positions. */
+    public long activationBytes() {
+        return acts.floats() * Float.BYTES + 2 * inputs.byteSize();
+    }
+
+    /** Bytes this model allocated: the parameters, their gradients, and {@link #activationBytes()}. */
+    public long totalBytes() {
+        return 2 * parameterBytes() + activationBytes();
+    }
+
+    /** Zeroes the parameter gradients; {@link #backward} adds into them. */
+    public void zeroGrad() {
+        zero(grads);
+    }
+
+    /**
+     * The forward pass over B sequences of T tokens ({@code inputs}, (B,T) int32 in {@code [0, V)}); the tokens are
+     * copied and checked. With {@code targets} ((B,T) int32, the next tokens) it also computes the per-position
+     * losses and returns their mean; without, NaN. {@link #logits()} holds the result until the next backward.
+     */
+    public double forward(MemorySegment inputs, MemorySegment targets, int B, int T) {
+        run(inputs, targets, B, T);
+        if (targets == null) {
+            return Double.NaN;
+        }
+        int BT = B * T;
+        return ops.classifierForward(acts.slice(LOSSES, BT), acts.slice(LOGITS, BT), this.targets, BT, config.V(),
+                config.Vp());
+    }
+
+    /**
+     * The forward with targets and then {@link #backward}, with one loss pass instead of two.
+     *
+     * @return the mean loss of the batch
+     */
+    public double forwardBackward(MemorySegment inputs, MemorySegment targets, int B, int T, float dlossScale) {
+        run(inputs, Objects.requireNonNull(targets, "targets"), B, T);
+        return backward(dlossScale);
+    }
+
+    /**
+     * Adds the gradient of {@code dlossScale · Σ losses} with respect to every parameter into {@link #grads()}
+     * ({@code dlossScale = 1/(B·T)} for the mean loss; 1/(B·T·K) for one of K accumulated micro-batches). Needs a
+     * forward with targets since the last backward; leaves the logits replaced by their gradient.
+     *
+     * @return the mean loss of the forward's batch
+     */
+    public double backward(float dlossScale) {
+        if (state != State.FORWARD_WITH_TARGETS) {
+            throw new IllegalStateException("backward needs a forward with targets first (state: " + state + ")");
+        }
+        state = State.BACKWARD;
+        GptConfig c = config;
+        int BT = B * T, C = c.C(), L = c.L(), NH = c.NH();
+        MemorySegment logits = acts.slice(LOGITS, BT);
+        double loss = ops.classifierForwardBackward(logits, acts.slice(LOSSES, BT), targets, BT, c.V(), c.Vp(),
+                dlossScale);
+        MemorySegment dres = acts.zeroed(DRESIDUAL, BT);
+        MemorySegment dln = acts.zeroed(DLN, BT);
+        MemorySegment lastResidual = acts.slice(RESIDUAL3, L - 1, BT);
+        ops.matmulBackward(dln, p(grads, Param.WTE), null, logits, acts.slice(LNF, BT), p(params, Param.WTE),
+                BT, C, c.Vp());
+        ops.layernormBackward(dres, p(grads, Param.LNFW), p(grads, Param.LNFB), dln, lastResidual,
+                p(params, Param.LNFW), acts.slice(LNF_MEAN, BT), acts.slice(LNF_RSTD, BT), BT, C);
+        for (int l = L - 1; l >= 0; l--) {
+            MemorySegment residual = l == 0 ? acts.slice(ENCODED, BT) : acts.slice(RESIDUAL3, l - 1, BT);
+            // the MLP: dres is d(residual3) = d(fcproj)
+            MemorySegment dfchGelu = acts.zeroed(DFCH_GELU, BT);
+            ops.matmulBackward(dfchGelu, p(grads, Param.FCPROJW, l), p(grads, Param.FCPROJB, l), dres,
+                    acts.slice(FCH_GELU, l, BT), p(params, Param.FCPROJW, l), BT, 4 * C, C);
+            MemorySegment dfch = acts.zeroed(DFCH, BT);
+            ops.geluBackward(dfch, acts.slice(FCH, l, BT), dfchGelu, (long) BT * 4 * C);
+            dln = acts.zeroed(DLN, BT);
+            ops.matmulBackward(dln, p(grads, Param.FCW, l), p(grads, Param.FCB, l), dfch, acts.slice(LN2, l, BT),
+                    p(params, Param.FCW, l), BT, C, 4 * C);
+            ops.layernormBackward(dres, p(grads, Param.LN2W, l), p(grads, Param.LN2B, l), dln,
+                    acts.slice(RESIDUAL2, l, BT), p(params, Param.LN2W, l), acts.slice(LN2_MEAN, l, BT),
+                    acts.slice(LN2_RSTD, l, BT), BT, C);
+            // attention: dres is now d(residual2) = d(attproj)
+            MemorySegment datty = acts.zeroed(DATTY, BT);
+            ops.matmulBackward(datty, p(grads, Param.ATTPROJW, l), p(grads, Param.ATTPROJB, l), dres,
+                    acts.slice(ATTY, l, BT), p(params, Param.ATTPROJW, l), BT, C, C);
+            MemorySegment dqkv = acts.zeroed(DQKV, BT);
+            ops.attentionBackward(dqkv, datty, acts.slice(QKV, l, BT), acts.slice(ATTY, l, BT),
+                    acts.slice(LSE, l, BT), B, T, C, NH);
+            dln = acts.zeroed(DLN, BT);
+            ops.matmulBackward(dln, p(grads, Param.QKVW, l), p(grads, Param.QKVB, l), dqkv, acts.slice(LN1, l, BT),
+                    p(params, Param.QKVW, l), BT, C, 3 * C);
+            ops.layernormBackward(dres, p(grads, Param.LN1W, l), p(grads, Param.LN1B, l), dln, residual,
+                    p(params, Param.LN1W, l), acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), BT, C);
+            // dres is now d(residual3 of layer l−1), or d(encoded)
+        }
+        ops.encoderBackward(p(grads, Param.WTE), p(grads, Param.WPE), dres, inputs, B, T, C, c.V());
+        return loss;
+    }
+
+    /**
+     * The logits of the last forward, {@code (B, T, Vp)} fp32 (columns V…Vp−1 are padding), valid until the next
+     * backward or forward.
+     */
+    public MemorySegment logits() {
+        if (state != State.FORWARD && state != State.FORWARD_WITH_TARGETS) {
+            throw new IllegalStateException("the logits are only valid after a forward and before its backward");
+        }
+        return acts.slice(LOGITS, (long) B * T);
+    }
+
+    /** The per-position losses {@code (B, T)} of the last forward with targets. */
+    public MemorySegment losses() {
+        if (state == State.EMPTY || state == State.FORWARD) {
+            throw new IllegalStateException("no losses: the last forward had no targets");
+        }
+        return acts.slice(LOSSES, (long) B * T);
+    }
+
+    /** Frees all memory; the model cannot be used afterwards. */
+    @Override
+    public void close() {
+        if (arena.scope().isAlive()) {
+            arena.close();
+        }
+    }
+
+    /** The forward without the loss: copies and checks the tokens, ends with the logits. */
+    private void run(MemorySegment inputs, MemorySegment targets, int B, int T) {
+        Objects.requireNonNull(inputs, "inputs");
+        if (B < 1 || B > maxB || T < 1 || T > maxT) {
+            throw new IllegalArgumentException("B must be in [1, " + maxB + "] and T in [1, " + maxT
+                    + "] (the sizes this model was allocated for), got B=" + B + ", T=" + T);
+        }
+        state = State.EMPTY;
+        copyTokens("inputs", inputs, this.inputs, B, T);
+        if (targets != null) {
+            copyTokens("targets", targets, this.targets, B, T);
+        }
+        this.B = B;
+        this.T = T;
+        GptConfig c = config;
+        int BT = B * T, C = c.C(), L = c.L(), NH = c.NH();
+        MemorySegment encoded = acts.slice(ENCODED, BT);
+        ops.encoderForward(encoded, this.inputs, p(params, Param.WTE), p(params, Param.WPE), B, T, C, c.V());
+        MemorySegment residual = encoded;
+        for (int l = 0; l < L; l++) {
+            MemorySegment ln1 = acts.slice(LN1, l, BT), qkv = acts.slice(QKV, l, BT), atty = acts.slice(ATTY, l, BT);
+            MemorySegment attproj = acts.slice(ATTPROJ, l, BT), residual2 = acts.slice(RESIDUAL2, l, BT);
+            MemorySegment ln2 = acts.slice(LN2, l, BT), fch = acts.slice(FCH, l, BT);
+            MemorySegment fchGelu = acts.slice(FCH_GELU, l, BT), fcproj = acts.slice(FCPROJ, l, BT);
+            MemorySegment residual3 = acts.slice(RESIDUAL3, l, BT);
+            ops.layernormForward(ln1, acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), residual,
+                    p(params, Param.LN1W, l), p(params, Param.LN1B, l), BT, C);
+            ops.matmulForward(qkv, ln1, p(params, Param.QKVW, l), p(params, Param.QKVB, l), BT, C, 3 * C);
+            ops.attentionForward(atty, acts.slice(LSE, l, BT), qkv, B, T, C, NH);
+            ops.matmulForward(attproj, atty, p(params, Param.ATTPROJW, l), p(params, Param.ATTPROJB, l), BT, C, C);
+            ops.residualForward(residual2, residual, attproj, (long) BT * C);
+            ops.layernormForward(ln2, acts.slice(LN2_MEAN, l, BT), acts.slice(LN2_RSTD, l, BT), residual2,
+                    p(params, Param.LN2W, l), p(params, Param.LN2B, l), BT, C);
+            ops.matmulForward(fch, ln2, p(params, Param.FCW, l), p(params, Param.FCB, l), BT, C, 4 * C);
+            ops.geluForward(fchGelu, fch, (long) BT * 4 * C);
+            ops.matmulForward(fcproj, fchGelu, p(params, Param.FCPROJW, l), p(params, Param.FCPROJB, l),
+                    BT, 4 * C, C);
+            ops.residualForward(residual3, residual2, fcproj, (long) BT * C);
+            residual = residual3;
+        }
+        MemorySegment lnf = acts.slice(LNF, BT);
+        ops.layernormForward(lnf, acts.slice(LNF_MEAN, BT), acts.slice(LNF_RSTD, BT), residual,
+                p(params, Param.LNFW), p(params, Param.LNFB), BT, C);
+        ops.matmulForward(acts.slice(LOGITS, BT), lnf, p(params, Param.WTE), null, BT, C, c.Vp());
+        state = targets == null ? State.FORWARD : State.FORWARD_WITH_TARGETS;
+    }
+
+    /** Copies B·T tokens into {@code dst}, each checked to be in [0, V). */
+    private void copyTokens(String name, MemorySegment src, MemorySegment dst, int B, int T) {
+        long n = (long) B * T;
+        if (src.byteSize() < n * Integer.BYTES) {
+            throw new IllegalArgumentException(name + " has " + src.byteSize() + " bytes, B*T = " + n
+                    + " int32 tokens need " + n * Integer.BYTES);
+        }
+        int V = config.V();
+        for (long i = 0; i < n; i++) {
+            int tok = src.getAtIndex(I32, i);
+            if (tok < 0 || tok >= V) {
+                throw new IllegalArgumentException(name + "[b=" + i / T + ", t=" + i % T + "] is token " + tok
+                        + ", outside the model's vocabulary [0, " + V + ")");
+            }
+            dst.setAtIndex(I32, i, tok);
+        }
+    }
+
+    /** The whole tensor {@code p} of {@code buf}. */
+    private MemorySegment p(MemorySegment buf, Param p) {
+        ParameterLayout.Tensor t = layout.tensor(p);
+        return buf.asSlice(t.offset() * Float.BYTES, t.count() * Float.BYTES);
+    }
+
+    /** Layer {@code l}'s slice of the per-layer tensor {@code p} of {@code buf}. */
+    private MemorySegment p(MemorySegment buf, Param p, int l) {
+        ParameterLayout.Tensor t = layout.tensor(p);
+        long n = t.count() / config.L();
+        return buf.asSlice(t.layerOffset(l) * Float.BYTES, n * Float.BYTES);
+    }
+
+    /** Zeroes a host buffer (the one memory operation outside the kernel contract). */
+    private static void zero(MemorySegment s) {
+        s.fill((byte) 0);
+    }
+}

@@ -1,0 +1,139 @@
+package io.accel4j.cli.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.accel4j.cli.Main;
+import io.accel4j.train.data.DefaultDataset;
+import io.accel4j.train.data.TokenFile;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+/** {@code accel4j train} in-process: the files a run leaves, resuming, usage errors, that the default job learns. */
+class TrainCommandTest {
+
+    @TempDir
+    Path tmp;
+
+    private record Result(int code, String out, String err, TrainCommand command) {}
+
+    private static Result run(String... args) {
+        StringWriter out = new StringWriter(), err = new StringWriter();
+        CommandLine cl = Main.commandLine();
+        cl.setOut(new PrintWriter(out, true));
+        cl.setErr(new PrintWriter(err, true));
+        int code = cl.execute(args);
+        CommandLine sub = cl.getSubcommands().get("train");
+        return new Result(code, out.toString(), err.toString(), sub.getCommand());
+    }
+
+    /** A few quick steps of the tiny model on the generated data. */
+    private static String[] quick(Path dir, String... more) {
+        return Stream.concat(Stream.of("train", "--out", dir.toString(), "--batch", "2", "--seq", "16",
+                "--threads", "2", "--val-batches", "1"), Stream.of(more))
+                .toArray(String[]::new);
+    }
+
+    @Test
+    void aShortRunLeavesDataMetricsPlotAndCheckpoint() throws IOException {
+        Path dir = tmp.resolve("run");
+        Result r = run(quick(dir, "--steps", "4", "--val-every", "2", "--save-every", "2", "--eval-problems", "3",
+                "--samples", "2"));
+
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.err()).isEmpty();
+        assertThat(r.out()).contains("using cpu: ", "step     4/4", "done: 4 steps", "accuracy on 3 held-out problems");
+        try (Stream<Path> files = Files.list(dir)) {
+            assertThat(files.map(p -> p.getFileName().toString()).sorted().toList()).containsExactly(
+                    "checkpoint.properties", "loss.png", "metrics.jsonl", "model_00000004.bin", "state_00000004.bin",
+                    "train.bin", "val.bin");
+        }
+        List<String> lines = Files.readAllLines(dir.resolve("metrics.jsonl"));
+        assertThat(lines).hasSize(5);
+        assertThat(lines.get(0)).startsWith("{\"step\":0,\"train_loss\":").contains("\"val_loss\":", "\"step_ms\":",
+                "\"tokens_per_s\":", "\"lr\":", "\"grad_norm\":");
+        assertThat(lines.get(1)).startsWith("{\"step\":1,").doesNotContain("val_loss");
+        assertThat(lines.get(4)).startsWith("{\"step\":4,\"val_loss\":").doesNotContain("train_loss");
+        assertThat(Files.readAllBytes(dir.resolve("loss.png"))).startsWith(0x89, 'P', 'N', 'G');
+        try (TokenFile t = TokenFile.open(dir.resolve("train.bin"))) {
+            assertThat(t.size()).isEqualTo(TrainCommand.DEFAULT_TRAIN_TOKENS);
+        }
+    }
+
+    @Test
+    void resumingContinuesBitForBit() throws IOException {
+        String[] common = {"--schedule", "constant", "--warmup", "0", "--val-every", "0", "--samples", "0",
+            "--eval-problems", "0"};
+        Path straight = tmp.resolve("straight"), split = tmp.resolve("split");
+        assertThat(run(quick(straight, concat(common, "--steps", "5"))).code()).isZero();
+        assertThat(run(quick(split, concat(common, "--steps", "3"))).code()).isZero();
+        Result resumed = run(quick(split, concat(common, "--steps", "5", "--resume", split.toString())));
+        assertThat(resumed.code()).as(resumed.err()).isZero();
+        assertThat(resumed.out()).contains("resumed " + split + " at step 3");
+        List<String> a = trainLosses(straight), b = trainLosses(split);
+        assertThat(b).containsExactlyElementsOf(a);
+    }
+
+    private static String[] concat(String[] a, String... b) {
+        return Stream.concat(Stream.of(a), Stream.of(b)).toArray(String[]::new);
+    }
+
+    /** "step:train_loss" of every metrics line with a train loss. */
+    private static List<String> trainLosses(Path dir) throws IOException {
+        return Files.readAllLines(dir.resolve("metrics.jsonl")).stream().filter(l -> l.contains("train_loss"))
+                .map(l -> l.replaceAll("^\\{\"step\":(\\d+),\"train_loss\":([^,]+),.*$", "$1:$2")).toList();
+    }
+
+    @Test
+    void badFlagsAreUsageErrors() {
+        for (String[] args : new String[][] {
+            {"train", "--batch", "0"}, {"train", "--schedule", "linear"}, {"train", "--data-order", "random"},
+            {"train", "--bogus"}, {"train", "--seq", "65", "--out", "x"}, {"train", "--grad-accum", "0"},
+            {"train", "--model", "nosuch", "--out", "x"}, {"train", "--lr", "abc"}}) {
+            Result r = run(fixOut(args));
+            assertThat(r.code()).as("%s: %s", List.of(args), r.err()).isEqualTo(2);
+            assertThat(r.err().lines().toList()).as(List.of(args).toString()).singleElement().asString()
+                    .startsWith("accel4j: error: ").endsWith("(see 'accel4j train --help')");
+        }
+    }
+
+    /** Points any --out at the temp directory so that nothing lands in the working directory. */
+    private String[] fixOut(String[] args) {
+        String[] a = args.clone();
+        for (int i = 0; i + 1 < a.length; i++) {
+            if (a[i].equals("--out")) {
+                a[i + 1] = tmp.resolve(a[i + 1]).toString();
+            }
+        }
+        return a;
+    }
+
+    @Test
+    void aMissingDataFileIsARuntimeError() {
+        Result r = run("train", "--out", tmp.resolve("m").toString(), "--train-data", tmp.resolve("no.bin").toString());
+        assertThat(r.code()).isEqualTo(1);
+        assertThat(r.err().lines().toList()).containsExactly("accel4j: error: the train token file "
+                + tmp.resolve("no.bin") + " does not exist");
+    }
+
+    @Test
+    void theDefaultJobLearnsInATestSizedRun() {
+        // 200 steps of 8 x 64 tokens (a sixth of the default job's tokens, at a higher learning rate) get past the
+        // plateau at the unigram entropy: 2.18 nats here (deterministic, whatever the thread count)
+        Path dir = tmp.resolve("learn");
+        Result r = run("train", "--out", dir.toString(), "--steps", "200", "--batch", "8", "--lr", "1e-2",
+                "--warmup", "10", "--threads", "2", "--val-every", "0", "--val-batches", "4", "--samples", "0",
+                "--eval-problems", "0");
+        assertThat(r.code()).as(r.err()).isZero();
+        double entropy = DefaultDataset.unigramEntropyNats(
+                DefaultDataset.generate(42, TrainCommand.DEFAULT_TRAIN_TOKENS, TrainCommand.DEFAULT_VAL_TOKENS).val());
+        assertThat(r.command().outcome.finalValLoss()).as(r.out()).isLessThan(entropy - 0.2);
+    }
+}
