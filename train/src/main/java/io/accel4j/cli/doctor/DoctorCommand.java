@@ -1,5 +1,6 @@
 package io.accel4j.cli.doctor;
 
+import io.accel4j.cuda.Cuda;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -11,7 +12,7 @@ import picocli.CommandLine.Spec;
 
 /** {@code accel4j doctor}: what this machine and JVM offer the kernels, section by section. */
 @Command(name = "doctor",
-        description = "Report the JVM, the CPU and its vector features, the kernels' width and threads, and memory.")
+        description = "Report the JVM, the CPU and its vector features, the kernels' width and threads, memory and CUDA.")
 public final class DoctorCommand implements Callable<Integer> {
 
     @Spec
@@ -23,7 +24,8 @@ public final class DoctorCommand implements Callable<Integer> {
                 new JvmSection(),
                 new CpuSection(CpuInfo.read(Path.of(CpuInfo.PROC_CPUINFO))),
                 new KernelsSection(),
-                new MemorySection());
+                new MemorySection(),
+                new CudaSection(Cuda::probe));
     }
 
     @Override

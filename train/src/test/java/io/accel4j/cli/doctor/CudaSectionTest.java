@@ -1,0 +1,58 @@
+package io.accel4j.cli.doctor;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.accel4j.cuda.Cuda;
+import io.accel4j.cuda.CudaProbe;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class CudaSectionTest {
+
+    @Test
+    void driverNotFoundListsEveryPlaceSearched() {
+        CudaSection s = new CudaSection(() -> new CudaProbe.DriverNotFound(List.of("dynamic loader (libcuda.so.1)",
+                "/usr/local/cuda/lib64/libcuda.so.1")));
+
+        assertThat(s.title()).isEqualTo("CUDA");
+        assertThat(s.lines()).containsExactly(
+                new DoctorSection.Line("status", "driver not found (libcuda.so.1) — CPU only"),
+                new DoctorSection.Line("searched", "dynamic loader (libcuda.so.1)"),
+                new DoctorSection.Line("", "/usr/local/cuda/lib64/libcuda.so.1"),
+                new DoctorSection.Line("hint",
+                        "install the NVIDIA driver, or set ACCEL4J_CUDA_LIB_PATH to libcuda.so.1 or its folder"));
+    }
+
+    @Test
+    void readyShowsTheDevice() {
+        CudaSection s = new CudaSection(() -> new CudaProbe.Ready("NVIDIA H200", 90, 132, 150L << 30, 13000, 2,
+                "dynamic loader (libcuda.so.1)"));
+
+        assertThat(s.lines()).containsExactly(
+                new DoctorSection.Line("device", "NVIDIA H200 (device 0 of 2)"),
+                new DoctorSection.Line("compute capability", "9.0"),
+                new DoctorSection.Line("multiprocessors", "132"),
+                new DoctorSection.Line("device memory", "150.0 GiB"),
+                new DoctorSection.Line("driver", "CUDA 13.0 (dynamic loader (libcuda.so.1))"));
+    }
+
+    @Test
+    void otherOutcomesAreOneStatusLine() {
+        assertThat(new CudaSection(() -> new CudaProbe.DriverTooOld(12040, 12080)).lines()).containsExactly(
+                new DoctorSection.Line("status",
+                        "driver too old: CUDA 12.4, needs 12.8 or newer (update the NVIDIA driver)"));
+    }
+
+    @Test
+    void theReportHasACudaSectionThatMatchesTheProbe() {
+        assertThat(DoctorCommand.sections()).last().satisfies(s -> {
+            assertThat(s.title()).isEqualTo("CUDA");
+            String first = s.lines().getFirst().value();
+            if (Cuda.probe() instanceof CudaProbe.Ready r) {
+                assertThat(first).startsWith(r.deviceName());
+            } else if (Cuda.probe() instanceof CudaProbe.DriverNotFound) {
+                assertThat(first).startsWith("driver not found");
+            }
+        });
+    }
+}
