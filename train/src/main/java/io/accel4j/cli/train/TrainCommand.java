@@ -67,7 +67,7 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--seq", paramLabel = "T", defaultValue = "64", description = "Tokens per sequence, at most the "
             + "model's max_seq_len (default: ${DEFAULT-VALUE}).")
     int seq;
-    @Option(names = "--steps", paramLabel = "N", defaultValue = "3000", description = "Optimizer steps "
+    @Option(names = "--steps", paramLabel = "N", defaultValue = "4000", description = "Optimizer steps "
             + "(default: ${DEFAULT-VALUE}).")
     int steps;
     @Option(names = "--lr", paramLabel = "X", defaultValue = "5e-3", description = "Peak learning rate "
