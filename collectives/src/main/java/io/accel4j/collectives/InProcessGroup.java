@@ -41,11 +41,19 @@ public final class InProcessGroup implements AutoCloseable {
         volatile Thread waiter;
         volatile MemorySegment staging = MemorySegment.NULL; // what the right neighbour reads this collective
         private MemorySegment own = MemorySegment.NULL;      // this rank's buffer, grown as needed
+        private final Arena arena;
 
-        /** Publishes this rank's own buffer, grown to {@code bytes}; call only when no neighbour may read it. */
+        Slot(Arena arena) {
+            this.arena = arena;
+        }
+
+        /**
+         * Publishes this rank's own buffer, grown to {@code bytes}; call only when no neighbour may read it. A grown
+         * buffer doubles, so the buffers left behind in the group's arena add up to less than the largest one.
+         */
         MemorySegment staging(long bytes) {
             if (own.byteSize() < bytes) {
-                own = Arena.ofAuto().allocate(Math.max(bytes, own.byteSize() * 5 / 4), 64);
+                own = arena.allocate(Math.max(bytes, own.byteSize() * 2), 64);
             }
             staging = own;
             return own;
@@ -79,6 +87,8 @@ public final class InProcessGroup implements AutoCloseable {
     private final long timeoutNanos;
     final Slot[] slots;
     private final Channel[] channels;
+    /** Owns every staging and message buffer; closed, after the communicators, by {@link #close()}. */
+    private final Arena arena = Arena.ofShared();
     private final RingCommunicator[] comms;
     private volatile Failure failure;
 
@@ -92,7 +102,7 @@ public final class InProcessGroup implements AutoCloseable {
         this.slots = new Slot[size];
         this.channels = new Channel[size * size];
         for (int i = 0; i < size; i++) {
-            slots[i] = new Slot();
+            slots[i] = new Slot(arena);
         }
         for (int i = 0; i < channels.length; i++) {
             channels[i] = new Channel();
@@ -197,6 +207,18 @@ public final class InProcessGroup implements AutoCloseable {
         for (RingCommunicator c : comms) {
             c.close();
         }
+        synchronized (arena) {
+            if (arena.scope().isAlive()) {
+                arena.close();
+            }
+        }
+    }
+
+    /** {@code bytes} of 64-byte-aligned memory that lives until the group is closed. */
+    MemorySegment allocate(long bytes) {
+        synchronized (arena) {
+            return arena.allocate(bytes, 64);
+        }
     }
 
     // ---------------------------------------------------------------- for RingCommunicator
@@ -215,6 +237,11 @@ public final class InProcessGroup implements AutoCloseable {
         for (Slot s : slots) {
             wake(s);
         }
+    }
+
+    /** Whether the group has failed (for tests that must wait until it has). */
+    boolean hasFailed() {
+        return failure != null;
     }
 
     /** Throws if the group has failed. */

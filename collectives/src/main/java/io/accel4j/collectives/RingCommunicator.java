@@ -154,7 +154,7 @@ final class RingCommunicator extends AbstractCommunicator {
             g.await(rank(), c, peer, () -> ch.taken == ch.sent); // the previous message has been received
             long bytes = count * dtype.byteSize();
             if (ch.buffer.byteSize() < bytes) {
-                ch.buffer = java.lang.foreign.Arena.ofAuto().allocate(bytes, 64);
+                ch.buffer = g.allocate(bytes);
             }
             MemorySegment.copy(buf, 0, ch.buffer, 0, bytes);
             ch.count = count;

@@ -56,7 +56,9 @@ class RingFailureTest {
                             double maxSeconds, String... words) {
         assertThat(seen.keySet()).as("every other rank failed").hasSize(n - 1).doesNotContain(culprit);
         for (CollectiveException e : seen.values()) {
-            assertThat(e.getMessage()).contains("allReduce #2").contains("rank " + culprit).contains(words);
+            // #2 is where the culprit fails; a rank the machine's load kept behind may still be finishing #1
+            assertThat(e.getMessage()).containsPattern("allReduce #[12] ").contains("rank " + culprit)
+                    .contains(words);
             assertThat(e.collective()).isEqualTo("allReduce");
             assertThat(e.culprits()).contains(culprit);
             assertThat(e.elapsed()).isLessThan(Duration.ofMillis((long) (maxSeconds * 1000)));
@@ -137,24 +139,31 @@ class RingFailureTest {
     }
 
     @Test
-    void aRankThatNeverArrivesTimesOutNamingItAndTheElapsedTime() {
+    void aRankThatNeverArrivesTimesOutNamingItAndTheElapsedTime() throws InterruptedException {
+        // The timeout is generous for a loaded 2-core machine: the ranks' first collective must not time out too.
         int n = 3, late = 2;
-        try (InProcessGroup g = InProcessGroup.create(n, Duration.ofMillis(600))) {
+        try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(2))) {
             long t0 = System.nanoTime();
             var seen = new ConcurrentHashMap<Integer, CollectiveException>();
             seen.putAll(failures(g, late, comm -> {
                 oneAllReduce(comm);
-                Thread.sleep(1_600); // never calls #2 (and does not close) until the others have given up
+                // never calls #2 (and does not close) until the others have given up
+                while (!g.hasFailed() && System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(30)) {
+                    Thread.sleep(10);
+                }
                 return null;
             }));
-            assertNamed(seen, n, late, 1.5, "did not arrive", "within the timeout (PT0.6S");
+            assertNamed(seen, n, late, 10, "did not arrive", "within the timeout (PT2S");
+            // the rank that timed out waited the whole timeout; the others count from their own (later) start
+            assertThat(seen.values().stream().map(CollectiveException::elapsed).max(Duration::compareTo).orElseThrow())
+                    .isGreaterThanOrEqualTo(Duration.ofSeconds(2));
             for (CollectiveException e : seen.values()) {
-                assertThat(e.elapsed()).isGreaterThanOrEqualTo(Duration.ofMillis(600));
                 assertThat(e.getMessage()).containsPattern("failed after \\d\\.\\d{3} s");
             }
-            assertThat(System.nanoTime() - t0).isLessThan(TimeUnit.SECONDS.toNanos(5));
+            assertThat(System.nanoTime() - t0).isLessThan(TimeUnit.SECONDS.toNanos(30));
         }
     }
+
 
     @Test
     void aBrokenGroupRefusesLaterCollectivesAtOnce() {
