@@ -1,0 +1,381 @@
+package io.accel4j.kernels;
+
+import io.accel4j.core.DType;
+import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.cuda.CudaContext;
+import io.accel4j.cuda.CudaException;
+import io.accel4j.cuda.CudaKernel;
+import io.accel4j.cuda.CudaKernel.Dim;
+import io.accel4j.cuda.CudaModule;
+import io.accel4j.cuda.DeviceBuffer;
+import io.accel4j.cuda.bindings.cuda_h;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * The GPU backend of the kernel contract, for the memory-bound kernels (PTX from {@code kernels/src/main/cuda},
+ * JIT-compiled by the driver for the device at construction).
+ *
+ * <p><b>Every {@link MemorySegment} passed is a device view</b>: a segment whose address is a device address and
+ * whose size is the buffer's (see {@link #device(DeviceBuffer)}); it must never be read on the host. Work is queued
+ * on the default stream in call order; the methods that return a value ({@link #classifierForward}, the
+ * reductions) copy a few bytes back and so wait for everything queued before them.
+ *
+ * <p>On the GPU now: encoder fwd/bwd, layernorm fwd/bwd, GELU fwd/bwd, residual fwd/bwd, the fused classifier,
+ * AdamW (fp32 and fp32-master + bf16 copy, bit-identical to the CPU kernel), sum of squares, amax, non-finite check.
+ * Not yet on the GPU (they throw {@link UnsupportedOperationException}): matmul (cuBLASLt), attention (flash
+ * attention) and the casts. Determinism: no kernel uses atomics; reductions combine fixed per-block partials in a
+ * fixed order, with a grid that depends only on the sizes, so results do not vary from run to run. Sizes are checked
+ * against the segments' sizes; data is not (token ids and targets must be in range: the kernels do not check).
+ */
+public final class GpuOps implements Ops, AutoCloseable {
+
+    private static final int BLOCK = 256;
+    /** Most blocks of a grid-stride element-wise kernel, and the partials of a reduction. */
+    private static final int MAX_BLOCKS = 1024;
+    /** Vocabulary buckets of encoder_backward_wte (the grid's y). */
+    private static final int WTE_BUCKETS = 32;
+
+    private final CudaContext context;
+    private final List<CudaModule> modules = new ArrayList<>();
+    private final Map<String, CudaKernel> kernels = new HashMap<>();
+    private final DeviceBuffer partials;
+
+    /** Loads every PTX module into {@code context} (which stays the caller's to close, after this). */
+    public GpuOps(CudaContext context) {
+        this.context = Objects.requireNonNull(context, "context");
+        try {
+            for (String name : Kernels.MODULES) {
+                modules.add(context.loadPtx(Kernels.ptx(name)));
+            }
+            for (KernelSignature s : Kernels.ALL) {
+                kernels.put(s.entry(), modules.get(Kernels.MODULES.indexOf(s.module())).function(s.entry()));
+            }
+            partials = context.allocate(8L * MAX_BLOCKS);
+        } catch (RuntimeException e) {
+            modules.forEach(CudaModule::close);
+            throw e;
+        }
+    }
+
+    /** A device view of {@code buffer}: what every segment argument of this class must be. */
+    public static MemorySegment device(DeviceBuffer buffer) {
+        return MemorySegment.ofAddress(buffer.address()).reinterpret(buffer.byteSize());
+    }
+
+    @Override
+    public String describe() {
+        return "cuda: " + context.name() + ", PTX sm_80 (memory-bound kernels only)";
+    }
+
+    @Override
+    public void close() {
+        partials.close();
+        modules.forEach(CudaModule::close);
+    }
+
+    private void launch(KernelSignature s, Dim grid, Dim block, Object... args) {
+        s.launch(kernels.get(s.entry()), grid, block, 0, null, args);
+    }
+
+    /** A 1-D grid-stride launch over n elements (n ≥ 1). */
+    private void launchN(KernelSignature s, long n, Object... args) {
+        launch(s, Dim.of(blocks(n)), Dim.of(BLOCK), args);
+    }
+
+    private static int blocks(long n) {
+        return (int) Math.min(MAX_BLOCKS, (n + BLOCK - 1) / BLOCK);
+    }
+
+    private static void need(String name, MemorySegment s, long elements, long bytesEach) {
+        Objects.requireNonNull(s, name);
+        if (s.byteSize() < elements * bytesEach) {
+            throw new IllegalArgumentException(name + " holds " + s.byteSize() + " bytes, needs " + elements + " × "
+                    + bytesEach + " = " + elements * bytesEach);
+        }
+    }
+
+    private static void positive(String name, long v) {
+        if (v < 1) {
+            throw new IllegalArgumentException(name + " must be >= 1, got " + v);
+        }
+    }
+
+    private static void nonNegative(String name, long v) {
+        if (v < 0) {
+            throw new IllegalArgumentException(name + " must be >= 0, got " + v);
+        }
+    }
+
+    /** Copies {@code bytes} from the device address of {@code src} into {@code host} (synchronous). */
+    private void copyToHost(MemorySegment host, MemorySegment src, long bytes) {
+        context.makeCurrent();
+        CudaException.check("cuMemcpyDtoH_v2", cuda_h.cuMemcpyDtoH_v2(host, src.address(), bytes));
+    }
+
+    // ---- encoder
+
+    @Override
+    public void encoderForward(MemorySegment out, MemorySegment inp, MemorySegment wte, MemorySegment wpe,
+                               int B, int T, int C, int V) {
+        positive("B", B); positive("T", T); positive("C", C); positive("V", V);
+        long bt = (long) B * T;
+        need("out", out, bt * C, 4); need("inp", inp, bt, 4);
+        need("wte", wte, (long) V * C, 4); need("wpe", wpe, (long) T * C, 4);
+        launchN(Kernels.ENCODER_FORWARD, bt * C, out, inp, wte, wpe, B, T, C);
+    }
+
+    @Override
+    public void encoderBackward(MemorySegment dwte, MemorySegment dwpe, MemorySegment dout, MemorySegment inp,
+                                int B, int T, int C, int V) {
+        positive("B", B); positive("T", T); positive("C", C); positive("V", V);
+        long bt = (long) B * T;
+        need("dwte", dwte, (long) V * C, 4); need("dwpe", dwpe, (long) T * C, 4);
+        need("dout", dout, bt * C, 4); need("inp", inp, bt, 4);
+        launchN(Kernels.ENCODER_BACKWARD_WPE, (long) T * C, dwpe, dout, B, T, C);
+        launch(Kernels.ENCODER_BACKWARD_WTE, Dim.of((C + 127) / 128, WTE_BUCKETS), Dim.of(128),
+                dwte, dout, inp, Math.toIntExact(bt), C);
+    }
+
+    // ---- layernorm
+
+    @Override
+    public void layernormForward(MemorySegment out, MemorySegment mean, MemorySegment rstd, MemorySegment inp,
+                                 MemorySegment weight, MemorySegment bias, int N, int C) {
+        positive("N", N); positive("C", C);
+        long nc = (long) N * C;
+        need("out", out, nc, 4); need("mean", mean, N, 4); need("rstd", rstd, N, 4);
+        need("inp", inp, nc, 4); need("weight", weight, C, 4); need("bias", bias, C, 4);
+        launch(Kernels.LAYERNORM_FORWARD, Dim.of((N + 7) / 8), Dim.of(BLOCK),
+                out, mean, rstd, inp, weight, bias, N, C, EPS);
+    }
+
+    @Override
+    public void layernormBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                                  MemorySegment inp, MemorySegment weight, MemorySegment mean, MemorySegment rstd,
+                                  int N, int C) {
+        positive("N", N); positive("C", C);
+        long nc = (long) N * C;
+        need("dinp", dinp, nc, 4); need("dweight", dweight, C, 4); need("dbias", dbias, C, 4);
+        need("dout", dout, nc, 4); need("inp", inp, nc, 4); need("weight", weight, C, 4);
+        need("mean", mean, N, 4); need("rstd", rstd, N, 4);
+        launch(Kernels.LAYERNORM_BACKWARD_DINP, Dim.of((N + 7) / 8), Dim.of(BLOCK),
+                dinp, dout, inp, weight, mean, rstd, N, C);
+        launch(Kernels.LAYERNORM_BACKWARD_PARAMS, Dim.of((C + 127) / 128), Dim.of(128),
+                dweight, dbias, dout, inp, mean, rstd, N, C);
+    }
+
+    // ---- pointwise
+
+    @Override
+    public void geluForward(MemorySegment out, MemorySegment inp, long n) {
+        nonNegative("n", n); need("out", out, n, 4); need("inp", inp, n, 4);
+        if (n > 0) {
+            launchN(Kernels.GELU_FORWARD, n, out, inp, n);
+        }
+    }
+
+    @Override
+    public void geluBackward(MemorySegment dinp, MemorySegment inp, MemorySegment dout, long n) {
+        nonNegative("n", n); need("dinp", dinp, n, 4); need("inp", inp, n, 4); need("dout", dout, n, 4);
+        if (n > 0) {
+            launchN(Kernels.GELU_BACKWARD, n, dinp, inp, dout, n);
+        }
+    }
+
+    @Override
+    public void residualForward(MemorySegment out, MemorySegment inp1, MemorySegment inp2, long n) {
+        nonNegative("n", n); need("out", out, n, 4); need("inp1", inp1, n, 4); need("inp2", inp2, n, 4);
+        if (n > 0) {
+            launchN(Kernels.RESIDUAL_FORWARD, n, out, inp1, inp2, n);
+        }
+    }
+
+    @Override
+    public void residualBackward(MemorySegment dinp1, MemorySegment dinp2, MemorySegment dout, long n) {
+        nonNegative("n", n); need("dinp1", dinp1, n, 4); need("dinp2", dinp2, n, 4); need("dout", dout, n, 4);
+        if (n > 0) {
+            launchN(Kernels.RESIDUAL_BACKWARD, n, dinp1, dinp2, dout, n);
+        }
+    }
+
+    // ---- classifier
+
+    @Override
+    public double classifierForward(MemorySegment losses, MemorySegment logits, MemorySegment targets,
+                                    int N, int V, int Vp) {
+        return classifier(logits, losses, targets, N, V, Vp, 0f, false);
+    }
+
+    @Override
+    public double classifierForwardBackward(MemorySegment logits, MemorySegment losses, MemorySegment targets,
+                                            int N, int V, int Vp, float dlossScale) {
+        return classifier(logits, losses, targets, N, V, Vp, dlossScale, true);
+    }
+
+    private double classifier(MemorySegment logits, MemorySegment losses, MemorySegment targets, int N, int V, int Vp,
+                              float dlossScale, boolean backward) {
+        positive("N", N); positive("V", V);
+        if (Vp < V) {
+            throw new IllegalArgumentException("Vp must be >= V, got Vp " + Vp + ", V " + V);
+        }
+        need("logits", logits, (long) N * Vp, 4); need("losses", losses, N, 4); need("targets", targets, N, 4);
+        launch(Kernels.CLASSIFIER, Dim.of(N), Dim.of(512), logits, losses, targets, N, V, Vp, dlossScale,
+                backward ? 1 : 0);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocate(ValueLayout.JAVA_FLOAT, N);
+            copyToHost(host, losses, 4L * N);
+            double sum = 0;
+            for (int i = 0; i < N; i++) {
+                sum += host.getAtIndex(ValueLayout.JAVA_FLOAT, i);
+            }
+            return sum / N;
+        }
+    }
+
+    // ---- optimizer
+
+    @Override
+    public void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v,
+                      long offset, long length, AdamWConfig config, int step, float gradScale) {
+        adamwCheck(params, "params", grads, m, v, offset, length, config, step);
+        if (length > 0) {
+            float[] c = coefficients(config, step);
+            launchN(Kernels.ADAMW_F32, length, params, grads, m, v, length, config.lr(), config.beta1(),
+                    config.beta2(), config.eps(), config.weightDecay(), c[0], c[1], gradScale);
+        }
+    }
+
+    @Override
+    public void adamwBf16(MemorySegment paramsBf16, MemorySegment master, MemorySegment grads, MemorySegment m,
+                          MemorySegment v, long offset, long length, AdamWConfig config, int step, float gradScale,
+                          long seed) {
+        adamwCheck(master, "master", grads, m, v, offset, length, config, step);
+        need("paramsBf16", paramsBf16, length, 2);
+        if (length > 0) {
+            float[] c = coefficients(config, step);
+            launchN(Kernels.ADAMW_BF16, length, paramsBf16, master, grads, m, v, offset, length, config.lr(),
+                    config.beta1(), config.beta2(), config.eps(), config.weightDecay(), c[0], c[1], gradScale, seed);
+        }
+    }
+
+    private static void adamwCheck(MemorySegment p, String pName, MemorySegment grads, MemorySegment m,
+                                   MemorySegment v, long offset, long length, AdamWConfig config, int step) {
+        Objects.requireNonNull(config, "config");
+        nonNegative("offset", offset); nonNegative("length", length); positive("step", step);
+        need(pName, p, length, 4); need("grads", grads, length, 4); need("m", m, length, 4); need("v", v, length, 4);
+    }
+
+    /** The bias corrections {@code 1/(1−β1ᵗ)}, {@code 1/(1−β2ᵗ)} in float64 rounded to fp32, as the CPU kernel. */
+    private static float[] coefficients(AdamWConfig k, int t) {
+        return new float[] {(float) (1 / (1 - Math.pow(k.beta1(), t))), (float) (1 / (1 - Math.pow(k.beta2(), t)))};
+    }
+
+    // ---- reductions
+
+    @Override
+    public double sumOfSquares(MemorySegment x, long n) {
+        nonNegative("n", n); need("x", x, n, 4);
+        if (n == 0) {
+            return 0;
+        }
+        int grid = blocks(n);
+        launch(Kernels.SUM_OF_SQUARES, Dim.of(grid), Dim.of(BLOCK), device(partials), x, n);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocate(ValueLayout.JAVA_DOUBLE, grid);
+            copyToHost(host, device(partials), 8L * grid);
+            double sum = 0;
+            for (int b = 0; b < grid; b++) {
+                sum += host.getAtIndex(ValueLayout.JAVA_DOUBLE, b);
+            }
+            return sum;
+        }
+    }
+
+    @Override
+    public boolean hasNonFinite(MemorySegment x, long n) {
+        nonNegative("n", n); need("x", x, n, 4);
+        if (n == 0) {
+            return false;
+        }
+        int grid = blocks(n);
+        launch(Kernels.HAS_NON_FINITE, Dim.of(grid), Dim.of(BLOCK), device(partials), x, n);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocate(ValueLayout.JAVA_INT, grid);
+            copyToHost(host, device(partials), 4L * grid);
+            for (int b = 0; b < grid; b++) {
+                if (host.getAtIndex(ValueLayout.JAVA_INT, b) != 0) {
+                    return true;
+                }
+            }
+            return false;
+        }
+    }
+
+    @Override
+    public float amax(MemorySegment x, long n) {
+        nonNegative("n", n); need("x", x, n, 4);
+        if (n == 0) {
+            return 0f;
+        }
+        int grid = blocks(n);
+        launch(Kernels.AMAX, Dim.of(grid), Dim.of(BLOCK), device(partials), x, n);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocate(ValueLayout.JAVA_FLOAT, grid);
+            copyToHost(host, device(partials), 4L * grid);
+            float max = 0f;
+            for (int b = 0; b < grid; b++) {
+                float p = host.getAtIndex(ValueLayout.JAVA_FLOAT, b);
+                max = Float.isNaN(p) || Float.isNaN(max) ? Float.NaN : Math.max(max, p);
+            }
+            return max;
+        }
+    }
+
+    // ---- not yet on the GPU
+
+    @Override
+    public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
+                              int N, int C, int OC) {
+        throw new UnsupportedOperationException("matmulForward is not yet on the GPU (cuBLASLt, issue 7)");
+    }
+
+    @Override
+    public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                               MemorySegment inp, MemorySegment weight, int N, int C, int OC) {
+        throw new UnsupportedOperationException("matmulBackward is not yet on the GPU (cuBLASLt, issue 7)");
+    }
+
+    @Override
+    public void attentionForward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH) {
+        throw new UnsupportedOperationException("attentionForward is not yet on the GPU (flash attention, issue 7)");
+    }
+
+    @Override
+    public void attentionBackward(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
+                                  MemorySegment lse, int B, int T, int C, int NH) {
+        throw new UnsupportedOperationException("attentionBackward is not yet on the GPU (flash attention, issue 7)");
+    }
+
+    @Override
+    public void castFromFp32(MemorySegment dst, DType dstType, MemorySegment src, long n) {
+        throw new UnsupportedOperationException("castFromFp32 is not yet on the GPU (issue 7)");
+    }
+
+    @Override
+    public float castToFp8(MemorySegment dst, DType fp8Type, MemorySegment src, long n, float scale) {
+        throw new UnsupportedOperationException("castToFp8 is not yet on the GPU (issue 7)");
+    }
+
+    @Override
+    public void castToFp32(MemorySegment dst, MemorySegment src, DType srcType, long n, float scaleInv) {
+        throw new UnsupportedOperationException("castToFp32 is not yet on the GPU (issue 7)");
+    }
+}

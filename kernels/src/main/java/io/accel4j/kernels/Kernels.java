@@ -1,0 +1,76 @@
+package io.accel4j.kernels;
+
+import static io.accel4j.kernels.KernelSignature.Param.F32;
+import static io.accel4j.kernels.KernelSignature.Param.I32;
+import static io.accel4j.kernels.KernelSignature.Param.I64;
+import static io.accel4j.kernels.KernelSignature.Param.PTR;
+
+import java.util.List;
+
+/**
+ * The signature of every kernel in {@code kernels/src/main/cuda} (one constant per {@code extern "C" __global__}
+ * function, in the order of its C parameter list). {@link #ALL} is what the PTX check compares with the PTX.
+ */
+public final class Kernels {
+
+    private Kernels() {}
+
+    /** The PTX modules, resources {@code io/accel4j/kernels/ptx/<name>.ptx}. */
+    public static final List<String> MODULES =
+            List.of("adamw", "classifier", "encoder", "gelu", "layernorm", "norm", "residual");
+
+    // adamw.cu
+    public static final KernelSignature ADAMW_F32 = KernelSignature.of("adamw", "adamw_f32",
+            PTR, PTR, PTR, PTR, I64, F32, F32, F32, F32, F32, F32, F32, F32);
+    public static final KernelSignature ADAMW_BF16 = KernelSignature.of("adamw", "adamw_bf16",
+            PTR, PTR, PTR, PTR, PTR, I64, I64, F32, F32, F32, F32, F32, F32, F32, F32, I64);
+    // classifier.cu
+    public static final KernelSignature CLASSIFIER = KernelSignature.of("classifier", "classifier_forward_backward",
+            PTR, PTR, PTR, I32, I32, I32, F32, I32);
+    // encoder.cu
+    public static final KernelSignature ENCODER_FORWARD = KernelSignature.of("encoder", "encoder_forward",
+            PTR, PTR, PTR, PTR, I32, I32, I32);
+    public static final KernelSignature ENCODER_BACKWARD_WPE = KernelSignature.of("encoder", "encoder_backward_wpe",
+            PTR, PTR, I32, I32, I32);
+    public static final KernelSignature ENCODER_BACKWARD_WTE = KernelSignature.of("encoder", "encoder_backward_wte",
+            PTR, PTR, PTR, I32, I32);
+    // gelu.cu
+    public static final KernelSignature GELU_FORWARD = KernelSignature.of("gelu", "gelu_forward", PTR, PTR, I64);
+    public static final KernelSignature GELU_BACKWARD = KernelSignature.of("gelu", "gelu_backward",
+            PTR, PTR, PTR, I64);
+    // layernorm.cu
+    public static final KernelSignature LAYERNORM_FORWARD = KernelSignature.of("layernorm", "layernorm_forward",
+            PTR, PTR, PTR, PTR, PTR, PTR, I32, I32, F32);
+    public static final KernelSignature LAYERNORM_BACKWARD_DINP = KernelSignature.of("layernorm",
+            "layernorm_backward_dinp", PTR, PTR, PTR, PTR, PTR, PTR, I32, I32);
+    public static final KernelSignature LAYERNORM_BACKWARD_PARAMS = KernelSignature.of("layernorm",
+            "layernorm_backward_params", PTR, PTR, PTR, PTR, PTR, PTR, I32, I32);
+    // norm.cu
+    public static final KernelSignature SUM_OF_SQUARES = KernelSignature.of("norm", "sum_of_squares", PTR, PTR, I64);
+    public static final KernelSignature AMAX = KernelSignature.of("norm", "amax", PTR, PTR, I64);
+    public static final KernelSignature HAS_NON_FINITE = KernelSignature.of("norm", "has_non_finite", PTR, PTR, I64);
+    // residual.cu
+    public static final KernelSignature RESIDUAL_FORWARD = KernelSignature.of("residual", "residual_forward",
+            PTR, PTR, PTR, I64);
+    public static final KernelSignature RESIDUAL_BACKWARD = KernelSignature.of("residual", "residual_backward",
+            PTR, PTR, PTR, I64);
+
+    /** Every signature above. */
+    public static final List<KernelSignature> ALL = List.of(ADAMW_F32, ADAMW_BF16, CLASSIFIER, ENCODER_FORWARD,
+            ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE, GELU_FORWARD, GELU_BACKWARD, LAYERNORM_FORWARD,
+            LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, SUM_OF_SQUARES, AMAX, HAS_NON_FINITE,
+            RESIDUAL_FORWARD, RESIDUAL_BACKWARD);
+
+    /** The PTX text of {@code module}, from the class path. */
+    public static String ptx(String module) {
+        String path = "ptx/" + module + ".ptx";
+        try (var in = Kernels.class.getResourceAsStream(path)) {
+            if (in == null) {
+                throw new IllegalStateException("missing resource io/accel4j/kernels/" + path);
+            }
+            return new String(in.readAllBytes(), java.nio.charset.StandardCharsets.US_ASCII);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+}

@@ -1,0 +1,329 @@
+package io.accel4j.kernels;
+
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.cuda.Cuda;
+import io.accel4j.cuda.CudaContext;
+import io.accel4j.cuda.CudaProbe;
+import io.accel4j.cuda.DeviceBuffer;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Every GPU kernel of {@link GpuOps} against the CPU kernel ({@link CpuOps}, one thread) on random inputs with odd
+ * sizes. Needs a GPU: skipped, with {@link Cuda#probe()}'s description as the reason, where there is none.
+ */
+class GpuOpsTest {
+
+    private static final long SEED = 20261202L;
+    /**
+     * Element-wise fp32 with a transcendental (GELU's tanh): CUDA's tanhf is within 2 ulp and the CPU's SVML tanh
+     * within 1 ulp of the true value, and the few products around it add a few ulp: |Δ| ≤ 1e-5·(1 + |ref|) is ~100
+     * ulp of slack at |x| ≤ 4.
+     */
+    private static final double POINTWISE_TOL = 1e-5;
+    /**
+     * Row reductions over C ≈ 800 in fp32 in a different order (warp tree vs. vector lanes): the rounding error of a
+     * sum of C terms is ≤ C·2⁻²⁴·Σ|terms| in the worst case, ~√C·2⁻²⁴ typically; 1e-4·(1 + |ref|) covers the worst
+     * case for values of order 1 (mean, rstd, normalised outputs, dinp).
+     */
+    private static final double ROW_TOL = 1e-4;
+    /** Column sums over N rows (layernorm's dweight/dbias, encoder's dwte/dwpe): N·2⁻²⁴ relative, N ≤ 300. */
+    private static final double COLUMN_TOL = 1e-4;
+
+    private static CudaContext ctx;
+    private static GpuOps gpu;
+    private static Parallel pool;
+    private static CpuOps cpu;
+    private final List<DeviceBuffer> buffers = new ArrayList<>();
+    private final Arena arena = Arena.ofShared();
+
+    @BeforeAll
+    static void open() {
+        CudaProbe probe = Cuda.probe();
+        assumeTrue(probe.ready(), "no usable GPU: CUDA " + probe.describe());
+        ctx = Cuda.open(0);
+        gpu = new GpuOps(ctx);
+        pool = new Parallel(1);
+        cpu = new CpuOps(pool);
+    }
+
+    @AfterAll
+    static void close() {
+        if (gpu != null) {
+            gpu.close();
+        }
+        if (ctx != null) {
+            ctx.close();
+        }
+        if (pool != null) {
+            pool.close();
+        }
+    }
+
+    @AfterEach
+    void free() {
+        buffers.forEach(DeviceBuffer::close);
+        buffers.clear();
+        arena.close();
+    }
+
+    // ---- helpers
+
+    private MemorySegment floats(long n, double lo, double hi, long seed) {
+        SplittableRandom r = new SplittableRandom(seed);
+        MemorySegment s = arena.allocate(JAVA_FLOAT, n);
+        for (long i = 0; i < n; i++) {
+            s.setAtIndex(JAVA_FLOAT, i, (float) r.nextDouble(lo, hi));
+        }
+        return s;
+    }
+
+    private MemorySegment ints(long n, int bound, long seed) {
+        SplittableRandom r = new SplittableRandom(seed);
+        MemorySegment s = arena.allocate(JAVA_INT, n);
+        for (long i = 0; i < n; i++) {
+            s.setAtIndex(JAVA_INT, i, r.nextInt(bound));
+        }
+        return s;
+    }
+
+    private MemorySegment nans(long n) {
+        MemorySegment s = arena.allocate(JAVA_FLOAT, n);
+        for (long i = 0; i < n; i++) {
+            s.setAtIndex(JAVA_FLOAT, i, Float.NaN);
+        }
+        return s;
+    }
+
+    private MemorySegment copy(MemorySegment host) {
+        return arena.allocate(host.byteSize(), 16).copyFrom(host);
+    }
+
+    /** A device buffer holding a copy of {@code host}, as a device view for GpuOps. */
+    private MemorySegment up(MemorySegment host) {
+        DeviceBuffer b = ctx.allocate(host.byteSize());
+        buffers.add(b);
+        b.copyFrom(host);
+        return GpuOps.device(b);
+    }
+
+    /** The device buffer behind {@code view} copied back to a new host segment. */
+    private MemorySegment down(MemorySegment view) {
+        DeviceBuffer b = buffers.stream().filter(x -> x.address() == view.address()).findFirst().orElseThrow();
+        MemorySegment host = arena.allocate(b.byteSize(), 16);
+        b.copyTo(host);
+        return host;
+    }
+
+    private static void assertClose(String what, MemorySegment gpuOut, MemorySegment cpuOut, long n, double tol) {
+        for (long i = 0; i < n; i++) {
+            float g = gpuOut.getAtIndex(JAVA_FLOAT, i), c = cpuOut.getAtIndex(JAVA_FLOAT, i);
+            if (!(Math.abs(g - c) <= tol * (1 + Math.abs(c)))) {
+                throw new AssertionError(what + "[" + i + "]: gpu " + g + ", cpu " + c + " (tolerance " + tol
+                        + "·(1+|cpu|), seed " + SEED + ")");
+            }
+        }
+    }
+
+    private static void assertSameBits(String what, MemorySegment gpuOut, MemorySegment cpuOut, long bytes) {
+        long at = gpuOut.asSlice(0, bytes).mismatch(cpuOut.asSlice(0, bytes));
+        assertThat(at).as("%s: first differing byte (seed %d)", what, SEED).isEqualTo(-1);
+    }
+
+    // ---- pointwise
+
+    @Test
+    void geluMatchesCpu() {
+        long n = (1 << 20) + 7;
+        MemorySegment x = floats(n, -4, 4, SEED), dout = floats(n, -1, 1, SEED + 1);
+        MemorySegment prefill = floats(n, -1, 1, SEED + 2);
+        MemorySegment out = nans(n), dx = copy(prefill);
+        cpu.geluForward(out, x, n);
+        cpu.geluBackward(dx, x, dout, n);
+        MemorySegment gOut = up(nans(n)), gDx = up(prefill);
+        gpu.geluForward(gOut, up(x), n);
+        gpu.geluBackward(gDx, up(x), up(dout), n);
+        assertClose("gelu out", down(gOut), out, n, POINTWISE_TOL);
+        assertClose("gelu dinp", down(gDx), dx, n, POINTWISE_TOL);
+    }
+
+    @Test
+    void residualMatchesCpuBitForBit() {
+        long n = (1 << 20) + 3;
+        MemorySegment a = floats(n, -2, 2, SEED), b = floats(n, -2, 2, SEED + 1), d = floats(n, -1, 1, SEED + 2);
+        MemorySegment p1 = floats(n, -1, 1, SEED + 3), p2 = floats(n, -1, 1, SEED + 4);
+        MemorySegment out = nans(n), d1 = copy(p1), d2 = copy(p2);
+        cpu.residualForward(out, a, b, n);
+        cpu.residualBackward(d1, d2, d, n);
+        MemorySegment gOut = up(nans(n)), gD1 = up(p1), gD2 = up(p2);
+        gpu.residualForward(gOut, up(a), up(b), n);
+        gpu.residualBackward(gD1, gD2, up(d), n);
+        assertSameBits("residual out", down(gOut), out, 4 * n);
+        assertSameBits("residual dinp1", down(gD1), d1, 4 * n);
+        assertSameBits("residual dinp2", down(gD2), d2, 4 * n);
+    }
+
+    // ---- encoder and layernorm
+
+    @Test
+    void encoderMatchesCpu() {
+        int B = 3, T = 97, C = 131, V = 503;
+        long btc = (long) B * T * C;
+        MemorySegment inp = ints((long) B * T, V, SEED), wte = floats((long) V * C, -1, 1, SEED + 1);
+        MemorySegment wpe = floats((long) T * C, -1, 1, SEED + 2), dout = floats(btc, -1, 1, SEED + 3);
+        MemorySegment pWte = floats((long) V * C, -1, 1, SEED + 4), pWpe = floats((long) T * C, -1, 1, SEED + 5);
+        MemorySegment out = nans(btc), dwte = copy(pWte), dwpe = copy(pWpe);
+        cpu.encoderForward(out, inp, wte, wpe, B, T, C, V);
+        cpu.encoderBackward(dwte, dwpe, dout, inp, B, T, C, V);
+        MemorySegment gInp = up(inp), gOut = up(nans(btc)), gDwte = up(pWte), gDwpe = up(pWpe);
+        gpu.encoderForward(gOut, gInp, up(wte), up(wpe), B, T, C, V);
+        gpu.encoderBackward(gDwte, gDwpe, up(dout), gInp, B, T, C, V);
+        assertSameBits("encoder out", down(gOut), out, 4 * btc);
+        assertClose("encoder dwte", down(gDwte), dwte, (long) V * C, COLUMN_TOL);
+        assertClose("encoder dwpe", down(gDwpe), dwpe, (long) T * C, COLUMN_TOL);
+    }
+
+    @Test
+    void layernormMatchesCpu() {
+        int N = 301, C = 771;
+        long nc = (long) N * C;
+        MemorySegment x = floats(nc, -3, 5, SEED), w = floats(C, 0.5, 1.5, SEED + 1), b = floats(C, -1, 1, SEED + 2);
+        MemorySegment dout = floats(nc, -1, 1, SEED + 3);
+        MemorySegment pDx = floats(nc, -1, 1, SEED + 4), pDw = floats(C, -1, 1, SEED + 5);
+        MemorySegment pDb = floats(C, -1, 1, SEED + 6);
+        MemorySegment out = nans(nc), mean = nans(N), rstd = nans(N), dx = copy(pDx), dw = copy(pDw), db = copy(pDb);
+        cpu.layernormForward(out, mean, rstd, x, w, b, N, C);
+        cpu.layernormBackward(dx, dw, db, dout, x, w, mean, rstd, N, C);
+        MemorySegment gX = up(x), gW = up(w), gOut = up(nans(nc)), gMean = up(nans(N)), gRstd = up(nans(N));
+        MemorySegment gDx = up(pDx), gDw = up(pDw), gDb = up(pDb);
+        gpu.layernormForward(gOut, gMean, gRstd, gX, gW, up(b), N, C);
+        gpu.layernormBackward(gDx, gDw, gDb, up(dout), gX, gW, gMean, gRstd, N, C);
+        assertClose("layernorm out", down(gOut), out, nc, ROW_TOL);
+        assertClose("layernorm mean", down(gMean), mean, N, ROW_TOL);
+        assertClose("layernorm rstd", down(gRstd), rstd, N, ROW_TOL);
+        assertClose("layernorm dinp", down(gDx), dx, nc, ROW_TOL);
+        assertClose("layernorm dweight", down(gDw), dw, C, COLUMN_TOL);
+        assertClose("layernorm dbias", down(gDb), db, C, COLUMN_TOL);
+    }
+
+    // ---- classifier
+
+    @Test
+    void classifierMatchesCpu() {
+        int N = 37, V = 1003, Vp = 1024;
+        long nv = (long) N * Vp;
+        MemorySegment logits = floats(nv, -6, 6, SEED), targets = ints(N, V, SEED + 1);
+        MemorySegment losses = nans(N), lossesFb = nans(N), dlogits = copy(logits);
+        double mean = cpu.classifierForward(losses, logits, targets, N, V, Vp);
+        double meanFb = cpu.classifierForwardBackward(dlogits, lossesFb, targets, N, V, Vp, 1f / N);
+        MemorySegment gLogits = up(logits), gTargets = up(targets), gLosses = up(nans(N));
+        double gMean = gpu.classifierForward(gLosses, gLogits, gTargets, N, V, Vp);
+        // a loss is log Σexp (≈ log V + 6) minus a logit: fp32 rounding of the sum of V terms, ~1e-6 relative
+        assertClose("classifier losses", down(gLosses), losses, N, 1e-5);
+        assertThat(gMean).as("mean loss (seed %d)", SEED).isCloseTo(mean, org.assertj.core.data.Offset.offset(1e-4));
+        assertSameBits("classifierForward leaves logits", down(gLogits), logits, 4 * nv);
+        double gMeanFb = gpu.classifierForwardBackward(gLogits, gLosses, gTargets, N, V, Vp, 1f / N);
+        assertThat(gMeanFb).isCloseTo(meanFb, org.assertj.core.data.Offset.offset(1e-4));
+        // dlogits = (p − onehot)/N with |p − onehot| ≤ 1: 1e-5·(1 + |ref|) absolute is ≥ 1e-5, far above fp32 noise
+        MemorySegment g = down(gLogits);
+        assertClose("classifier dlogits", g, dlogits, nv, 1e-5);
+        for (int i = 0; i < N; i++) {
+            for (int j = V; j < Vp; j++) {
+                assertThat(g.getAtIndex(JAVA_FLOAT, (long) i * Vp + j)).as("padding [%d,%d]", i, j).isEqualTo(0f);
+            }
+        }
+    }
+
+    // ---- optimizer: the GPU does the CPU's fp32 operations in the same order without FMA, so bits agree
+
+    @Test
+    void adamwMatchesCpuBitForBit() {
+        long n = 100_003, offset = 12_345;
+        AdamWConfig k = new AdamWConfig(3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f);
+        MemorySegment p = floats(n, -1, 1, SEED), g = floats(n, -1, 1, SEED + 1);
+        MemorySegment m = floats(n, -0.1, 0.1, SEED + 2), v = floats(n, 0, 0.01, SEED + 3);
+        MemorySegment gP = up(p), gG = up(g), gM = up(m), gV = up(v);
+        MemorySegment cP = copy(p), cM = copy(m), cV = copy(v);
+        cpu.adamw(cP, g, cM, cV, offset, n, k, 7, 0.5f);
+        gpu.adamw(gP, gG, gM, gV, offset, n, k, 7, 0.5f);
+        assertSameBits("adamw params", down(gP), cP, 4 * n);
+        assertSameBits("adamw m", down(gM), cM, 4 * n);
+        assertSameBits("adamw v", down(gV), cV, 4 * n);
+    }
+
+    @Test
+    void adamwBf16MatchesCpuBitForBit() {
+        long n = 65_537, offset = 1L << 33;
+        long seed = 0x5EED_0000_0001L;
+        AdamWConfig k = new AdamWConfig(1e-3f, 0.9f, 0.999f, 1e-8f, 0f);
+        MemorySegment p = floats(n, -1, 1, SEED), g = floats(n, -10, 10, SEED + 1);
+        MemorySegment m = floats(n, -0.1, 0.1, SEED + 2), v = floats(n, 0, 0.01, SEED + 3);
+        MemorySegment cBf = arena.allocate(2 * n, 16), cP = copy(p), cM = copy(m), cV = copy(v);
+        cpu.adamwBf16(cBf, cP, g, cM, cV, offset, n, k, 1, 0.25f, seed);
+        DeviceBuffer bf = ctx.allocate(2 * n);
+        buffers.add(bf);
+        MemorySegment gBf = GpuOps.device(bf), gP = up(p), gM = up(m), gV = up(v);
+        gpu.adamwBf16(gBf, gP, up(g), gM, gV, offset, n, k, 1, 0.25f, seed);
+        assertSameBits("adamwBf16 master", down(gP), cP, 4 * n);
+        assertSameBits("adamwBf16 m", down(gM), cM, 4 * n);
+        assertSameBits("adamwBf16 v", down(gV), cV, 4 * n);
+        assertSameBits("adamwBf16 bf16 copy", down(gBf), cBf, 2 * n);
+    }
+
+    // ---- reductions
+
+    @Test
+    void reductionsMatchCpu() {
+        long n = (3L << 20) + 5;
+        MemorySegment x = floats(n, -3, 3, SEED);
+        MemorySegment gX = up(x);
+        // both sum squares of fp32 values exactly in float64; only the order differs: n·2⁻⁵³ relative
+        assertThat(gpu.sumOfSquares(gX, n)).isCloseTo(cpu.sumOfSquares(x, n),
+                org.assertj.core.data.Percentage.withPercentage(1e-9));
+        assertThat(gpu.amax(gX, n)).isEqualTo(cpu.amax(x, n));
+        assertThat(gpu.hasNonFinite(gX, n)).isFalse();
+        assertThat(gpu.sumOfSquares(gX, 0)).isZero();
+        assertThat(gpu.amax(gX, 0)).isZero();
+        assertThat(gpu.hasNonFinite(gX, 0)).isFalse();
+
+        x.setAtIndex(JAVA_FLOAT, n - 1, Float.NEGATIVE_INFINITY);
+        MemorySegment gInf = up(x);
+        assertThat(gpu.hasNonFinite(gInf, n)).isTrue();
+        assertThat(gpu.amax(gInf, n)).isEqualTo(Float.POSITIVE_INFINITY);
+        assertThat(gpu.sumOfSquares(gInf, n)).isInfinite();
+        x.setAtIndex(JAVA_FLOAT, n / 2, Float.NaN);
+        MemorySegment gNan = up(x);
+        assertThat(gpu.hasNonFinite(gNan, n)).isTrue();
+        assertThat(gpu.amax(gNan, n)).isNaN();
+        assertThat(gpu.sumOfSquares(gNan, n)).isNaN();
+    }
+
+    // ---- arguments and what is not on the GPU yet
+
+    @Test
+    void tooShortSegmentsAndMissingKernelsAreReported() {
+        MemorySegment small = up(floats(10, -1, 1, SEED));
+        assertThatThrownBy(() -> gpu.geluForward(small, small, 11)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("out holds 40 bytes, needs 11");
+        assertThatThrownBy(() -> gpu.residualForward(small, small, small, -1))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("n must be >= 0");
+        assertThatThrownBy(() -> gpu.matmulForward(small, small, small, small, 1, 1, 1))
+                .isInstanceOf(UnsupportedOperationException.class).hasMessageContaining("not yet on the GPU");
+        assertThat(gpu.describe()).startsWith("cuda: ");
+    }
+}
