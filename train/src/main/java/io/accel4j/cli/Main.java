@@ -3,6 +3,7 @@ package io.accel4j.cli;
 import io.accel4j.cli.bench.BenchCommand;
 import io.accel4j.cli.doctor.DoctorCommand;
 import io.accel4j.cli.prepare.PrepareCommand;
+import io.accel4j.cli.sample.SampleCommand;
 import io.accel4j.cli.train.TrainCommand;
 import java.io.IOException;
 import java.io.InputStream;
@@ -34,7 +35,7 @@ import picocli.CommandLine.UnmatchedArgumentException;
         sortOptions = false,
         description = "Pure-Java GPT-2 training on Vector API CPU kernels (CUDA and collectives are on the way).",
         subcommands = {TrainCommand.class, DoctorCommand.class, BenchCommand.class, PrepareCommand.class,
-            CommandLine.HelpCommand.class})
+            SampleCommand.class, CommandLine.HelpCommand.class})
 public final class Main implements Callable<Integer> {
 
     /** What every error line starts with. */
@@ -62,7 +63,7 @@ public final class Main implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        throw new ParameterException(spec.commandLine(), "missing command: one of train, doctor, bench, prepare");
+        throw new ParameterException(spec.commandLine(), "missing command: one of train, sample, prepare, doctor, bench");
     }
 
     /**

@@ -1,0 +1,209 @@
+package io.accel4j.cli.bench;
+
+import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.Simd;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.data.Mt19937;
+import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.profile.ProfileReport;
+import io.accel4j.train.profile.ProfilingOps;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code accel4j bench train}: tokens/s of a whole GPT-2 training step — forward, backward and AdamW over every
+ * parameter — as the issue measures it: by default the {@link GptConfig#BENCH} model (L=4, NH=4, C=256, maxT=256,
+ * V=50257, Vp=50304) at B=4, T=64, lr 1e-4, AdamW (0.9, 0.999, 1e-8), weight decay 0, GPT-2 initialisation and
+ * uniform random tokens from {@code --seed}, a new batch each step; step 0 (and any further {@code --warmup} steps)
+ * untimed, then {@code --steps} steps timed one by one. tokens/s = B·T / median step time. With {@code --profile}
+ * the model runs on a {@link ProfilingOps} and a per-op table of the timed steps follows (the timing wrapper adds two
+ * {@code System.nanoTime} calls per op, about 100 ops per step: negligible next to a step).
+ */
+@Command(name = "train", sortOptions = false,
+        description = {
+            "Time whole training steps (forward + backward + AdamW) of a GPT-2 model on random tokens and print "
+                    + "ms/step and tokens/s per thread count.",
+            "Defaults: the 'bench' model (L=4, NH=4, C=256, V=50257), B=4, T=64, lr 1e-4, AdamW (0.9, 0.999, 1e-8), "
+                    + "weight decay 0, step 0 untimed, steps 1-40 timed."})
+public final class TrainBenchCommand implements Callable<Integer> {
+
+    private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
+
+    @Spec
+    CommandSpec spec;
+
+    @Option(names = "--model", paramLabel = "tiny|bench", defaultValue = "bench",
+            description = "Model preset: bench (L=4, NH=4, C=256, maxT=256, V=50257) or tiny (L=2, NH=4, C=64, "
+                    + "maxT=64, V=256) (default: ${DEFAULT-VALUE}).")
+    String model;
+
+    @Option(names = "--threads", split = ",", paramLabel = "N", defaultValue = "1,2",
+            description = "Kernel thread counts, one row each (default: ${DEFAULT-VALUE}).")
+    List<Integer> threads;
+
+    @Option(names = "--batch", paramLabel = "B", defaultValue = "4", description = "Sequences per step "
+            + "(default: ${DEFAULT-VALUE}).")
+    int batch;
+
+    @Option(names = "--seq", paramLabel = "T", defaultValue = "64", description = "Tokens per sequence "
+            + "(default: ${DEFAULT-VALUE}).")
+    int seq;
+
+    @Option(names = "--steps", paramLabel = "N", defaultValue = "40", description = "Timed steps "
+            + "(default: ${DEFAULT-VALUE}).")
+    int steps;
+
+    @Option(names = "--warmup", paramLabel = "N", defaultValue = "1", description = "Untimed steps first "
+            + "(default: ${DEFAULT-VALUE}: step 0).")
+    int warmup;
+
+    @Option(names = "--lr", paramLabel = "X", defaultValue = "1e-4", description = "AdamW's learning rate "
+            + "(default: ${DEFAULT-VALUE}).")
+    float lr;
+
+    @Option(names = "--seed", paramLabel = "N", defaultValue = "42", description = "Seed of the initialisation and "
+            + "the tokens (default: ${DEFAULT-VALUE}).")
+    long seed;
+
+    @Option(names = "--profile", description = "Also print, per thread count, a per-op table of the timed steps: "
+            + "calls, total ms, % of the step, GFLOP/s or GB/s.")
+    boolean profile;
+
+    /** One thread count's result. */
+    record Row(int threads, long medianNanos, long bestNanos, long timedNanos, double tokensPerSecond,
+               double firstLoss, double lastLoss) {}
+
+    @Override
+    public Integer call() {
+        GptConfig config = config();
+        PrintWriter out = spec.commandLine().getOut();
+        out.printf(Locale.ROOT, "training step of %s %s: B=%d, T=%d, AdamW lr %s (0.9, 0.999, 1e-8), weight decay 0;"
+                        + " %s; %d untimed + %d timed steps%n", model, config, batch, seq, lr, Simd.describe(),
+                warmup, steps);
+        out.println();
+        Table table = new Table(out,
+                new String[] {"threads", "median ms", "best ms", "tokens/s", "best tok/s", "loss first", "loss last"},
+                new int[] {7, 9, 9, 9, 9, 10, 10},
+                new boolean[] {true, true, true, true, true, true, true});
+        table.header();
+        StringBuilder profiles = new StringBuilder();
+        for (int t : threads) {
+            try (Parallel pool = new Parallel(t)) {
+                CpuOps cpu = new CpuOps(pool);
+                ProfilingOps prof = profile ? new ProfilingOps(cpu) : null;
+                Row r = run(config, prof != null ? prof : cpu, prof, t);
+                table.row(String.valueOf(t), Table.num(r.medianNanos() / 1e6), Table.num(r.bestNanos() / 1e6),
+                        Table.num(r.tokensPerSecond()), Table.num((double) batch * seq * 1e9 / r.bestNanos()),
+                        String.format(Locale.ROOT, "%.4f", r.firstLoss()),
+                        String.format(Locale.ROOT, "%.4f", r.lastLoss()));
+                if (prof != null) {
+                    StringWriter sw = new StringWriter();
+                    PrintWriter pw = new PrintWriter(sw);
+                    pw.printf(Locale.ROOT, "%nprofile, %d thread%s, %d timed steps:%n", t, t == 1 ? "" : "s", steps);
+                    ProfileReport.print(pw, prof.entries(), r.timedNanos(), steps);
+                    profiles.append(sw);
+                }
+            }
+        }
+        out.println();
+        out.println("tokens/s = B*T / median step time (best tok/s: / best). Quick figures from one JVM on a possibly"
+                + " busy machine; see docs/PERFORMANCE.md for the rigorous ones.");
+        out.print(profiles);
+        out.flush();
+        return 0;
+    }
+
+    /** Builds the model on {@code ops}, trains warmup + steps steps, times the last {@code steps}. */
+    Row run(GptConfig config, Ops ops, ProfilingOps prof, int threadCount) {
+        int B = batch, T = seq, BT = B * T;
+        int total = warmup + steps;
+        AdamWConfig adam = new AdamWConfig(lr, 0.9f, 0.999f, 1e-8f, 0f);
+        try (Arena arena = Arena.ofShared(); Gpt2 gpt = new Gpt2(config, ops, B, T)) {
+            gpt.initialise(seed);
+            long count = gpt.layout().count();
+            MemorySegment m = arena.allocate(count * Float.BYTES, 64); // zeroed
+            MemorySegment v = arena.allocate(count * Float.BYTES, 64);
+            MemorySegment tokens = arena.allocate(((long) total * BT + 1) * Integer.BYTES, 64);
+            Mt19937 rng = new Mt19937(seed);
+            int V = config.V();
+            for (long i = 0; i < (long) total * BT + 1; i++) {
+                tokens.setAtIndex(I32, i, (int) (rng.nextUint32() % V));
+            }
+            long[] times = new long[steps];
+            double first = Double.NaN, last = Double.NaN;
+            for (int s = 0; s < total; s++) {
+                if (s == warmup && prof != null) {
+                    prof.reset();
+                }
+                MemorySegment in = tokens.asSlice((long) s * BT * Integer.BYTES, (long) BT * Integer.BYTES);
+                MemorySegment tg = tokens.asSlice(((long) s * BT + 1) * Integer.BYTES, (long) BT * Integer.BYTES);
+                long t0 = System.nanoTime();
+                gpt.zeroGrad();
+                double loss = gpt.forwardBackward(in, tg, B, T, 1f / BT);
+                ops.adamw(gpt.params(), gpt.grads(), m, v, 0, count, adam, s + 1, 1f);
+                long dt = System.nanoTime() - t0;
+                if (s == 0) {
+                    first = loss;
+                }
+                last = loss;
+                if (s >= warmup) {
+                    times[s - warmup] = dt;
+                }
+            }
+            long[] sorted = times.clone();
+            Arrays.sort(sorted);
+            long median = sorted[(steps - 1) / 2];
+            return new Row(threadCount, median, sorted[0], Arrays.stream(times).sum(), BT * 1e9 / median, first, last);
+        }
+    }
+
+    private GptConfig config() {
+        if (!model.equals("tiny") && !model.equals("bench")) {
+            throw usage("--model must be tiny or bench, got '" + model + "'");
+        }
+        GptConfig c = GptConfig.preset(model);
+        if (batch < 1) {
+            throw usage("--batch must be >= 1, got " + batch);
+        }
+        if (seq < 1 || seq > c.maxT()) {
+            throw usage("--seq must be in [1, " + c.maxT() + "] (the " + model + " model's max_seq_len), got " + seq);
+        }
+        if (steps < 1) {
+            throw usage("--steps must be >= 1, got " + steps);
+        }
+        if (warmup < 0) {
+            throw usage("--warmup must be >= 0, got " + warmup);
+        }
+        if (!(lr >= 0) || !Float.isFinite(lr)) {
+            throw usage("--lr must be finite and >= 0, got " + lr);
+        }
+        if (seed < 0 || seed > 0xFFFF_FFFFL) {
+            throw usage("--seed must be in [0, 4294967295], got " + seed);
+        }
+        for (int t : threads) {
+            if (t < 1) {
+                throw usage("--threads must be >= 1, got " + t);
+            }
+        }
+        return c;
+    }
+
+    private ParameterException usage(String message) {
+        return new ParameterException(spec.commandLine(), message);
+    }
+}

@@ -1,0 +1,148 @@
+package io.accel4j.cli.sample;
+
+import io.accel4j.cli.CliException;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.Generator;
+import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.GptConfig;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code accel4j sample}: continues a prompt with a model from an llm.c checkpoint, through {@link Generator}.
+ * Byte-level: the prompt's UTF-8 bytes are tokens 0…255 and generated tokens below 256 are bytes again; a token
+ * ≥ 256 (a GPT-2 BPE id this tool cannot decode) is printed as {@code <id>}. Prints the prompt followed by the
+ * continuation.
+ */
+@Command(name = "sample", sortOptions = false,
+        description = {
+            "Generate text from an llm.c checkpoint (e.g. one that 'accel4j train' saved).",
+            "Tokens are bytes: the prompt's UTF-8 bytes become tokens 0-255, and generated tokens 0-255 are printed "
+                    + "as bytes; tokens >= 256 (GPT-2 BPE ids, not decoded here) are printed as <id>.",
+            "Temperature 0 is greedy; otherwise each token is drawn from softmax(logits/temperature) over the top-k "
+                    + "tokens with a Mersenne Twister seeded by --seed, so a seed repeats its text."})
+public final class SampleCommand implements Callable<Integer> {
+
+    private static final Logger LOG = LoggerFactory.getLogger(SampleCommand.class);
+
+    @Spec
+    CommandSpec spec;
+
+    @Option(names = "--model", paramLabel = "FILE", required = true,
+            description = "An llm.c checkpoint (fp32 or bf16), e.g. a run directory's model_*.bin.")
+    Path model;
+
+    @Option(names = "--prompt", paramLabel = "TEXT", required = true,
+            description = "The text to continue (its UTF-8 bytes are the tokens; only the last max_seq_len tokens "
+                    + "of the context are seen).")
+    String prompt;
+
+    @Option(names = {"-n", "--tokens"}, paramLabel = "N", defaultValue = "64",
+            description = "Tokens to generate (default: ${DEFAULT-VALUE}).")
+    int tokens;
+
+    @Option(names = "--temperature", paramLabel = "X", defaultValue = "1.0",
+            description = "Softmax temperature, >= 0; 0: greedy (default: ${DEFAULT-VALUE}).")
+    float temperature;
+
+    @Option(names = "--top-k", paramLabel = "K", defaultValue = "0",
+            description = "Draw only from the K most likely tokens; 0: from all (default: ${DEFAULT-VALUE}).")
+    int topK;
+
+    @Option(names = "--seed", paramLabel = "N", defaultValue = "42",
+            description = "Seed of the sampling, 0 to 4294967295 (default: ${DEFAULT-VALUE}).")
+    long seed;
+
+    @Option(names = "--threads", paramLabel = "N", description = "Kernel threads (default: all processors).")
+    Integer threads;
+
+    @Override
+    public Integer call() {
+        checkOptions();
+        byte[] promptBytes = prompt.getBytes(StandardCharsets.UTF_8);
+        int[] promptTokens = new int[promptBytes.length];
+        for (int i = 0; i < promptBytes.length; i++) {
+            promptTokens[i] = promptBytes[i] & 0xFF;
+        }
+        int nThreads = threads != null ? threads : Parallel.defaultThreads();
+        PrintWriter out = spec.commandLine().getOut();
+        try (Parallel pool = new Parallel(nThreads);
+             Gpt2 gpt = load(new CpuOps(pool));
+             Generator generator = new Generator(gpt)) {
+            GptConfig c = gpt.config();
+            if (c.V() < 256) {
+                throw new CliException(model + " has a vocabulary of " + c.V() + " tokens, fewer than the 256 byte "
+                        + "tokens this command uses");
+            }
+            LOG.info("sampling {} tokens from {} (L={}, NH={}, C={}, V={}, maxT={}) on {}, {}", tokens, model,
+                    c.L(), c.NH(), c.C(), c.V(), c.maxT(), gpt.ops().describe(), temperature == 0 ? "greedy"
+                    : "temperature " + temperature + (topK > 0 ? ", top-k " + topK : "") + ", seed " + seed);
+            int[] generated = generator.generate(promptTokens, tokens, temperature, topK, seed);
+            out.println(prompt + decode(generated));
+            out.flush();
+        } catch (IOException e) {
+            throw new CliException("cannot read the model " + model + ": " + e.getMessage(), e);
+        }
+        return 0;
+    }
+
+    /** Bytes for tokens 0…255 (decoded as UTF-8, invalid sequences as U+FFFD), {@code <id>} for the others. */
+    public static String decode(int[] tokens) {
+        StringBuilder sb = new StringBuilder();
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        for (int t : tokens) {
+            if (t >= 0 && t < 256) {
+                bytes.write(t);
+            } else {
+                sb.append(bytes.toString(StandardCharsets.UTF_8)).append('<').append(t).append('>');
+                bytes.reset();
+            }
+        }
+        return sb.append(bytes.toString(StandardCharsets.UTF_8)).toString();
+    }
+
+    private Gpt2 load(CpuOps ops) throws IOException {
+        return Gpt2.load(model, ops, 1, Integer.MAX_VALUE); // maxT capped at the checkpoint's max_seq_len
+    }
+
+    private void checkOptions() {
+        if (!Files.isRegularFile(model)) {
+            throw usage("--model " + model + " is not an existing file");
+        }
+        if (prompt.isEmpty()) {
+            throw usage("--prompt is empty: give at least one character to continue");
+        }
+        if (tokens < 1) {
+            throw usage("--tokens must be >= 1, got " + tokens);
+        }
+        if (!(temperature >= 0) || !Float.isFinite(temperature)) {
+            throw usage("--temperature must be finite and >= 0 (0: greedy), got " + temperature);
+        }
+        if (topK < 0) {
+            throw usage("--top-k must be >= 0 (0: all tokens), got " + topK);
+        }
+        if (seed < 0 || seed > 0xFFFF_FFFFL) {
+            throw usage("--seed must be in [0, 4294967295], got " + seed);
+        }
+        if (threads != null && threads < 1) {
+            throw usage("--threads must be >= 1, got " + threads);
+        }
+    }
+
+    private ParameterException usage(String message) {
+        return new ParameterException(spec.commandLine(), message);
+    }
+}

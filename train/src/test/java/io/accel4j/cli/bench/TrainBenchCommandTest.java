@@ -1,0 +1,78 @@
+package io.accel4j.cli.bench;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.accel4j.cli.Main;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import picocli.CommandLine;
+
+/** {@code accel4j bench train} on the tiny model: the table, the profile, usage errors. */
+class TrainBenchCommandTest {
+
+    private record Result(int code, String out, String err) {}
+
+    private static Result run(String... args) {
+        StringWriter out = new StringWriter(), err = new StringWriter();
+        CommandLine cl = Main.commandLine();
+        cl.setOut(new PrintWriter(out, true));
+        cl.setErr(new PrintWriter(err, true));
+        return new Result(cl.execute(args), out.toString(), err.toString());
+    }
+
+    @Test
+    void aFewTinyStepsPrintTheTableAndTheProfile() {
+        Result r = run("bench", "train", "--model", "tiny", "--steps", "3", "--threads", "1,2", "--batch", "2",
+                "--seq", "32", "--profile");
+
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("training step of tiny", "B=2, T=32", "1 untimed + 3 timed steps",
+                "threads", "median ms", "best ms", "tokens/s", "profile, 1 thread, 3 timed steps",
+                "profile, 2 threads, 3 timed steps", "matmulForward", "matmulBackward", "attentionForward",
+                "classifierForwardBackward", "adamw", "GFLOP/s", "GB/s", "(outside the ops)", "per step: forward");
+        List<String[]> rows = r.out().lines().map(String::strip).filter(l -> l.matches("[12]\\s+\\d.*"))
+                .map(l -> l.split("\\s+")).toList();
+        assertThat(rows).hasSize(2);
+        for (String[] row : rows) {
+            assertThat(Double.parseDouble(row[3])).as("tokens/s").isPositive();
+            assertThat(Double.parseDouble(row[5])).as("first loss ~ ln 256").isBetween(5.0, 6.5);
+        }
+        // the kernels are deterministic: the same losses on 1 and 2 threads
+        assertThat(rows.get(1)[5]).isEqualTo(rows.get(0)[5]);
+        assertThat(rows.get(1)[6]).isEqualTo(rows.get(0)[6]);
+        // every op of the model's step appears, with its call count: 2 layers, 4 matmuls each plus the LM head
+        String mf = r.out().lines().filter(l -> l.startsWith("matmulForward")).findFirst().orElseThrow();
+        assertThat(mf.split("\\s+")[1]).isEqualTo(String.valueOf(3 * (2 * 4 + 1)));
+    }
+
+    @Test
+    void withoutProfileThereIsNoProfile() {
+        Result r = run("bench", "train", "--model", "tiny", "--steps", "1", "--warmup", "0", "--threads", "1",
+                "--batch", "1", "--seq", "8");
+
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("tokens/s").doesNotContain("profile,", "matmulForward");
+    }
+
+    @Test
+    void badOptionsAreUsageErrors() {
+        String[][] cases = {
+            {"--model", "gpt2"}, {"--steps", "0"}, {"--seq", "65"}, {"--threads", "0"}, {"--batch", "0"},
+            {"--warmup", "-1"}, {"--lr", "-1"}
+        };
+        for (String[] c : cases) {
+            String[] head = c[0].equals("--model") ? new String[] {"bench", "train"}
+                    : new String[] {"bench", "train", "--model", "tiny"};
+            String[] args = new String[head.length + c.length];
+            System.arraycopy(head, 0, args, 0, head.length);
+            System.arraycopy(c, 0, args, head.length, c.length);
+            Result r = run(args);
+            assertThat(r.code()).as(String.join(" ", c)).isEqualTo(2);
+            assertThat(r.err()).as(String.join(" ", c)).startsWith("accel4j: error: " + c[0]);
+        }
+        Result missing = run("bench");
+        assertThat(missing.err()).contains("one of gemm, train");
+    }
+}
