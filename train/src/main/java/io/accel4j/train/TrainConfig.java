@@ -30,11 +30,17 @@ import io.accel4j.train.data.SampleOrder;
  * @param saveEvery      checkpoint after every step that is a multiple of this (0: only when asked)
  * @param dataOrder      the train batches' order
  * @param seed           the shuffle's seed (and the initialisation's, for a model from scratch)
+ * @param bucketBytes    data parallelism: gradients are averaged in buckets of at least this many bytes, each
+ *                       started as soon as backward has produced it (0: one all-reduce of all the gradients after
+ *                       backward); default 25 MiB, PyTorch DDP's
  */
 public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr, Schedule schedule, int warmup,
                           float minLrFraction, float beta1, float beta2, float eps, float weightDecay,
                           boolean decayMatricesOnly, float gradClip, int valEvery, int valBatches, int saveEvery,
-                          SampleOrder.Mode dataOrder, long seed) {
+                          SampleOrder.Mode dataOrder, long seed, long bucketBytes) {
+
+    /** The default {@link #bucketBytes}: 25 MiB. */
+    public static final long DEFAULT_BUCKET_BYTES = 25L << 20;
 
     /** Learning-rate schedules. */
     public enum Schedule {
@@ -53,6 +59,9 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         nonNegative("valEvery", valEvery);
         nonNegative("valBatches", valBatches);
         nonNegative("saveEvery", saveEvery);
+        if (bucketBytes < 0) {
+            throw new IllegalArgumentException("bucketBytes must be >= 0 (0: one all-reduce), got " + bucketBytes);
+        }
         if (!(lr > 0) || !Float.isFinite(lr)) {
             throw new IllegalArgumentException("lr must be finite and > 0, got " + lr);
         }
@@ -118,6 +127,7 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         b.weightDecay = weightDecay; b.decayMatricesOnly = decayMatricesOnly; b.gradClip = gradClip;
         b.valEvery = valEvery; b.valBatches = valBatches; b.saveEvery = saveEvery; b.dataOrder = dataOrder;
         b.seed = seed;
+        b.bucketBytes = bucketBytes;
         return b;
     }
 
@@ -130,6 +140,7 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         private Schedule schedule = Schedule.CONSTANT;
         private SampleOrder.Mode dataOrder = SampleOrder.Mode.SHUFFLED;
         private long seed = 42;
+        private long bucketBytes = DEFAULT_BUCKET_BYTES;
 
         private Builder() {}
 
@@ -151,10 +162,12 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         public Builder saveEvery(int v) { saveEvery = v; return this; }
         public Builder dataOrder(SampleOrder.Mode v) { dataOrder = v; return this; }
         public Builder seed(long v) { seed = v; return this; }
+        public Builder bucketBytes(long v) { bucketBytes = v; return this; }
 
         public TrainConfig build() {
             return new TrainConfig(batch, seq, steps, gradAccum, lr, schedule, warmup, minLrFraction, beta1, beta2,
-                    eps, weightDecay, decayMatricesOnly, gradClip, valEvery, valBatches, saveEvery, dataOrder, seed);
+                    eps, weightDecay, decayMatricesOnly, gradClip, valEvery, valBatches, saveEvery, dataOrder, seed,
+                    bucketBytes);
         }
     }
 }

@@ -1,5 +1,8 @@
 package io.accel4j.train;
 
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.ReduceOp;
+import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
@@ -16,6 +19,7 @@ import io.accel4j.train.model.ParameterLayout.Param;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
@@ -39,6 +43,21 @@ import java.util.Set;
  * point — the small {@value #POINTER} file naming them, each written atomically; older checkpoint files are then
  * removed. {@link #resume} reads them back: the steps that follow give bit for bit the losses an uninterrupted run
  * gives (every kernel is deterministic and independent of the thread count).
+ *
+ * <p><b>Data parallelism.</b> With a {@link Communicator} of N &gt; 1 ranks, each rank has its own model (initialised
+ * identically), reads its slice of each global batch ({@link DataLoader} rank r of N: N ranks × B read exactly the
+ * tokens of 1 rank × N·B) and the gradients are averaged with {@code allReduce(AVG)}: with
+ * {@link TrainConfig#bucketBytes} &gt; 0 in {@link GradientBuckets} started asynchronously during the last
+ * micro-batch's backward, as soon as it has produced them (last layer first), so that communication overlaps the
+ * rest of backward; with 0, the whole flat buffer in one all-reduce after backward. The collective gives every rank
+ * the same bytes, so the gradient norm, the clipping and
+ * the AdamW update are identical on every rank and the parameters stay bit-identical. The reported train loss is the
+ * mean over ranks (an fp32 {@code allReduce(AVG)} of each rank's mean). Validation, when due in {@link #trainStep},
+ * runs on rank 0 only (its parameters are every rank's); other ranks report NaN. {@link #save} writes rank 0's loader
+ * position; {@link #resume} gives it to every rank as its own (the shuffle is the same on every rank in
+ * {@link SampleOrder.Mode#SHUFFLED} and {@link SampleOrder.Mode#SEQUENTIAL}). Every rank must call
+ * {@link #trainStep}/{@link #accumulate} equally often; a rank that fails makes the others fail with the
+ * communicator's {@link io.accel4j.collectives.CollectiveException} within its timeout.
  */
 public final class Trainer implements AutoCloseable {
 
@@ -62,6 +81,9 @@ public final class Trainer implements AutoCloseable {
     private final MemorySegment inputs;
     private final MemorySegment targets;
     private final long count;
+    private final Communicator comm;
+    private final MemorySegment scalar;
+    private final GradientBuckets buckets;
     private int step;
 
     /**
@@ -70,6 +92,18 @@ public final class Trainer implements AutoCloseable {
      * must take batches of {@code cfg.batch()} × {@code cfg.seq()}; the token files must fit its vocabulary.
      */
     public Trainer(Gpt2 model, TrainConfig cfg, TokenFile trainFile, TokenFile valFile) throws IOException {
+        this(model, cfg, trainFile, valFile, null);
+    }
+
+    /**
+     * A data-parallel trainer: rank {@code comm.rank()} of {@code comm.size()} (null or size 1: one rank, as
+     * {@link #Trainer(Gpt2, TrainConfig, TokenFile, TokenFile)}). Every rank's model must start with the same
+     * parameters; {@code cfg.batch()} is per rank, so a step trains on N·K·B sequences.
+     */
+    public Trainer(Gpt2 model, TrainConfig cfg, TokenFile trainFile, TokenFile valFile, Communicator comm)
+            throws IOException {
+        this.comm = comm == null || comm.size() == 1 ? null : comm;
+        int rank = this.comm == null ? 0 : this.comm.rank(), ranks = this.comm == null ? 1 : this.comm.size();
         this.model = Objects.requireNonNull(model, "model");
         this.ops = model.ops();
         this.cfg = Objects.requireNonNull(cfg, "cfg");
@@ -85,7 +119,7 @@ public final class Trainer implements AutoCloseable {
         this.count = model.layout().count();
         DataLoader t = null, vl = null;
         try {
-            t = new DataLoader(trainFile, cfg.batch(), cfg.seq(), 0, 1, cfg.dataOrder(), cfg.seed());
+            t = new DataLoader(trainFile, cfg.batch(), cfg.seq(), rank, ranks, cfg.dataOrder(), cfg.seed());
             if (valFile != null && cfg.valBatches() > 0) {
                 vl = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1, SampleOrder.Mode.SEQUENTIAL, 0);
             }
@@ -95,6 +129,9 @@ public final class Trainer implements AutoCloseable {
             long tokens = (long) cfg.batch() * cfg.seq() * Integer.BYTES;
             this.inputs = arena.allocate(tokens, 64);
             this.targets = arena.allocate(tokens, 64);
+            this.scalar = arena.allocate(Float.BYTES, 64);
+            this.buckets = this.comm == null || cfg.bucketBytes() == 0 ? null
+                    : new GradientBuckets(this.comm, model.grads(), model.layout(), cfg.bucketBytes());
         } catch (RuntimeException | Error e) {
             if (t != null) {
                 t.close();
@@ -109,6 +146,40 @@ public final class Trainer implements AutoCloseable {
         this.val = vl;
         this.valStart = vl == null ? null : vl.position();
         this.valBatches = vl == null ? 0 : Math.min(cfg.valBatches(), vl.samplesPerEpoch());
+        try {
+            checkReplicas();
+        } catch (RuntimeException | Error e) {
+            close();
+            throw e;
+        }
+    }
+
+    /**
+     * With several ranks, checks that every rank's parameters are bit for bit the same ({@link ReplicaCheck}).
+     * Called on construction and after {@link #resume}; any rank may call it between steps (all ranks must). Does
+     * nothing with one rank.
+     *
+     * @throws IllegalStateException when the ranks' parameters differ
+     */
+    public void checkReplicas() {
+        if (comm != null) {
+            ReplicaCheck.check(comm, model.params(), count);
+        }
+    }
+
+    /** This trainer's rank (0 without a communicator). */
+    public int rank() {
+        return comm == null ? 0 : comm.rank();
+    }
+
+    /** The number of ranks training together (1 without a communicator). */
+    public int ranks() {
+        return comm == null ? 1 : comm.size();
+    }
+
+    /** Layer buckets the gradient averaging started so far (0 without overlap; for tests). */
+    int layerBuckets() {
+        return buckets == null ? 0 : buckets.layerBuckets();
     }
 
     /** Completed optimizer steps. */
@@ -148,9 +219,27 @@ public final class Trainer implements AutoCloseable {
      */
     public StepMetrics trainStep() {
         int s = step;
-        double valLoss = validatesBefore(s) ? validate() : Double.NaN;
+        double valLoss = validatesBefore(s) && rank() == 0 ? validate() : Double.NaN;
         long t0 = System.nanoTime();
-        double loss = accumulate();
+        double loss;
+        try {
+            loss = accumulate(buckets);
+        } catch (RuntimeException | Error e) {
+            if (buckets != null) {
+                buckets.abandon(e); // no all-reduce may still read the gradients once the caller closes the model
+            }
+            throw e;
+        }
+        if (buckets != null) {
+            buckets.finish();
+        } else if (comm != null) {
+            comm.allReduce(model.grads(), count, DType.FP32, ReduceOp.AVG);
+        }
+        if (comm != null) {
+            scalar.set(ValueLayout.JAVA_FLOAT_UNALIGNED, 0, (float) loss);
+            comm.allReduce(scalar, 1, DType.FP32, ReduceOp.AVG);
+            loss = scalar.get(ValueLayout.JAVA_FLOAT_UNALIGNED, 0);
+        }
         double norm = Math.sqrt(ops.sumOfSquares(model.grads(), count));
         if (!Double.isFinite(loss) || !Double.isFinite(norm)) {
             throw new IllegalStateException("training diverged at step " + s + " (loss " + loss + ", gradient norm "
@@ -161,23 +250,29 @@ public final class Trainer implements AutoCloseable {
         update(lr, s + 1, scale);
         step = s + 1;
         double ms = (System.nanoTime() - t0) / 1e6;
-        return new StepMetrics(s, loss, valLoss, ms, cfg.tokensPerStep() / (ms / 1e3), lr, norm);
+        return new StepMetrics(s, loss, valLoss, ms, cfg.tokensPerStep() * ranks() / (ms / 1e3), lr, norm);
     }
 
     /**
      * Zeroes the gradients and accumulates the next K micro-batches' into them, without updating: the step before
-     * its AdamW update.
+     * its AdamW update. This rank's own gradients and loss only: {@link #trainStep} averages them over the ranks.
      *
      * @return the mean loss of the K micro-batches
      */
     public double accumulate() {
+        return accumulate(null);
+    }
+
+    /** {@link #accumulate()}, the last micro-batch's backward starting {@code overlap}'s buckets (when not null). */
+    private double accumulate(GradientBuckets overlap) {
         int B = cfg.batch(), T = cfg.seq(), K = cfg.gradAccum();
         float dlossScale = 1f / ((float) B * T * K);
         model.zeroGrad();
         double loss = 0;
         for (int k = 0; k < K; k++) {
             train.next(inputs, targets);
-            loss += model.forwardBackward(inputs, targets, B, T, dlossScale);
+            loss += model.forwardBackward(inputs, targets, B, T, dlossScale,
+                    overlap != null && k == K - 1 ? overlap.hook() : null);
         }
         return loss / K;
     }
@@ -281,12 +376,22 @@ public final class Trainer implements AutoCloseable {
             MemorySegment.copy(loaded.params(), 0, model.params(), 0, model.parameterBytes());
         }
         try {
-            train.seek(DataLoader.State.decode(h.loaderState()));
+            DataLoader.State saved = DataLoader.State.decode(h.loaderState());
+            if (ranks() > 1) {
+                if (cfg.dataOrder() == SampleOrder.Mode.SHUFFLED_LLMC) {
+                    throw new IllegalArgumentException("resuming " + ranks() + " ranks needs every rank's shuffle; "
+                            + "only the sequential and shuffled orders can be resumed with more than one rank");
+                }
+                saved = new DataLoader.State(saved.tokens(), saved.B(), saved.T(), rank(), saved.ranks(),
+                        saved.mode(), saved.seed(), saved.order()); // rank 0's position is every rank's
+            }
+            train.seek(saved);
         } catch (IllegalArgumentException e) {
             throw new FileFormatException(stateFile, "loader state", "does not fit this run's train data: "
                     + e.getMessage());
         }
         step = h.step();
+        checkReplicas();
     }
 
     /** Stops the data loaders and frees the optimizer state (the model stays open). */

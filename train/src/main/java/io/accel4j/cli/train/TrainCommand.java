@@ -1,6 +1,8 @@
 package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.StepMetrics;
@@ -15,6 +17,7 @@ import io.accel4j.train.model.Gpt2;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.io.Writer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
@@ -118,6 +121,14 @@ public final class TrainCommand implements Callable<Integer> {
     int valBatches;
     @Option(names = "--threads", paramLabel = "N", description = "Kernel threads (default: all processors).")
     Integer threads;
+    @Option(names = "--ranks", paramLabel = "N", defaultValue = "1", description = "Data-parallel ranks in this "
+            + "process, each with its own model and --batch sequences per micro-batch, gradients averaged every "
+            + "step; the threads are shared among them, at least one each (default: ${DEFAULT-VALUE}).")
+    int ranks;
+    @Option(names = "--bucket-mb", paramLabel = "X", defaultValue = "25", description = "With --ranks: average the "
+            + "gradients in buckets of X MiB, each started as soon as backward has produced it; 0: one all-reduce "
+            + "after backward (default: ${DEFAULT-VALUE}).")
+    double bucketMb;
     @Option(names = "--metrics-out", paramLabel = "FILE", description = "One JSON object per step "
             + "(default: RUN_DIR/metrics.jsonl).")
     Path metricsOut;
@@ -160,23 +171,57 @@ public final class TrainCommand implements Callable<Integer> {
             data = generate(trainPath, dir.resolve("val.bin"), w);
         }
         int nThreads = threads != null ? threads : Parallel.defaultThreads();
+        if (ranks == 1) {
+            train(null, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data, w);
+        } else {
+            int perRank = Math.max(1, nThreads / ranks);
+            Path tp = trainPath, vp = valPath;
+            DefaultDataset.Splits d = data;
+            try (InProcessGroup group = InProcessGroup.create(ranks)) {
+                group.run(comm -> {
+                    train(comm, perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
+                            comm.rank() == 0 ? w : new PrintWriter(Writer.nullWriter()));
+                    return null;
+                });
+            }
+        }
+        return 0;
+    }
+
+    /**
+     * One rank's run ({@code comm} null: the only one) on a pool of {@code nThreads}. Rank 0 prints, writes the
+     * metrics and the checkpoints and reports; the other ranks only take the steps with it.
+     */
+    private void train(Communicator comm, int nThreads, TrainConfig cfg, Path modelFile, GptConfig modelConfig,
+                       Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data, PrintWriter w) {
+        boolean lead = comm == null || comm.rank() == 0;
         try (Parallel pool = new Parallel(nThreads);
              Gpt2 gpt = createModel(new CpuOps(pool), cfg, modelFile, modelConfig);
              TokenFile train = open(trainPath, "train");
              TokenFile val = valPath == null ? null : open(valPath, "validation");
-             Trainer trainer = new Trainer(gpt, cfg, train, val)) {
-            w.println("using " + gpt.ops().describe());
-            w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB)%n", describe(gpt),
-                    gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0);
+             Trainer trainer = new Trainer(gpt, cfg, train, val, comm)) {
+            w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
+                    + " data-parallel ranks in this process"));
+            w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB)%s%n", describe(gpt),
+                    gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
+                    comm == null ? "" : " per rank");
             w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath,
                     train.size(), val == null ? "" : String.format(", validation %s: %,d tokens", valPath,
-                            val.size()), cfg.steps(), cfg.batch() * cfg.gradAccum(), cfg.seq(),
-                    cfg.gradAccum() > 1 ? " (" + cfg.gradAccum() + " micro-batches)" : "", dir);
+                            val.size()), cfg.steps(), cfg.batch() * cfg.gradAccum() * trainer.ranks(), cfg.seq(),
+                    trainer.ranks() > 1 ? " (" + cfg.gradAccum() + " x " + cfg.batch() + " sequences on each of "
+                            + trainer.ranks() + " ranks)" : cfg.gradAccum() > 1 ? " (" + cfg.gradAccum()
+                            + " micro-batches)" : "", dir);
             if (resume != null) {
                 trainer.resume(resume);
                 w.println("resumed " + resume + " at step " + trainer.step());
             }
             w.flush();
+            if (!lead) {
+                while (!trainer.done()) {
+                    trainer.trainStep();
+                }
+                return;
+            }
             Progress progress = new Progress(w, cfg.steps(), trainer.step());
             List<StepMetrics> history = run(trainer, dir, progress);
             outcome = Report.finish(w, trainer, history, progress, dir, data, seed, samples, evalProblems);
@@ -188,7 +233,6 @@ public final class TrainCommand implements Callable<Integer> {
             }
             throw e;
         }
-        return 0;
     }
 
     private TrainConfig config() {
@@ -198,11 +242,18 @@ public final class TrainCommand implements Callable<Integer> {
         if (threads != null && threads < 1) {
             throw usage("--threads must be >= 1, got " + threads);
         }
+        if (ranks < 1) {
+            throw usage("--ranks must be >= 1, got " + ranks);
+        }
+        if (!(bucketMb >= 0) || Double.isInfinite(bucketMb)) {
+            throw usage("--bucket-mb must be finite and >= 0, got " + bucketMb);
+        }
         try {
             return TrainConfig.builder().batch(batch).seq(seq).steps(steps).gradAccum(gradAccum).lr(lr)
                     .betas(beta1, beta2).eps(eps).schedule(schedule).warmup(warmup).minLrFraction(minLrFraction)
                     .weightDecay(weightDecay).decayMatricesOnly(noDecaySet).gradClip(gradClip).valEvery(valEvery)
-                    .valBatches(valBatches).saveEvery(saveEvery).dataOrder(dataOrder).seed(seed).build();
+                    .valBatches(valBatches).saveEvery(saveEvery).dataOrder(dataOrder).seed(seed)
+                    .bucketBytes((long) Math.ceil(bucketMb * (1 << 20))).build();
         } catch (IllegalArgumentException e) {
             throw usage(flagNames(e.getMessage()));
         }

@@ -11,6 +11,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.Objects;
+import java.util.function.IntConsumer;
 
 /**
  * GPT-2, forward and backward, as llm.c's {@code train_gpt2.c} computes it, through the kernel contract {@link Ops}
@@ -176,8 +177,15 @@ public final class Gpt2 implements AutoCloseable {
      * @return the mean loss of the batch
      */
     public double forwardBackward(MemorySegment inputs, MemorySegment targets, int B, int T, float dlossScale) {
+        return forwardBackward(inputs, targets, B, T, dlossScale, null);
+    }
+
+    /** {@link #forwardBackward(MemorySegment, MemorySegment, int, int, float)} with {@link #backward(float,
+     * IntConsumer)}'s {@code gradientsDone}. */
+    public double forwardBackward(MemorySegment inputs, MemorySegment targets, int B, int T, float dlossScale,
+                                  IntConsumer gradientsDone) {
         run(inputs, Objects.requireNonNull(targets, "targets"), B, T);
-        return backward(dlossScale);
+        return backward(dlossScale, gradientsDone);
     }
 
     /**
@@ -188,6 +196,16 @@ public final class Gpt2 implements AutoCloseable {
      * @return the mean loss of the forward's batch
      */
     public double backward(float dlossScale) {
+        return backward(dlossScale, null);
+    }
+
+    /**
+     * {@link #backward(float)}, telling {@code gradientsDone} (when not null) as soon as gradients are final for this
+     * backward: {@code accept(l)} for l = L−1 down to 0 once layer l's slices of the 12 per-layer tensors
+     * (ln1w … fcprojb) are, then {@code accept(-1)} once the rest (wte, wpe, lnfw, lnfb) are. The callback runs on
+     * the caller's thread between kernels; it may start communication on those slices but must not write them.
+     */
+    public double backward(float dlossScale, IntConsumer gradientsDone) {
         if (state != State.FORWARD_WITH_TARGETS) {
             throw new IllegalStateException("backward needs a forward with targets first (state: " + state + ")");
         }
@@ -231,8 +249,14 @@ public final class Gpt2 implements AutoCloseable {
             ops.layernormBackward(dres, p(grads, Param.LN1W, l), p(grads, Param.LN1B, l), dln, residual,
                     p(params, Param.LN1W, l), acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), BT, C);
             // dres is now d(residual3 of layer l−1), or d(encoded)
+            if (gradientsDone != null) {
+                gradientsDone.accept(l);
+            }
         }
         ops.encoderBackward(p(grads, Param.WTE), p(grads, Param.WPE), dres, inputs, B, T, C, c.V());
+        if (gradientsDone != null) {
+            gradientsDone.accept(-1);
+        }
         return loss;
     }
 
