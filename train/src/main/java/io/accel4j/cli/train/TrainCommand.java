@@ -4,7 +4,10 @@ import io.accel4j.cli.CliException;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.cpu.Parallel;
+import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.profile.ProfileReport;
+import io.accel4j.train.profile.ProfilingOps;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.Trainer;
@@ -129,6 +132,9 @@ public final class TrainCommand implements Callable<Integer> {
             + "gradients in buckets of X MiB, each started as soon as backward has produced it; 0: one all-reduce "
             + "after backward (default: ${DEFAULT-VALUE}).")
     double bucketMb;
+    @Option(names = "--profile", description = "After the run, print a per-op table of every kernel call rank 0 "
+            + "made (validation included): calls, ms, % of the run, GFLOP/s or GB/s.")
+    boolean profile;
     @Option(names = "--metrics-out", paramLabel = "FILE", description = "One JSON object per step "
             + "(default: RUN_DIR/metrics.jsonl).")
     Path metricsOut;
@@ -195,8 +201,9 @@ public final class TrainCommand implements Callable<Integer> {
     private void train(Communicator comm, int nThreads, TrainConfig cfg, Path modelFile, GptConfig modelConfig,
                        Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data, PrintWriter w) {
         boolean lead = comm == null || comm.rank() == 0;
+        ProfilingOps[] profiler = new ProfilingOps[1];
         try (Parallel pool = new Parallel(nThreads);
-             Gpt2 gpt = createModel(new CpuOps(pool), cfg, modelFile, modelConfig);
+             Gpt2 gpt = createModel(ops(pool, lead, profiler), cfg, modelFile, modelConfig);
              TokenFile train = open(trainPath, "train");
              TokenFile val = valPath == null ? null : open(valPath, "validation");
              Trainer trainer = new Trainer(gpt, cfg, train, val, comm)) {
@@ -223,8 +230,19 @@ public final class TrainCommand implements Callable<Integer> {
                 return;
             }
             Progress progress = new Progress(w, cfg.steps(), trainer.step());
+            int firstStep = trainer.step();
+            long start = System.nanoTime();
             List<StepMetrics> history = run(trainer, dir, progress);
+            long runNanos = System.nanoTime() - start;
+            // taken before the report, whose sample completions also run the model
+            List<ProfilingOps.Entry> profile = profiler[0] == null ? null : profiler[0].entries();
             outcome = Report.finish(w, trainer, history, progress, dir, data, seed, samples, evalProblems);
+            if (profile != null) {
+                w.println();
+                w.println("kernel profile of rank 0 (the run's steps and validations; % of the run's wall time):");
+                ProfileReport.print(w, profile, runNanos, Math.max(1, trainer.step() - firstStep));
+                w.flush();
+            }
         } catch (IOException | IllegalArgumentException e) {
             throw new CliException(message(e), e);
         } catch (IllegalStateException e) {
@@ -233,6 +251,16 @@ public final class TrainCommand implements Callable<Integer> {
             }
             throw e;
         }
+    }
+
+    /** The CPU backend, wrapped in a {@link ProfilingOps} (kept in {@code profiler[0]}) for rank 0 with --profile. */
+    private Ops ops(Parallel pool, boolean lead, ProfilingOps[] profiler) {
+        Ops cpu = new CpuOps(pool);
+        if (profile && lead) {
+            profiler[0] = new ProfilingOps(cpu);
+            return profiler[0];
+        }
+        return cpu;
     }
 
     private TrainConfig config() {
@@ -335,7 +363,7 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /** The model: loaded from {@code file}, or the preset initialised from --seed. */
-    private Gpt2 createModel(CpuOps ops, TrainConfig cfg, Path file, GptConfig c) throws IOException {
+    private Gpt2 createModel(Ops ops, TrainConfig cfg, Path file, GptConfig c) throws IOException {
         if (file != null) {
             return Gpt2.load(file, ops, cfg.batch(), cfg.seq());
         }

@@ -42,6 +42,15 @@ class TrainCommandTest {
     }
 
     @Test
+    void profilePrintsAPerOpTableOfTheRun() {
+        Result r = run(quick(tmp.resolve("prof"), "--steps", "3", "--val-every", "0", "--samples", "0",
+                "--eval-problems", "0", "--profile"));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("kernel profile of rank 0").contains("matmulForward").contains("matmulBackward")
+                .contains("attentionBackward").contains("adamw").contains("% step");
+    }
+
+    @Test
     void aShortRunLeavesDataMetricsPlotAndCheckpoint() throws IOException {
         Path dir = tmp.resolve("run");
         Result r = run(quick(dir, "--steps", "4", "--val-every", "2", "--save-every", "2", "--eval-problems", "3",
