@@ -84,4 +84,21 @@ public final class Check {
             throw new IllegalArgumentException(outName + " overlaps " + inName + ": an output must not alias an input");
         }
     }
+
+    /**
+     * The first {@code bytes} of {@code out} and of {@code in} are the same memory (an element-wise kernel working in
+     * place, which loads every element before it stores it) or do not overlap; a partial overlap would read elements
+     * already overwritten.
+     */
+    public static void sameOrDisjoint(String outName, MemorySegment out, String inName, MemorySegment in, long bytes) {
+        if (bytes == 0) {
+            return;
+        }
+        MemorySegment o = out.asSlice(0, bytes);
+        MemorySegment i = in.asSlice(0, bytes);
+        if (o.asOverlappingSlice(i).isPresent() && o.address() != i.address()) {
+            throw new IllegalArgumentException(outName + " partly overlaps " + inName + " (" + (i.address()
+                    - o.address()) + " bytes apart): an output may be exactly an input (in place), no other overlap");
+        }
+    }
 }

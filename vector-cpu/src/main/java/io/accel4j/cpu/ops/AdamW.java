@@ -78,11 +78,7 @@ public final class AdamW {
         Check.shared("params", params, pool.threads());
         disjoint("params", params, length * 4, grads, m, v, length);
         Coefficients c = new Coefficients(config, step, gradScale);
-        int tasks = (int) ((length + CHUNK - 1) / CHUNK);
-        pool.forEach(tasks, task -> {
-            long from = (long) task * CHUNK;
-            chunk(params, null, grads, m, v, from, Math.min(length, from + CHUNK), c, 0, 0, null);
-        });
+        Tasks.ranges(pool, length, CHUNK, (task, from, to) -> chunk(params, null, grads, m, v, from, to, c, 0, 0, null));
     }
 
     /**
@@ -104,12 +100,8 @@ public final class AdamW {
         Check.disjoint("paramsBf16", paramsBf16, length * 2, "master", master, length * 4);
         disjoint("paramsBf16", paramsBf16, length * 2, grads, m, v, length);
         Coefficients c = new Coefficients(config, step, gradScale);
-        int tasks = (int) ((length + CHUNK - 1) / CHUNK);
-        pool.forEach(tasks, task -> {
-            long from = (long) task * CHUNK;
-            chunk(master, paramsBf16, grads, m, v, from, Math.min(length, from + CHUNK), c, offset, seed,
-                    new int[RANDOM_BLOCK]);
-        });
+        Tasks.ranges(pool, length, CHUNK, (task, from, to) -> chunk(master, paramsBf16, grads, m, v, from, to, c,
+                offset, seed, new int[RANDOM_BLOCK]));
     }
 
     /** The step's constants, all fp32. */

@@ -27,7 +27,7 @@ public final class CpuOps implements Ops {
     }
 
     /** Elements one task of a bulk cast converts. */
-    private static final long CAST_CHUNK = 1 << 16;
+    private static final int CAST_CHUNK = 1 << 16;
 
     private final Parallel pool;
     private final AttentionKernel attention;
@@ -190,12 +190,9 @@ public final class CpuOps implements Ops {
             throw new IllegalArgumentException("castToFp8 writes FP8_E4M3 or FP8_E5M2, got " + fp8Type);
         }
         checkCast(dst, fp8Type, src, DType.FP32, n);
-        int tasks = tasks(n);
-        float[] amax = new float[tasks];
-        pool.forEach(tasks, t -> {
-            long i = t * CAST_CHUNK;
-            amax[t] = Casts.f32ToFp8(fp8Type, dst, i, src, i, Math.min(CAST_CHUNK, n - i), scale, true);
-        });
+        float[] amax = new float[Tasks.chunks(n, CAST_CHUNK)];
+        Tasks.ranges(pool, n, CAST_CHUNK,
+                (t, from, to) -> amax[t] = Casts.f32ToFp8(fp8Type, dst, from, src, from, to - from, scale, true));
         float max = 0;
         for (float a : amax) {
             max = Math.max(max, a);
@@ -228,19 +225,13 @@ public final class CpuOps implements Ops {
         Check.disjoint("dst", dst, n * dstType.byteSize(), "src", src, n * srcType.byteSize());
     }
 
-    private interface Range {
+    /** A bulk cast of elements {@code [first, first + length)}. */
+    private interface Cast {
         void run(long first, long length);
     }
 
-    /** Runs {@code body} over [0, n) in chunks of {@link #CAST_CHUNK} elements, spread over the pool. */
-    private void chunks(long n, Range body) {
-        pool.forEach(tasks(n), t -> {
-            long i = t * CAST_CHUNK;
-            body.run(i, Math.min(CAST_CHUNK, n - i));
-        });
-    }
-
-    private static int tasks(long n) {
-        return Math.toIntExact((n + CAST_CHUNK - 1) / CAST_CHUNK);
+    /** Runs {@code cast} over [0, n) in chunks of {@link #CAST_CHUNK} elements, spread over the pool. */
+    private void chunks(long n, Cast cast) {
+        Tasks.ranges(pool, n, CAST_CHUNK, (t, from, to) -> cast.run(from, to - from));
     }
 }

@@ -34,7 +34,7 @@ import jdk.incubator.vector.VectorSpecies;
  * inputs, so results changed while the JIT warmed up; it was also 2× slower here than this rational.
  *
  * <p>The work is split into fixed chunks of {@link Tasks#CHUNK} floats, so results do not depend on the thread
- * count. The forward may run in place ({@code out} the same memory as {@code inp}, see {@link InPlace}); the
+ * count. The forward may run in place ({@code out} the same memory as {@code inp}, see {@link Check#sameOrDisjoint}); the
  * backward's {@code dinp} must not overlap {@code inp} or {@code dout}.
  */
 public final class Gelu {
@@ -69,11 +69,8 @@ public final class Gelu {
         Check.floats("inp", inp, n);
         Check.shared("out", out, pool.threads());
         Check.shared("inp", inp, pool.threads());
-        InPlace.sameOrDisjoint("out", out, "inp", inp, n * Float.BYTES);
-        Tasks.run(pool, Tasks.chunks(n), 2 * n, k -> {
-            long from = (long) k * Tasks.CHUNK;
-            forwardRange(out, inp, from, Math.min(n, from + Tasks.CHUNK));
-        });
+        Check.sameOrDisjoint("out", out, "inp", inp, n * Float.BYTES);
+        Tasks.ranges(pool, n, Tasks.CHUNK, 2 * n, (k, from, to) -> forwardRange(out, inp, from, to));
     }
 
     private static void forwardRange(MemorySegment out, MemorySegment inp, long from, long to) {
@@ -132,10 +129,7 @@ public final class Gelu {
         long bytes = n * Float.BYTES;
         Check.disjoint("dinp", dinp, bytes, "inp", inp, bytes);
         Check.disjoint("dinp", dinp, bytes, "dout", dout, bytes);
-        Tasks.run(pool, Tasks.chunks(n), 4 * n, k -> {
-            long from = (long) k * Tasks.CHUNK;
-            backwardRange(dinp, inp, dout, from, Math.min(n, from + Tasks.CHUNK));
-        });
+        Tasks.ranges(pool, n, Tasks.CHUNK, 4 * n, (k, from, to) -> backwardRange(dinp, inp, dout, from, to));
     }
 
     private static void backwardRange(MemorySegment dinp, MemorySegment inp, MemorySegment dout, long from, long to) {

@@ -54,10 +54,7 @@ public final class Reductions {
     public static double sumOfSquares(Parallel pool, MemorySegment x, long n) {
         int tasks = check(pool, x, n);
         double[] partial = new double[tasks];
-        pool.forEach(tasks, task -> {
-            long from = (long) task * CHUNK;
-            partial[task] = sumOfSquares(x, from, Math.min(n, from + CHUNK));
-        });
+        Tasks.ranges(pool, n, CHUNK, (task, from, to) -> partial[task] = sumOfSquares(x, from, to));
         double sum = 0;
         for (double p : partial) {
             sum += p;
@@ -129,10 +126,7 @@ public final class Reductions {
     private static int maxAbsBits(Parallel pool, MemorySegment x, long n) {
         int tasks = check(pool, x, n);
         int[] partial = new int[tasks];
-        pool.forEach(tasks, task -> {
-            long from = (long) task * CHUNK;
-            partial[task] = maxAbsBits(x, from, Math.min(n, from + CHUNK));
-        });
+        Tasks.ranges(pool, n, CHUNK, (task, from, to) -> partial[task] = maxAbsBits(x, from, to));
         int max = 0;
         for (int p : partial) {
             max = Math.max(max, p);

@@ -19,7 +19,7 @@ import jdk.incubator.vector.VectorSpecies;
  * </pre>
  * The work is split into fixed chunks of {@link Tasks#CHUNK} floats; every element is computed the same way whatever
  * the thread count. The forward may run in place ({@code out} the same memory as {@code inp1} or {@code inp2}, see
- * {@link InPlace}); the backward's gradients must not overlap {@code dout} or each other.
+ * {@link Check#sameOrDisjoint}); the backward's gradients must not overlap {@code dout} or each other.
  */
 public final class Residual {
 
@@ -40,12 +40,9 @@ public final class Residual {
         Check.shared("out", out, pool.threads());
         Check.shared("inp1", inp1, pool.threads());
         Check.shared("inp2", inp2, pool.threads());
-        InPlace.sameOrDisjoint("out", out, "inp1", inp1, n * Float.BYTES);
-        InPlace.sameOrDisjoint("out", out, "inp2", inp2, n * Float.BYTES);
-        Tasks.run(pool, Tasks.chunks(n), 3 * n, k -> {
-            long from = (long) k * Tasks.CHUNK;
-            forwardRange(out, inp1, inp2, from, Math.min(n, from + Tasks.CHUNK));
-        });
+        Check.sameOrDisjoint("out", out, "inp1", inp1, n * Float.BYTES);
+        Check.sameOrDisjoint("out", out, "inp2", inp2, n * Float.BYTES);
+        Tasks.ranges(pool, n, Tasks.CHUNK, 3 * n, (k, from, to) -> forwardRange(out, inp1, inp2, from, to));
     }
 
     private static void forwardRange(MemorySegment out, MemorySegment a, MemorySegment b, long from, long to) {
@@ -76,10 +73,8 @@ public final class Residual {
         Check.disjoint("dinp1", dinp1, bytes, "dout", dout, bytes);
         Check.disjoint("dinp2", dinp2, bytes, "dout", dout, bytes);
         Check.disjoint("dinp1", dinp1, bytes, "dinp2", dinp2, bytes);
-        Tasks.run(pool, Tasks.chunks(n), 5 * n, k -> {
-            long from = (long) k * Tasks.CHUNK;
-            backwardRange(dinp1, dinp2, dout, from, Math.min(n, from + Tasks.CHUNK));
-        });
+        Tasks.ranges(pool, n, Tasks.CHUNK, 5 * n,
+                (k, from, to) -> backwardRange(dinp1, dinp2, dout, from, to));
     }
 
     private static void backwardRange(MemorySegment d1, MemorySegment d2, MemorySegment dout, long from, long to) {

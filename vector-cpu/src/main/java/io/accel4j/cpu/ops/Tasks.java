@@ -32,8 +32,32 @@ final class Tasks {
         }
     }
 
-    /** Number of {@link #CHUNK}-float tasks covering n floats. */
-    static int chunks(long n) {
-        return Math.toIntExact((n + CHUNK - 1) / CHUNK);
+    /** Number of {@code chunk}-element tasks covering n elements. */
+    static int chunks(long n, int chunk) {
+        return Math.toIntExact((n + chunk - 1) / chunk);
+    }
+
+    /** One task's share of {@code [0, n)}: elements {@code [from, to)}. */
+    @FunctionalInterface
+    interface Range {
+        void run(int task, long from, long to);
+    }
+
+    /**
+     * Cuts {@code [0, n)} into tasks of {@code chunk} elements (the last one shorter) and runs them on the pool. The
+     * cut depends on n and chunk only, so per-task partial results combine the same way on any thread count.
+     */
+    static void ranges(Parallel pool, long n, int chunk, Range body) {
+        pool.forEach(chunks(n, chunk), task -> run(body, task, n, chunk));
+    }
+
+    /** {@link #ranges(Parallel, long, int, Range)}, run inline when the kernel touches fewer than {@code floats}. */
+    static void ranges(Parallel pool, long n, int chunk, long floats, Range body) {
+        run(pool, chunks(n, chunk), floats, task -> run(body, task, n, chunk));
+    }
+
+    private static void run(Range body, int task, long n, int chunk) {
+        long from = (long) task * chunk;
+        body.run(task, from, Math.min(n, from + chunk));
     }
 }
