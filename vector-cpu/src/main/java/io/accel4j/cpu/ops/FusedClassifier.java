@@ -54,14 +54,13 @@ public final class FusedClassifier {
     private static final int BLOCK = 256;
     /** About this many logits per task: GPT-2 rows are one task each, tiny rows are grouped. */
     private static final long TASK_ELEMENTS = 1 << 15;
-    // exp as in Cephes' expf: exp(k·ln2 + r) = 2^k·(1 + r + r²·P(r)), |r| ≤ ln2/2, P of degree 5 (≤ ~1 ulp)
-    private static final float LOG2E = 1.44269504f;
-    /** 1.5·2²³: adding and subtracting it rounds a float below 2²² in magnitude to an integer (ties to even). */
-    private static final float ROUND = 12582912f;
-    /** ln2 = LN2_HI + LN2_LO; LN2_HI has few bits, so k·LN2_HI is exact. */
-    private static final float LN2_HI = 0.693359375f, LN2_LO = -2.12194440e-4f;
-    private static final float P0 = 1.9875691500e-4f, P1 = 1.3981999507e-3f, P2 = 8.3334519073e-3f;
-    private static final float P3 = 4.1665795894e-2f, P4 = 1.6666665459e-1f, P5 = 5.0000001201e-1f;
+    // exp as in Cephes' expf: exp(k·ln2 + r) = 2^k·(1 + r + r²·P(r)), |r| ≤ ln2/2, P of degree 5 (≤ ~1 ulp), with
+    // the constants attention's exp uses (Softmax): log2 e; ROUND = 1.5·2²³, whose addition and subtraction round a
+    // float below 2²² to an integer; ln2 = LN2_HI + LN2_LO with k·LN2_HI exact; the polynomial P0…P5.
+    private static final float LOG2E = Softmax.LOG2E, ROUND = Softmax.ROUND;
+    private static final float LN2_HI = Softmax.LN2_HI, LN2_LO = Softmax.LN2_LO;
+    private static final float P0 = Softmax.P0, P1 = Softmax.P1, P2 = Softmax.P2, P3 = Softmax.P3, P4 = Softmax.P4,
+            P5 = Softmax.P5;
     /**
      * Arguments are clamped here: k ≥ −127, and k = −127 gives the bits of +0, so exp(y) for y ≤ −87.7 (where it is
      * below 2⁻¹²⁶, immaterial next to the sum's 1) is 0, and exp(−∞) is 0 rather than NaN.
