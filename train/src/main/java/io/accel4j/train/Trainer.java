@@ -177,6 +177,11 @@ public final class Trainer implements AutoCloseable {
         return comm == null ? 1 : comm.size();
     }
 
+    /** Bytes this trainer allocated off-heap: AdamW's moments and the batch buffers ({@link MemoryPlan}). */
+    public long stateBytes() {
+        return m.byteSize() + v.byteSize() + inputs.byteSize() + targets.byteSize() + scalar.byteSize();
+    }
+
     /** Layer buckets the gradient averaging started so far (0 without overlap; for tests). */
     int layerBuckets() {
         return buckets == null ? 0 : buckets.layerBuckets();

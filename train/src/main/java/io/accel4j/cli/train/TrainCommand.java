@@ -17,6 +17,7 @@ import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Recompute;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -33,6 +34,7 @@ import java.util.List;
 import java.util.Properties;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
@@ -132,6 +134,8 @@ public final class TrainCommand implements Callable<Integer> {
             + "gradients in buckets of X MiB, each started as soon as backward has produced it; 0: one all-reduce "
             + "after backward (default: ${DEFAULT-VALUE}).")
     double bucketMb;
+    @Mixin
+    MemoryOptions memory;
     @Option(names = "--profile", description = "After the run, print a per-op table of every kernel call rank 0 "
             + "made (validation included): calls, ms, % of the run, GFLOP/s or GB/s.")
     boolean profile;
@@ -158,10 +162,14 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        TrainConfig cfg = config();
+        TrainConfig asked = config();
+        memory.check(this::usage);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
         PrintWriter w = spec.commandLine().getOut();
+        TrainConfig cfg = memory.choose(asked, modelConfig, ranks, w, this::usage);
+        int nThreads = threads != null ? threads : Parallel.defaultThreads();
+        memory.trial(cfg, modelConfig, Math.max(1, nThreads / ranks), w);
         Path dir = out != null ? out : resume != null ? resume : Path.of("runs", LocalDateTime.now()
                 .format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss")));
         try {
@@ -176,7 +184,6 @@ public final class TrainCommand implements Callable<Integer> {
             valPath = valData != null ? valData : dir.resolve("val.bin");
             data = generate(trainPath, dir.resolve("val.bin"), w);
         }
-        int nThreads = threads != null ? threads : Parallel.defaultThreads();
         if (ranks == 1) {
             train(null, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data, w);
         } else {
@@ -209,9 +216,10 @@ public final class TrainCommand implements Callable<Integer> {
              Trainer trainer = new Trainer(gpt, cfg, train, val, comm)) {
             w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
                     + " data-parallel ranks in this process"));
-            w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB)%s%n", describe(gpt),
+            w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB%s)%s%n", describe(gpt),
                     gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
-                    comm == null ? "" : " per rank");
+                    gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
+                            .toLowerCase(java.util.Locale.ROOT), comm == null ? "" : " per rank");
             w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath,
                     train.size(), val == null ? "" : String.format(", validation %s: %,d tokens", valPath,
                             val.size()), cfg.steps(), cfg.batch() * cfg.gradAccum() * trainer.ranks(), cfg.seq(),
@@ -365,9 +373,9 @@ public final class TrainCommand implements Callable<Integer> {
     /** The model: loaded from {@code file}, or the preset initialised from --seed. */
     private Gpt2 createModel(Ops ops, TrainConfig cfg, Path file, GptConfig c) throws IOException {
         if (file != null) {
-            return Gpt2.load(file, ops, cfg.batch(), cfg.seq());
+            return Gpt2.load(file, ops, cfg.batch(), cfg.seq(), memory.recompute);
         }
-        Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq());
+        Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq(), memory.recompute);
         g.initialise(seed);
         return g;
     }

@@ -10,6 +10,10 @@ import java.util.Arrays;
  * scores. Each tensor owns a region of {@code layers · maxB·maxT · perPosition} floats; a call with B·T ≤ maxB·maxT
  * positions packs its layers at the region's start ({@code layer l} at {@code l·B·T·perPosition}), as llm.c does.
  *
+ * <p>With activation checkpointing ({@link Recompute}) some per-layer tensors are held for one layer only: every
+ * layer's slice of such a tensor is the same memory, which the forward overwrites layer by layer and backward
+ * refills by recomputation.
+ *
  * <p>The gradient tensors ({@code D*}) are one (B,T,·) buffer each, reused by every layer: the residual stream's
  * gradient accumulates in {@link #DRESIDUAL} from the top of the model down (the residual adds pass it through
  * unchanged), and a layer's other gradients are consumed before the layer below needs the buffers.
@@ -32,27 +36,66 @@ final class Activations {
     private final long floats;
     private final MemorySegment memory;
 
-    /** The layout for {@code maxB·maxT} positions, its memory allocated (64-byte aligned) in {@code arena}. */
-    Activations(GptConfig c, int maxB, int maxT, Arena arena) {
-        long C = c.C(), L = c.L();
-        perPosition = new long[] {
-            C, C, 1, 1, 3 * C, C, c.NH(), C, C, C, 1, 1, 4 * C, 4 * C, C, C, C, 1, 1, c.Vp(), 1,
-            C, C, 3 * C, C, 4 * C, 4 * C};
-        layers = new long[perPosition.length];
-        Arrays.fill(layers, 1);
-        for (int t : new int[] {LN1, LN1_MEAN, LN1_RSTD, QKV, ATTY, LSE, ATTPROJ, RESIDUAL2, LN2, LN2_MEAN, LN2_RSTD,
-                FCH, FCH_GELU, FCPROJ, RESIDUAL3}) {
-            layers[t] = L;
-        }
-        long positions = Math.multiplyExact((long) maxB, maxT);
-        offset = new long[perPosition.length + 1];
-        for (int i = 0; i < perPosition.length; i++) {
-            long n = Math.multiplyExact(Math.multiplyExact(positions, perPosition[i]), layers[i]);
-            // keep every region 64-byte aligned: 16 floats
-            offset[i + 1] = Math.addExact(offset[i], (n + 15) / 16 * 16);
-        }
+    /** The per-layer tensors that {@link Recompute#LAYER} holds for one layer (all but the layer's output). */
+    private static final int[] RECOMPUTED_BY_LAYER = {LN1, LN1_MEAN, LN1_RSTD, QKV, ATTY, LSE, ATTPROJ, RESIDUAL2,
+        LN2, LN2_MEAN, LN2_RSTD, FCH, FCH_GELU, FCPROJ};
+
+    /**
+     * The layout for {@code maxB·maxT} positions keeping what {@code recompute} says, its memory allocated (64-byte
+     * aligned) in {@code arena}.
+     */
+    Activations(GptConfig c, int maxB, int maxT, Recompute recompute, Arena arena) {
+        perPosition = perPosition(c);
+        layers = layers(c, recompute);
+        offset = offsets(perPosition, layers, Math.multiplyExact((long) maxB, maxT));
         floats = offset[perPosition.length];
         memory = arena.allocate(Math.multiplyExact(floats, (long) Float.BYTES), 64);
+    }
+
+    /**
+     * Floats the layout for {@code maxB·maxT} positions takes, gradients included, without allocating it: what
+     * {@link #floats()} of such an {@code Activations} returns.
+     */
+    static long floats(GptConfig c, int maxB, int maxT, Recompute recompute) {
+        long[] off = offsets(perPosition(c), layers(c, recompute), Math.multiplyExact((long) maxB, maxT));
+        return off[off.length - 1];
+    }
+
+    private static long[] perPosition(GptConfig c) {
+        long C = c.C();
+        return new long[] {
+            C, C, 1, 1, 3 * C, C, c.NH(), C, C, C, 1, 1, 4 * C, 4 * C, C, C, C, 1, 1, c.Vp(), 1,
+            C, C, 3 * C, C, 4 * C, 4 * C};
+    }
+
+    /** How many layers each tensor holds: L for the per-layer tensors the forward keeps, else 1. */
+    private static long[] layers(GptConfig c, Recompute recompute) {
+        long[] layers = new long[NAMES.length];
+        Arrays.fill(layers, 1);
+        for (int t : RECOMPUTED_BY_LAYER) {
+            layers[t] = c.L();
+        }
+        layers[RESIDUAL3] = c.L();
+        switch (recompute) {
+            case NONE -> { }
+            case GELU -> layers[FCH_GELU] = 1;
+            case LAYER -> {
+                for (int t : RECOMPUTED_BY_LAYER) {
+                    layers[t] = 1;
+                }
+            }
+        }
+        return layers;
+    }
+
+    /** The first float of each tensor's region, and the total last; every region rounded up to 64 bytes. */
+    private static long[] offsets(long[] perPosition, long[] layers, long positions) {
+        long[] offset = new long[perPosition.length + 1];
+        for (int i = 0; i < perPosition.length; i++) {
+            long n = Math.multiplyExact(Math.multiplyExact(positions, perPosition[i]), layers[i]);
+            offset[i + 1] = Math.addExact(offset[i], (n + 15) / 16 * 16);
+        }
+        return offset;
     }
 
     /** Floats of the whole allocation (gradients included). */
@@ -65,10 +108,14 @@ final class Activations {
         return offset[t + 1] - offset[t];
     }
 
-    /** Layer {@code l}'s slice of tensor {@code t} for {@code bt} positions. */
+    /**
+     * Layer {@code l}'s slice of tensor {@code t} for {@code bt} positions: the same memory for every layer when the
+     * tensor is held for one layer only.
+     */
     MemorySegment slice(int t, int l, long bt) {
         long n = bt * perPosition[t];
-        return memory.asSlice((offset[t] + l * n) * Float.BYTES, n * Float.BYTES);
+        long layer = layers[t] == 1 ? 0 : l;
+        return memory.asSlice((offset[t] + layer * n) * Float.BYTES, n * Float.BYTES);
     }
 
     /** The single-layer tensor {@code t} for {@code bt} positions. */

@@ -24,7 +24,9 @@ import java.util.function.IntConsumer;
  * activations for {@code maxB·maxT} positions and their gradients one more ({@link Activations}, llm.c's
  * {@code ActivationTensors} with the attention's (L,B,NH,T) log-sum-exp instead of T×T scores). All are allocated
  * once, in one shared arena that {@link #close} frees. A step is {@link #zeroGrad}, {@link #forward} with targets,
- * {@link #backward}; or {@link #forwardBackward}, which skips the forward's separate loss pass.
+ * {@link #backward}; or {@link #forwardBackward}, which skips the forward's separate loss pass. With activation
+ * checkpointing ({@link Recompute}) the forward keeps fewer activations and backward recomputes the rest, with the
+ * same bits.
  *
  * <p>Backward adds into the parameter gradients (so micro-batches accumulate until the next {@code zeroGrad}). The
  * residual adds are not called backward: their gradient is the identity, so the residual stream's gradient
@@ -40,6 +42,7 @@ public final class Gpt2 implements AutoCloseable {
     private final Ops ops;
     private final int maxB;
     private final int maxT;
+    private final Recompute recompute;
     private final Arena arena;
     private final MemorySegment params;
     private final MemorySegment grads;
@@ -54,16 +57,19 @@ public final class Gpt2 implements AutoCloseable {
 
     /**
      * A model of shape {@code config} for batches of up to {@code maxB} sequences of up to {@code maxT} tokens
-     * ({@code maxT ≤ config.maxT()}). Parameters and gradients start at zero: fill {@link #params()} (e.g.
-     * {@link #initialise}, {@link #load}).
+     * ({@code maxT ≤ config.maxT()}), keeping every activation. Parameters and gradients start at zero: fill
+     * {@link #params()} (e.g. {@link #initialise}, {@link #load}).
      */
     public Gpt2(GptConfig config, Ops ops, int maxB, int maxT) {
+        this(config, ops, maxB, maxT, Recompute.NONE);
+    }
+
+    /** {@link #Gpt2(GptConfig, Ops, int, int)} keeping the activations {@code recompute} says. */
+    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute) {
         this.config = Objects.requireNonNull(config, "config");
         this.ops = Objects.requireNonNull(ops, "ops");
-        if (maxB < 1 || maxT < 1 || maxT > config.maxT()) {
-            throw new IllegalArgumentException("maxB must be >= 1 and maxT in [1, " + config.maxT()
-                    + "] (the model's max_seq_len), got maxB=" + maxB + ", maxT=" + maxT);
-        }
+        this.recompute = Objects.requireNonNull(recompute, "recompute");
+        checkBatch(config, maxB, maxT);
         this.maxB = maxB;
         this.maxT = maxT;
         this.layout = new ParameterLayout(config);
@@ -71,7 +77,7 @@ public final class Gpt2 implements AutoCloseable {
         try {
             this.params = arena.allocate(layout.fp32Bytes(), 64);
             this.grads = arena.allocate(layout.fp32Bytes(), 64);
-            this.acts = new Activations(config, maxB, maxT, arena);
+            this.acts = new Activations(config, maxB, maxT, recompute, arena);
             long tokens = (long) maxB * maxT * Integer.BYTES;
             this.inputs = arena.allocate(tokens, 64);
             this.targets = arena.allocate(tokens, 64);
@@ -81,11 +87,23 @@ public final class Gpt2 implements AutoCloseable {
         }
     }
 
+    private static void checkBatch(GptConfig config, int maxB, int maxT) {
+        if (maxB < 1 || maxT < 1 || maxT > config.maxT()) {
+            throw new IllegalArgumentException("maxB must be >= 1 and maxT in [1, " + config.maxT()
+                    + "] (the model's max_seq_len), got maxB=" + maxB + ", maxT=" + maxT);
+        }
+    }
+
     /** Reads an llm.c checkpoint ({@link LlmcCheckpoint}, fp32 or bf16) into a new model. */
     public static Gpt2 load(Path file, Ops ops, int maxB, int maxT) throws IOException {
+        return load(file, ops, maxB, maxT, Recompute.NONE);
+    }
+
+    /** {@link #load(Path, Ops, int, int)} keeping the activations {@code recompute} says. */
+    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute) throws IOException {
         try (Arena tmp = Arena.ofConfined()) {
             LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(file, tmp);
-            Gpt2 model = new Gpt2(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()));
+            Gpt2 model = new Gpt2(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()), recompute);
             MemorySegment.copy(loaded.params(), 0, model.params, 0, model.layout.fp32Bytes());
             return model;
         }
@@ -141,6 +159,11 @@ public final class Gpt2 implements AutoCloseable {
         return layout.fp32Bytes();
     }
 
+    /** Which activations backward recomputes. */
+    public Recompute recompute() {
+        return recompute;
+    }
+
     /** Bytes of the activations, their gradients and the token buffers, for {@code maxB·maxT} positions. */
     public long activationBytes() {
         return acts.floats() * Float.BYTES + 2 * inputs.byteSize();
@@ -149,6 +172,16 @@ public final class Gpt2 implements AutoCloseable {
     /** Bytes this model allocated: the parameters, their gradients, and {@link #activationBytes()}. */
     public long totalBytes() {
         return 2 * parameterBytes() + activationBytes();
+    }
+
+    /**
+     * What {@link #activationBytes()} of a model of shape {@code config} for {@code maxB × maxT} keeping
+     * {@code recompute}'s activations is, without allocating it: exact, for planning a batch size.
+     */
+    public static long activationBytes(GptConfig config, int maxB, int maxT, Recompute recompute) {
+        checkBatch(config, maxB, maxT);
+        long tokens = (long) maxB * maxT * Integer.BYTES;
+        return Activations.floats(config, maxB, maxT, recompute) * Float.BYTES + 2 * tokens;
     }
 
     /** Zeroes the parameter gradients; {@link #backward} adds into them. */
@@ -224,6 +257,14 @@ public final class Gpt2 implements AutoCloseable {
                 p(params, Param.LNFW), acts.slice(LNF_MEAN, BT), acts.slice(LNF_RSTD, BT), BT, C);
         for (int l = L - 1; l >= 0; l--) {
             MemorySegment residual = l == 0 ? acts.slice(ENCODED, BT) : acts.slice(RESIDUAL3, l - 1, BT);
+            if (l < L - 1) { // the top layer's activations are still those of the forward
+                switch (recompute) {
+                    case NONE -> { }
+                    case GELU -> ops.geluForward(acts.slice(FCH_GELU, l, BT), acts.slice(FCH, l, BT),
+                            (long) BT * 4 * C);
+                    case LAYER -> layerForward(l, residual, false);
+                }
+            }
             // the MLP: dres is d(residual3) = d(fcproj)
             MemorySegment dfchGelu = acts.zeroed(DFCH_GELU, BT);
             ops.matmulBackward(dfchGelu, p(grads, Param.FCPROJW, l), p(grads, Param.FCPROJB, l), dres,
@@ -307,31 +348,43 @@ public final class Gpt2 implements AutoCloseable {
         ops.encoderForward(encoded, this.inputs, p(params, Param.WTE), p(params, Param.WPE), B, T, C, c.V());
         MemorySegment residual = encoded;
         for (int l = 0; l < L; l++) {
-            MemorySegment ln1 = acts.slice(LN1, l, BT), qkv = acts.slice(QKV, l, BT), atty = acts.slice(ATTY, l, BT);
-            MemorySegment attproj = acts.slice(ATTPROJ, l, BT), residual2 = acts.slice(RESIDUAL2, l, BT);
-            MemorySegment ln2 = acts.slice(LN2, l, BT), fch = acts.slice(FCH, l, BT);
-            MemorySegment fchGelu = acts.slice(FCH_GELU, l, BT), fcproj = acts.slice(FCPROJ, l, BT);
-            MemorySegment residual3 = acts.slice(RESIDUAL3, l, BT);
-            ops.layernormForward(ln1, acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), residual,
-                    p(params, Param.LN1W, l), p(params, Param.LN1B, l), BT, C);
-            ops.matmulForward(qkv, ln1, p(params, Param.QKVW, l), p(params, Param.QKVB, l), BT, C, 3 * C);
-            ops.attentionForward(atty, acts.slice(LSE, l, BT), qkv, B, T, C, NH);
-            ops.matmulForward(attproj, atty, p(params, Param.ATTPROJW, l), p(params, Param.ATTPROJB, l), BT, C, C);
-            ops.residualForward(residual2, residual, attproj, (long) BT * C);
-            ops.layernormForward(ln2, acts.slice(LN2_MEAN, l, BT), acts.slice(LN2_RSTD, l, BT), residual2,
-                    p(params, Param.LN2W, l), p(params, Param.LN2B, l), BT, C);
-            ops.matmulForward(fch, ln2, p(params, Param.FCW, l), p(params, Param.FCB, l), BT, C, 4 * C);
-            ops.geluForward(fchGelu, fch, (long) BT * 4 * C);
-            ops.matmulForward(fcproj, fchGelu, p(params, Param.FCPROJW, l), p(params, Param.FCPROJB, l),
-                    BT, 4 * C, C);
-            ops.residualForward(residual3, residual2, fcproj, (long) BT * C);
-            residual = residual3;
+            layerForward(l, residual, true);
+            residual = acts.slice(RESIDUAL3, l, BT);
         }
         MemorySegment lnf = acts.slice(LNF, BT);
         ops.layernormForward(lnf, acts.slice(LNF_MEAN, BT), acts.slice(LNF_RSTD, BT), residual,
                 p(params, Param.LNFW), p(params, Param.LNFB), BT, C);
         ops.matmulForward(acts.slice(LOGITS, BT), lnf, p(params, Param.WTE), null, BT, C, c.Vp());
         state = targets == null ? State.FORWARD : State.FORWARD_WITH_TARGETS;
+    }
+
+    /**
+     * Block {@code l}'s forward from {@code residual} (its input on the residual stream) for the current B, T; with
+     * {@code toOutput} false (a recomputation for backward) it stops after the MLP's GELU: the projection and the
+     * residual add only make the layer's output, which backward does not read and {@link Recompute#LAYER} keeps.
+     */
+    private void layerForward(int l, MemorySegment residual, boolean toOutput) {
+        int BT = B * T, C = config.C();
+        MemorySegment ln1 = acts.slice(LN1, l, BT), qkv = acts.slice(QKV, l, BT), atty = acts.slice(ATTY, l, BT);
+        MemorySegment attproj = acts.slice(ATTPROJ, l, BT), residual2 = acts.slice(RESIDUAL2, l, BT);
+        MemorySegment ln2 = acts.slice(LN2, l, BT), fch = acts.slice(FCH, l, BT);
+        MemorySegment fchGelu = acts.slice(FCH_GELU, l, BT);
+        ops.layernormForward(ln1, acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), residual,
+                p(params, Param.LN1W, l), p(params, Param.LN1B, l), BT, C);
+        ops.matmulForward(qkv, ln1, p(params, Param.QKVW, l), p(params, Param.QKVB, l), BT, C, 3 * C);
+        ops.attentionForward(atty, acts.slice(LSE, l, BT), qkv, B, T, C, config.NH());
+        ops.matmulForward(attproj, atty, p(params, Param.ATTPROJW, l), p(params, Param.ATTPROJB, l), BT, C, C);
+        ops.residualForward(residual2, residual, attproj, (long) BT * C);
+        ops.layernormForward(ln2, acts.slice(LN2_MEAN, l, BT), acts.slice(LN2_RSTD, l, BT), residual2,
+                p(params, Param.LN2W, l), p(params, Param.LN2B, l), BT, C);
+        ops.matmulForward(fch, ln2, p(params, Param.FCW, l), p(params, Param.FCB, l), BT, C, 4 * C);
+        ops.geluForward(fchGelu, fch, (long) BT * 4 * C);
+        if (toOutput) {
+            MemorySegment fcproj = acts.slice(FCPROJ, l, BT);
+            ops.matmulForward(fcproj, fchGelu, p(params, Param.FCPROJW, l), p(params, Param.FCPROJB, l),
+                    BT, 4 * C, C);
+            ops.residualForward(acts.slice(RESIDUAL3, l, BT), residual2, fcproj, (long) BT * C);
+        }
     }
 
     /** Copies B·T tokens into {@code dst}, each checked to be in [0, V). */

@@ -22,9 +22,9 @@ class TrainCommandTest {
     @TempDir
     Path tmp;
 
-    private record Result(int code, String out, String err, TrainCommand command) {}
+    record Result(int code, String out, String err, TrainCommand command) {}
 
-    private static Result run(String... args) {
+    static Result run(String... args) {
         StringWriter out = new StringWriter(), err = new StringWriter();
         CommandLine cl = Main.commandLine();
         cl.setOut(new PrintWriter(out, true));
@@ -35,7 +35,7 @@ class TrainCommandTest {
     }
 
     /** A few quick steps of the tiny model on the generated data. */
-    private static String[] quick(Path dir, String... more) {
+    static String[] quick(Path dir, String... more) {
         return Stream.concat(Stream.of("train", "--out", dir.toString(), "--batch", "2", "--seq", "16",
                 "--threads", "2", "--val-batches", "1"), Stream.of(more))
                 .toArray(String[]::new);
@@ -95,7 +95,7 @@ class TrainCommandTest {
     }
 
     /** "step:train_loss" of every metrics line with a train loss. */
-    private static List<String> trainLosses(Path dir) throws IOException {
+    static List<String> trainLosses(Path dir) throws IOException {
         return Files.readAllLines(dir.resolve("metrics.jsonl")).stream().filter(l -> l.contains("train_loss"))
                 .map(l -> l.replaceAll("^\\{\"step\":(\\d+),\"train_loss\":([^,]+),.*$", "$1:$2")).toList();
     }

@@ -1,0 +1,151 @@
+package io.accel4j.cli.train;
+
+import io.accel4j.cli.CliException;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.BatchSizeFinder;
+import io.accel4j.train.MemoryPlan;
+import io.accel4j.train.TrainConfig;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Recompute;
+import java.io.PrintWriter;
+import java.util.Locale;
+import java.util.function.Function;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import picocli.CommandLine.ITypeConverter;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.TypeConversionException;
+
+/**
+ * {@code train}'s memory options: activation checkpointing, and the batch size found from a memory budget
+ * ({@link BatchSizeFinder}).
+ */
+final class MemoryOptions {
+
+    @Option(names = "--recompute", paramLabel = "none|gelu|layer", defaultValue = "none",
+            converter = RecomputeConverter.class, description = "Activation checkpointing: keep every activation "
+            + "(none), recompute each layer's GELU in backward (gelu), or keep only each layer's output and recompute "
+            + "the rest of the layer (layer). Same losses, less memory (default: ${DEFAULT-VALUE}).")
+    Recompute recompute;
+    @Option(names = "--find-batch-size", description = "Choose --batch (and with --global-batch, --grad-accum) as "
+            + "the largest micro-batch whose parameters, gradients, optimizer state and activations fit "
+            + "--memory-budget, confirmed by a trial step.")
+    boolean findBatchSize;
+    @Option(names = "--memory-budget", paramLabel = "SIZE", converter = ByteSizeConverter.class,
+            description = "Bytes per rank for --find-batch-size: a number with an optional unit k, m, g (powers of "
+                    + "1024, optional 'iB' or 'B'), e.g. 512m, 1.5g.")
+    Long memoryBudget;
+    @Option(names = "--global-batch", paramLabel = "N", description = "With --find-batch-size: sequences per "
+            + "optimizer step over all ranks; the accumulation steps are chosen to make it up exactly.")
+    Integer globalBatch;
+
+    /** Checks the combination; call before anything is written. */
+    void check(Function<String, RuntimeException> usage) {
+        if (findBatchSize && memoryBudget == null) {
+            throw usage.apply("--find-batch-size needs --memory-budget");
+        }
+        if (!findBatchSize && (memoryBudget != null || globalBatch != null)) {
+            throw usage.apply("--memory-budget and --global-batch only apply with --find-batch-size");
+        }
+    }
+
+    /**
+     * With --find-batch-size, {@code cfg} with the batch and accumulation chosen for {@code ranks} ranks, the plan
+     * printed to {@code w}; otherwise {@code cfg}.
+     */
+    TrainConfig choose(TrainConfig cfg, GptConfig model, int ranks, PrintWriter w,
+                       Function<String, RuntimeException> usage) {
+        if (!findBatchSize) {
+            return cfg;
+        }
+        BatchSizeFinder.Choice c;
+        try {
+            c = BatchSizeFinder.choose(model, cfg.seq(), recompute, memoryBudget, ranks, globalBatch,
+                    cfg.gradAccum());
+        } catch (IllegalArgumentException e) {
+            throw usage.apply("--find-batch-size: " + e.getMessage());
+        }
+        MemoryPlan p = c.plan();
+        w.printf(Locale.ROOT, "find-batch-size: budget %.1f MiB per rank, recompute %s: at most %d sequences of %d "
+                        + "tokens fit; using --batch %d --grad-accum %d%n%s%n", memoryBudget / 1048576.0,
+                recompute.name().toLowerCase(Locale.ROOT), c.largest(), cfg.seq(), c.batch(), c.gradAccum(),
+                indent(p.describe()));
+        return cfg.toBuilder().batch(c.batch()).gradAccum(c.gradAccum()).build();
+    }
+
+    /**
+     * With --find-batch-size, the trial step ({@link BatchSizeFinder#trialStep}) on {@code threads} threads: checks
+     * that what it allocated is what the plan counted, and prints it.
+     */
+    void trial(TrainConfig cfg, GptConfig model, int threads, PrintWriter w) {
+        if (!findBatchSize) {
+            return;
+        }
+        long planned = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute).total();
+        long t0 = System.nanoTime();
+        long allocated;
+        try (Parallel pool = new Parallel(threads)) {
+            allocated = BatchSizeFinder.trialStep(model, new CpuOps(pool), cfg.batch(), cfg.seq(), recompute);
+        } catch (OutOfMemoryError e) {
+            throw new CliException("--find-batch-size: the trial step at --batch " + cfg.batch() + " could not "
+                    + "allocate its " + planned + " bytes: lower --memory-budget (" + e.getMessage() + ")", e);
+        }
+        if (allocated != planned) { // the plan and the allocations have drifted apart: a bug, not a user error
+            throw new IllegalStateException("the trial step allocated " + allocated + " bytes, the plan counted "
+                    + planned);
+        }
+        w.printf(Locale.ROOT, "trial step at --batch %d: %.1f MiB allocated, as planned; %.0f ms%n", cfg.batch(),
+                allocated / 1048576.0, (System.nanoTime() - t0) / 1e6);
+    }
+
+    private static String indent(String lines) {
+        return "  " + lines.replace("\n", "\n  ");
+    }
+
+    /** Parses {@code 123}, {@code 64k}, {@code 512M}, {@code 1.5g}, {@code 2GiB}, {@code 3gb}: powers of 1024. */
+    static long parseBytes(String s) {
+        Matcher m = Pattern.compile("(\\d+(?:\\.\\d+)?)\\s*([kmgt]?)(?:i?b)?").matcher(s.trim().toLowerCase(Locale.ROOT));
+        if (!m.matches()) {
+            throw new IllegalArgumentException("'" + s + "' is not a size: a number with an optional unit k, m, g, "
+                    + "t (e.g. 512m, 1.5g)");
+        }
+        int shift = switch (m.group(2)) {
+            case "k" -> 10;
+            case "m" -> 20;
+            case "g" -> 30;
+            case "t" -> 40;
+            default -> 0;
+        };
+        double bytes = Double.parseDouble(m.group(1)) * (1L << shift);
+        if (!(bytes >= 1) || bytes >= 0x1p62) {
+            throw new IllegalArgumentException("'" + s + "' is not a usable size: between 1 byte and 4 EiB");
+        }
+        return (long) bytes;
+    }
+
+    /** {@link #parseBytes}, for picocli. */
+    static final class ByteSizeConverter implements ITypeConverter<Long> {
+        @Override
+        public Long convert(String s) {
+            try {
+                return parseBytes(s);
+            } catch (IllegalArgumentException e) {
+                throw new TypeConversionException(e.getMessage());
+            }
+        }
+    }
+
+    /** {@code none|gelu|layer}, case-insensitive. */
+    static final class RecomputeConverter implements ITypeConverter<Recompute> {
+        @Override
+        public Recompute convert(String s) {
+            for (Recompute r : Recompute.values()) {
+                if (r.name().equalsIgnoreCase(s)) {
+                    return r;
+                }
+            }
+            throw new TypeConversionException("'" + s + "' is not a recompute mode: none, gelu or layer");
+        }
+    }
+}

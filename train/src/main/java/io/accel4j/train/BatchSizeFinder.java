@@ -1,0 +1,100 @@
+package io.accel4j.train;
+
+import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Recompute;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Random;
+
+/**
+ * {@code --find-batch-size}: the largest micro-batch whose {@link MemoryPlan} fits a memory budget, the accumulation
+ * steps that make up a requested global batch with it, and a trial step that allocates exactly that plan and runs
+ * one forward, backward and AdamW update in it.
+ */
+public final class BatchSizeFinder {
+
+    /** The largest micro-batch searched. */
+    public static final int MAX_BATCH = 1 << 16;
+
+    private BatchSizeFinder() {
+    }
+
+    /**
+     * A choice of micro-batch and accumulation.
+     *
+     * @param batch     B, sequences per micro-batch on each rank
+     * @param gradAccum K, micro-batches per step
+     * @param largest   the largest B that fits the budget (B is smaller when the global batch needs it)
+     * @param plan      the memory plan of B
+     */
+    public record Choice(int batch, int gradAccum, int largest, MemoryPlan plan) {
+    }
+
+    /**
+     * Chooses B and K for one of {@code ranks} ranks: B the largest batch of {@code T}-token sequences that fits
+     * {@code budget} bytes; with a {@code globalBatch} (sequences per optimizer step over all ranks, null for
+     * none) K is the fewest micro-batches that split {@code globalBatch / ranks} exactly into batches that fit, and
+     * B that split; without, K is {@code gradAccum}.
+     *
+     * @throws IllegalArgumentException when not even one sequence fits, or the global batch does not split over the
+     *                                  ranks
+     */
+    public static Choice choose(GptConfig config, int T, Recompute recompute, long budget, int ranks,
+                                Integer globalBatch, int gradAccum) {
+        int largest = MemoryPlan.largestBatch(config, T, recompute, budget, MAX_BATCH);
+        if (largest == 0) {
+            MemoryPlan one = MemoryPlan.of(config, 1, T, recompute);
+            throw new IllegalArgumentException("not even one sequence of " + T + " tokens fits the memory budget of "
+                    + budget + " bytes: batch 1 needs " + one.total() + " (parameters, gradients and optimizer state "
+                    + (one.parameters() + one.gradients() + one.optimizer()) + " of them)");
+        }
+        if (globalBatch == null) {
+            return new Choice(largest, gradAccum, largest, MemoryPlan.of(config, largest, T, recompute));
+        }
+        if (globalBatch < 1 || globalBatch % ranks != 0) {
+            throw new IllegalArgumentException("the global batch must be a positive multiple of the " + ranks
+                    + " ranks, got " + globalBatch);
+        }
+        int perRank = globalBatch / ranks;
+        int k = (perRank + largest - 1) / largest;
+        while (perRank % k != 0) { // ends at k = perRank (B = 1) at the latest
+            k++;
+        }
+        int b = perRank / k;
+        return new Choice(b, k, largest, MemoryPlan.of(config, b, T, recompute));
+    }
+
+    /**
+     * Allocates what {@code plan} counts for a {@code B × T} micro-batch — the model, AdamW's moments and the batch
+     * buffers — and runs one forward, backward and update on random tokens, as the first training step would.
+     *
+     * @return the bytes allocated, which the caller compares with the plan
+     * @throws OutOfMemoryError when the machine cannot allocate what the plan says fits
+     */
+    public static long trialStep(GptConfig config, Ops ops, int B, int T, Recompute recompute) {
+        try (Gpt2 model = new Gpt2(config, ops, B, T, recompute); Arena arena = Arena.ofShared()) {
+            long count = model.layout().count();
+            MemorySegment m = arena.allocate(count * Float.BYTES, 64), v = arena.allocate(count * Float.BYTES, 64);
+            long tokens = (long) B * T;
+            MemorySegment inputs = arena.allocate(tokens * Integer.BYTES, 64);
+            MemorySegment targets = arena.allocate(tokens * Integer.BYTES, 64);
+            MemorySegment scalar = arena.allocate(Float.BYTES, 64);
+            Random r = new Random(1);
+            for (long i = 0; i < tokens; i++) {
+                inputs.setAtIndex(ValueLayout.JAVA_INT, i, r.nextInt(config.V()));
+                targets.setAtIndex(ValueLayout.JAVA_INT, i, r.nextInt(config.V()));
+            }
+            model.zeroGrad();
+            model.forwardBackward(inputs, targets, B, T, 1f / tokens);
+            // the step's last kernel; the model and its update are thrown away afterwards
+            ops.adamw(model.params(), model.grads(), m, v, 0, count, new AdamWConfig(1e-4f, 0.9f, 0.999f, 1e-8f, 0f),
+                    1, 1f);
+            return model.totalBytes() + m.byteSize() + v.byteSize() + inputs.byteSize() + targets.byteSize()
+                    + scalar.byteSize();
+        }
+    }
+}
