@@ -45,15 +45,22 @@ public final class BatchSizeFinder {
      */
     public static Choice choose(GptConfig config, int T, Recompute recompute, long budget, int ranks,
                                 Integer globalBatch, int gradAccum) {
-        int largest = MemoryPlan.largestBatch(config, T, recompute, budget, MAX_BATCH);
+        return choose(config, T, recompute, 0, budget, ranks, globalBatch, gradAccum);
+    }
+
+    /** {@link #choose(GptConfig, int, Recompute, long, int, Integer, int)} for ranks sharding with ZeRO. */
+    public static Choice choose(GptConfig config, int T, Recompute recompute, int zeroStage, long budget, int ranks,
+                                Integer globalBatch, int gradAccum) {
+        int largest = MemoryPlan.largestBatch(config, T, recompute, zeroStage, ranks, budget, MAX_BATCH);
         if (largest == 0) {
-            MemoryPlan one = MemoryPlan.of(config, 1, T, recompute);
+            MemoryPlan one = MemoryPlan.of(config, 1, T, recompute, zeroStage, ranks);
             throw new IllegalArgumentException("not even one sequence of " + T + " tokens fits the memory budget of "
                     + budget + " bytes: batch 1 needs " + one.total() + " (parameters, gradients and optimizer state "
                     + (one.parameters() + one.gradients() + one.optimizer()) + " of them)");
         }
         if (globalBatch == null) {
-            return new Choice(largest, gradAccum, largest, MemoryPlan.of(config, largest, T, recompute));
+            return new Choice(largest, gradAccum, largest,
+                    MemoryPlan.of(config, largest, T, recompute, zeroStage, ranks));
         }
         if (globalBatch < 1 || globalBatch % ranks != 0) {
             throw new IllegalArgumentException("the global batch must be a positive multiple of the " + ranks
@@ -65,20 +72,31 @@ public final class BatchSizeFinder {
             k++;
         }
         int b = perRank / k;
-        return new Choice(b, k, largest, MemoryPlan.of(config, b, T, recompute));
+        return new Choice(b, k, largest, MemoryPlan.of(config, b, T, recompute, zeroStage, ranks));
     }
 
     /**
-     * Allocates what {@code plan} counts for a {@code B × T} micro-batch — the model, AdamW's moments and the batch
-     * buffers — and runs one forward, backward and update on random tokens, as the first training step would.
+     * Allocates what {@code plan} counts for a {@code B × T} micro-batch — the model, AdamW's moments (of the largest
+     * shard with ZeRO, and its gradient and parameter shards) and the batch buffers — and runs one forward, backward
+     * and update on random tokens, as the first training step would (the update over the shard, without the
+     * collectives).
      *
      * @return the bytes allocated, which the caller compares with the plan
      * @throws OutOfMemoryError when the machine cannot allocate what the plan says fits
      */
     public static long trialStep(GptConfig config, Ops ops, int B, int T, Recompute recompute) {
+        return trialStep(config, ops, B, T, recompute, 0, 1);
+    }
+
+    /** {@link #trialStep(GptConfig, Ops, int, int, Recompute)} for a rank sharding with ZeRO. */
+    public static long trialStep(GptConfig config, Ops ops, int B, int T, Recompute recompute, int zeroStage,
+                                 int ranks) {
         try (Gpt2 model = new Gpt2(config, ops, B, T, recompute); Arena arena = Arena.ofShared()) {
             long count = model.layout().count();
-            MemorySegment m = arena.allocate(count * Float.BYTES, 64), v = arena.allocate(count * Float.BYTES, 64);
+            long shard = zeroStage == 0 ? count : ZeroMemory.fp32(zeroStage, ranks, count).shard();
+            MemorySegment m = arena.allocate(shard * Float.BYTES, 64), v = arena.allocate(shard * Float.BYTES, 64);
+            long shards = (zeroStage >= 2 ? arena.allocate(shard * Float.BYTES, 64).byteSize() : 0)
+                    + (zeroStage >= 3 ? arena.allocate(shard * Float.BYTES, 64).byteSize() : 0);
             long tokens = (long) B * T;
             MemorySegment inputs = arena.allocate(tokens * Integer.BYTES, 64);
             MemorySegment targets = arena.allocate(tokens * Integer.BYTES, 64);
@@ -91,9 +109,10 @@ public final class BatchSizeFinder {
             model.zeroGrad();
             model.forwardBackward(inputs, targets, B, T, 1f / tokens);
             // the step's last kernel; the model and its update are thrown away afterwards
-            ops.adamw(model.params(), model.grads(), m, v, 0, count, new AdamWConfig(1e-4f, 0.9f, 0.999f, 1e-8f, 0f),
-                    1, 1f);
-            return model.totalBytes() + m.byteSize() + v.byteSize() + inputs.byteSize() + targets.byteSize()
+            long shardBytes = shard * Float.BYTES;
+            ops.adamw(model.params().asSlice(0, shardBytes), model.grads().asSlice(0, shardBytes), m, v, 0, shard,
+                    new AdamWConfig(1e-4f, 0.9f, 0.999f, 1e-8f, 0f), 1, 1f);
+            return model.totalBytes() + m.byteSize() + v.byteSize() + shards + inputs.byteSize() + targets.byteSize()
                     + scalar.byteSize();
         }
     }

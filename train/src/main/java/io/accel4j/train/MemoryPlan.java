@@ -12,9 +12,9 @@ import java.util.Locale;
  * that fits a budget. Not counted: the JVM heap (the data loaders' two (B·T+1)-token batches each, the kernels'
  * per-thread scratch) and the token files, which are memory-mapped.
  *
- * @param parameters  fp32 parameters, 4Ψ
- * @param gradients   fp32 gradients, 4Ψ
- * @param optimizer   AdamW's fp32 first and second moments, 8Ψ
+ * @param parameters  fp32 parameters, 4Ψ (+ the owned shard at ZeRO stage 3)
+ * @param gradients   fp32 gradients, 4Ψ (+ the averaged shard from ZeRO stage 2)
+ * @param optimizer   AdamW's fp32 first and second moments, 8Ψ (8Ψ/N from ZeRO stage 1)
  * @param activations the activations and their gradients for B·T positions, with the model's token buffers
  *                    ({@link Gpt2#activationBytes(GptConfig, int, int, Recompute)})
  * @param batch       the trainer's input and target token buffers and its one-float scratch
@@ -23,10 +23,23 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long a
 
     /** The plan of a rank training {@code config} on micro-batches of {@code B × T} keeping {@code recompute}'s. */
     public static MemoryPlan of(GptConfig config, int B, int T, Recompute recompute) {
-        long fp32 = new ParameterLayout(config).fp32Bytes();
+        return of(config, B, T, recompute, 0, 1);
+    }
+
+    /**
+     * {@link #of(GptConfig, int, int, Recompute)} for one of {@code ranks} ranks sharding with ZeRO stage
+     * {@code zeroStage} ({@link ZeroMemory#heldByTrainer()}: from stage 1 AdamW's moments cover the largest shard,
+     * stage 2 adds a gradient shard, stage 3 a parameter shard, to the model's full buffers). With ZeRO the figure is
+     * the largest rank's, less its N fp64 norm partials.
+     */
+    public static MemoryPlan of(GptConfig config, int B, int T, Recompute recompute, int zeroStage, int ranks) {
+        long psi = new ParameterLayout(config).count(), fp32 = 4 * psi;
         long tokens = Math.multiplyExact((long) B * T, (long) Integer.BYTES);
-        return new MemoryPlan(fp32, fp32, 2 * fp32, Gpt2.activationBytes(config, B, T, recompute),
-                2 * tokens + Float.BYTES);
+        ZeroMemory z = ZeroMemory.fp32(zeroStage, ranks, psi);
+        long shard = 4 * z.shard();
+        long optimizer = zeroStage >= 1 ? 2 * shard : 2 * fp32;
+        return new MemoryPlan(fp32 + (zeroStage >= 3 ? shard : 0), fp32 + (zeroStage >= 2 ? shard : 0), optimizer,
+                Gpt2.activationBytes(config, B, T, recompute), 2 * tokens + Float.BYTES);
     }
 
     /** The bytes in all. */
@@ -40,13 +53,19 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long a
      * buffers do), so this is a binary search.
      */
     public static int largestBatch(GptConfig config, int T, Recompute recompute, long budget, int maxBatch) {
+        return largestBatch(config, T, recompute, 0, 1, budget, maxBatch);
+    }
+
+    /** {@link #largestBatch(GptConfig, int, Recompute, long, int)} for a rank of a ZeRO run. */
+    public static int largestBatch(GptConfig config, int T, Recompute recompute, int zeroStage, int ranks,
+                                   long budget, int maxBatch) {
         if (maxBatch < 1) {
             throw new IllegalArgumentException("maxBatch must be >= 1, got " + maxBatch);
         }
         int lo = 0, hi = maxBatch; // fits(lo) holds (vacuously for 0); find the largest
         while (lo < hi) {
             int mid = (int) (((long) lo + hi + 1) >>> 1);
-            if (fits(config, mid, T, recompute, budget)) {
+            if (fits(() -> of(config, mid, T, recompute, zeroStage, ranks), budget)) {
                 lo = mid;
             } else {
                 hi = mid - 1;
@@ -55,9 +74,9 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long a
         return lo;
     }
 
-    private static boolean fits(GptConfig config, int B, int T, Recompute recompute, long budget) {
+    private static boolean fits(java.util.function.Supplier<MemoryPlan> plan, long budget) {
         try {
-            return of(config, B, T, recompute).total() <= budget;
+            return plan.get().total() <= budget;
         } catch (ArithmeticException e) { // more positions than a long can count bytes of
             return false;
         }

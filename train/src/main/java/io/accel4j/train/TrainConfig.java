@@ -33,11 +33,14 @@ import io.accel4j.train.data.SampleOrder;
  * @param bucketBytes    data parallelism: gradients are averaged in buckets of at least this many bytes, each
  *                       started as soon as backward has produced it (0: one all-reduce of all the gradients after
  *                       backward); default 25 MiB, PyTorch DDP's
+ * @param zeroStage      data parallelism: the ZeRO stage, see {@link ZeroOptimizer}: 0 plain DDP (every rank holds
+ *                       everything), 1 AdamW's moments sharded over the ranks, 2 the averaged gradients too, 3 the
+ *                       parameters too; above 0 the run needs more than one rank
  */
 public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr, Schedule schedule, int warmup,
                           float minLrFraction, float beta1, float beta2, float eps, float weightDecay,
                           boolean decayMatricesOnly, float gradClip, int valEvery, int valBatches, int saveEvery,
-                          SampleOrder.Mode dataOrder, long seed, long bucketBytes) {
+                          SampleOrder.Mode dataOrder, long seed, long bucketBytes, int zeroStage) {
 
     /** The default {@link #bucketBytes}: 25 MiB. */
     public static final long DEFAULT_BUCKET_BYTES = 25L << 20;
@@ -61,6 +64,10 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         nonNegative("saveEvery", saveEvery);
         if (bucketBytes < 0) {
             throw new IllegalArgumentException("bucketBytes must be >= 0 (0: one all-reduce), got " + bucketBytes);
+        }
+        if (zeroStage < 0 || zeroStage > ZeroOptimizer.MAX_STAGE) {
+            throw new IllegalArgumentException("zeroStage must be 0 (plain data parallelism), 1, 2 or 3, got "
+                    + zeroStage);
         }
         if (!(lr > 0) || !Float.isFinite(lr)) {
             throw new IllegalArgumentException("lr must be finite and > 0, got " + lr);
@@ -128,6 +135,7 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         b.valEvery = valEvery; b.valBatches = valBatches; b.saveEvery = saveEvery; b.dataOrder = dataOrder;
         b.seed = seed;
         b.bucketBytes = bucketBytes;
+        b.zeroStage = zeroStage;
         return b;
     }
 
@@ -141,6 +149,7 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         private SampleOrder.Mode dataOrder = SampleOrder.Mode.SHUFFLED;
         private long seed = 42;
         private long bucketBytes = DEFAULT_BUCKET_BYTES;
+        private int zeroStage;
 
         private Builder() {}
 
@@ -163,11 +172,12 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         public Builder dataOrder(SampleOrder.Mode v) { dataOrder = v; return this; }
         public Builder seed(long v) { seed = v; return this; }
         public Builder bucketBytes(long v) { bucketBytes = v; return this; }
+        public Builder zeroStage(int v) { zeroStage = v; return this; }
 
         public TrainConfig build() {
             return new TrainConfig(batch, seq, steps, gradAccum, lr, schedule, warmup, minLrFraction, beta1, beta2,
                     eps, weightDecay, decayMatricesOnly, gradClip, valEvery, valBatches, saveEvery, dataOrder, seed,
-                    bucketBytes);
+                    bucketBytes, zeroStage);
         }
     }
 }

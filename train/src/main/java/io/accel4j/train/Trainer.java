@@ -14,8 +14,6 @@ import io.accel4j.train.io.AtomicWrite;
 import io.accel4j.train.io.FileFormatException;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.ParameterLayout;
-import io.accel4j.train.model.ParameterLayout.Param;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -26,10 +24,8 @@ import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.util.EnumSet;
 import java.util.Objects;
 import java.util.Properties;
-import java.util.Set;
 
 /**
  * The training loop of llm.c's {@code train_gpt2.c}, through the model's {@link Ops}: per step, an optional
@@ -58,15 +54,17 @@ import java.util.Set;
  * {@link SampleOrder.Mode#SHUFFLED} and {@link SampleOrder.Mode#SEQUENTIAL}). Every rank must call
  * {@link #trainStep}/{@link #accumulate} equally often; a rank that fails makes the others fail with the
  * communicator's {@link io.accel4j.collectives.CollectiveException} within its timeout.
+ *
+ * <p><b>ZeRO.</b> With {@link TrainConfig#zeroStage} 1..3, a {@link ZeroOptimizer} shards AdamW's moments (and from
+ * stage 2 the averaged gradients, at stage 3 the parameters) over the ranks; the parameters, losses and norms are
+ * those of plain DDP (see there). {@link #save} is then collective: every rank must call it, rank 0 gathers the
+ * moments and writes the same whole-model checkpoint as without ZeRO, the other ranks write nothing;
+ * {@link #resume} reads each rank's shard.
  */
 public final class Trainer implements AutoCloseable {
 
     /** The file in a checkpoint directory that names the latest complete checkpoint. */
     public static final String POINTER = "checkpoint.properties";
-
-    /** The 2-D weight matrices: with {@link TrainConfig#decayMatricesOnly} the only tensors that decay. */
-    private static final Set<Param> MATRICES =
-            EnumSet.of(Param.WTE, Param.WPE, Param.QKVW, Param.ATTPROJW, Param.FCW, Param.FCPROJW);
 
     private final Gpt2 model;
     private final Ops ops;
@@ -84,6 +82,8 @@ public final class Trainer implements AutoCloseable {
     private final Communicator comm;
     private final MemorySegment scalar;
     private final GradientBuckets buckets;
+    /** ZeRO's sharded optimizer (null: plain DDP or one rank; then {@link #m}, {@link #v} hold all moments). */
+    private final ZeroOptimizer zero;
     private int step;
 
     /**
@@ -117,22 +117,31 @@ public final class Trainer implements AutoCloseable {
             valFile.checkVocabulary(V);
         }
         this.count = model.layout().count();
+        if (cfg.zeroStage() > 0 && this.comm == null) {
+            throw new IllegalArgumentException("ZeRO stage " + cfg.zeroStage() + " shards over the ranks: it needs a "
+                    + "communicator of more than one rank (got " + ranks + ")");
+        }
         DataLoader t = null, vl = null;
+        ZeroOptimizer z = null;
         try {
             t = new DataLoader(trainFile, cfg.batch(), cfg.seq(), rank, ranks, cfg.dataOrder(), cfg.seed());
             if (valFile != null && cfg.valBatches() > 0) {
                 vl = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1, SampleOrder.Mode.SEQUENTIAL, 0);
             }
             long bytes = count * Float.BYTES;
-            this.m = arena.allocate(bytes, 64);
-            this.v = arena.allocate(bytes, 64);
+            z = cfg.zeroStage() == 0 ? null : new ZeroOptimizer(cfg.zeroStage(), this.comm, model, cfg);
+            this.m = z == null ? arena.allocate(bytes, 64) : null;
+            this.v = z == null ? arena.allocate(bytes, 64) : null;
             long tokens = (long) cfg.batch() * cfg.seq() * Integer.BYTES;
             this.inputs = arena.allocate(tokens, 64);
             this.targets = arena.allocate(tokens, 64);
             this.scalar = arena.allocate(Float.BYTES, 64);
-            this.buckets = this.comm == null || cfg.bucketBytes() == 0 ? null
+            this.buckets = this.comm == null || cfg.bucketBytes() == 0 || z != null && z.shardsGradients() ? null
                     : new GradientBuckets(this.comm, model.grads(), model.layout(), cfg.bucketBytes());
         } catch (RuntimeException | Error e) {
+            if (z != null) {
+                z.close();
+            }
             if (t != null) {
                 t.close();
             }
@@ -142,6 +151,7 @@ public final class Trainer implements AutoCloseable {
             arena.close();
             throw e;
         }
+        this.zero = z;
         this.train = t;
         this.val = vl;
         this.valStart = vl == null ? null : vl.position();
@@ -177,9 +187,23 @@ public final class Trainer implements AutoCloseable {
         return comm == null ? 1 : comm.size();
     }
 
-    /** Bytes this trainer allocated off-heap: AdamW's moments and the batch buffers ({@link MemoryPlan}). */
+    /**
+     * Bytes this trainer allocated off-heap: AdamW's moments (with ZeRO, this rank's shards and norm partials) and
+     * the batch buffers ({@link MemoryPlan}).
+     */
     public long stateBytes() {
-        return m.byteSize() + v.byteSize() + inputs.byteSize() + targets.byteSize() + scalar.byteSize();
+        return (zero == null ? m.byteSize() + v.byteSize() : zero.stateBytes()) + inputs.byteSize()
+                + targets.byteSize() + scalar.byteSize();
+    }
+
+    /** The ZeRO stage (0: plain data parallelism, or one rank). */
+    public int zeroStage() {
+        return zero == null ? 0 : zero.stage();
+    }
+
+    /** Model-state bytes per rank by the ZeRO paper's accounting (fp32 states), for this run's stage and ranks. */
+    public ZeroMemory memory() {
+        return zero != null ? zero.memory() : ZeroMemory.fp32(0, ranks(), count);
     }
 
     /** Layer buckets the gradient averaging started so far (0 without overlap; for tests). */
@@ -237,6 +261,8 @@ public final class Trainer implements AutoCloseable {
         }
         if (buckets != null) {
             buckets.finish();
+        } else if (zero != null && zero.shardsGradients()) {
+            zero.reduceGradients();
         } else if (comm != null) {
             comm.allReduce(model.grads(), count, DType.FP32, ReduceOp.AVG);
         }
@@ -245,7 +271,7 @@ public final class Trainer implements AutoCloseable {
             comm.allReduce(scalar, 1, DType.FP32, ReduceOp.AVG);
             loss = scalar.get(ValueLayout.JAVA_FLOAT_UNALIGNED, 0);
         }
-        double norm = Math.sqrt(ops.sumOfSquares(model.grads(), count));
+        double norm = Math.sqrt(zero != null ? zero.sumOfSquares() : ops.sumOfSquares(model.grads(), count));
         if (!Double.isFinite(loss) || !Double.isFinite(norm)) {
             throw new IllegalStateException("training diverged at step " + s + " (loss " + loss + ", gradient norm "
                     + norm + "): lower the learning rate or clip the gradients");
@@ -285,23 +311,14 @@ public final class Trainer implements AutoCloseable {
     /** AdamW step {@code t} (≥ 1) at learning rate {@code lr}, gradients multiplied by {@code gradScale}. */
     private void update(float lr, int t, float gradScale) {
         AdamWConfig decay = new AdamWConfig(lr, cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay());
-        if (!cfg.decayMatricesOnly() || cfg.weightDecay() == 0) {
-            adamw(0, count, decay, t, gradScale);
+        AdamWConfig none = new AdamWConfig(lr, cfg.beta1(), cfg.beta2(), cfg.eps(), 0f);
+        if (zero != null) {
+            zero.update(decay, none, t, gradScale);
             return;
         }
-        AdamWConfig none = new AdamWConfig(lr, cfg.beta1(), cfg.beta2(), cfg.eps(), 0f);
-        ParameterLayout layout = model.layout();
-        long start = 0;
-        Boolean runDecays = null;
-        for (ParameterLayout.Tensor tensor : layout.tensors()) {
-            boolean decays = MATRICES.contains(tensor.param());
-            if (runDecays != null && decays != runDecays) {
-                adamw(start, tensor.offset() - start, runDecays ? decay : none, t, gradScale);
-                start = tensor.offset();
-            }
-            runDecays = decays;
+        for (DecayRanges.Range r : DecayRanges.of(model.layout(), cfg)) {
+            adamw(r.offset(), r.length(), r.decays() ? decay : none, t, gradScale);
         }
-        adamw(start, count - start, runDecays ? decay : none, t, gradScale);
     }
 
     private void adamw(long offset, long length, AdamWConfig c, int t, float gradScale) {
@@ -324,15 +341,31 @@ public final class Trainer implements AutoCloseable {
         return sum / valBatches;
     }
 
-    /** Writes a checkpoint of the current step into {@code dir} (created if missing); returns the model file. */
+    /**
+     * Writes a checkpoint of the current step into {@code dir} (created if missing); returns the model file. With ZeRO
+     * a collective: every rank must call it; rank 0 gathers AdamW's moments and writes, the others only send theirs
+     * and return the path rank 0 writes.
+     */
     public Path save(Path dir) throws IOException {
-        Files.createDirectories(dir);
         String name = String.format("%08d", step);
         Path modelFile = dir.resolve("model_" + name + ".bin");
         Path stateFile = dir.resolve("state_" + name + ".bin");
-        model.save(modelFile);
-        TrainState.write(stateFile, new TrainState.Header(step, cfg.batch(), cfg.seq(), cfg.gradAccum(),
-                model.config(), train.position().encode()), m, v);
+        try (Arena gathered = Arena.ofConfined()) {
+            MemorySegment moments1 = m, moments2 = v;
+            if (zero != null) {
+                boolean root = rank() == 0;
+                moments1 = root ? gathered.allocate(count * Float.BYTES, 64) : null;
+                moments2 = root ? gathered.allocate(count * Float.BYTES, 64) : null;
+                zero.gatherMoments(moments1, moments2);
+                if (!root) {
+                    return modelFile;
+                }
+            }
+            Files.createDirectories(dir);
+            model.save(modelFile);
+            TrainState.write(stateFile, new TrainState.Header(step, cfg.batch(), cfg.seq(), cfg.gradAccum(),
+                    model.config(), train.position().encode()), moments1, moments2);
+        }
         String pointer = "# the latest complete accel4j checkpoint\nstep=" + step + "\nmodel="
                 + modelFile.getFileName() + "\nstate=" + stateFile.getFileName() + "\n";
         AtomicWrite.write(dir.resolve(POINTER), ch -> ch.write(
@@ -366,7 +399,7 @@ public final class Trainer implements AutoCloseable {
         }
         Path modelFile = dir.resolve(modelName), stateFile = dir.resolve(stateName);
         GptConfig want = model.config();
-        TrainState.Header h = TrainState.read(stateFile, want, m, v);
+        TrainState.Header h = zero != null ? zero.readMoments(stateFile) : TrainState.read(stateFile, want, m, v);
         if (h.B() != cfg.batch() || h.T() != cfg.seq() || h.gradAccum() != cfg.gradAccum()) {
             throw new FileFormatException(stateFile, "header[3..5] (B, T, grad accumulation)", "is " + h.B() + ", "
                     + h.T() + ", " + h.gradAccum() + ", but this run uses " + cfg.batch() + ", " + cfg.seq() + ", "
@@ -379,6 +412,9 @@ public final class Trainer implements AutoCloseable {
                         + ", but the model is " + want);
             }
             MemorySegment.copy(loaded.params(), 0, model.params(), 0, model.parameterBytes());
+        }
+        if (zero != null) {
+            zero.parametersChanged();
         }
         try {
             DataLoader.State saved = DataLoader.State.decode(h.loaderState());
@@ -402,6 +438,9 @@ public final class Trainer implements AutoCloseable {
     /** Stops the data loaders and frees the optimizer state (the model stays open). */
     @Override
     public void close() {
+        if (zero != null) {
+            zero.close();
+        }
         train.close();
         if (val != null) {
             val.close();

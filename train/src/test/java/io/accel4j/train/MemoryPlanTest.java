@@ -71,6 +71,23 @@ class MemoryPlanTest {
     }
 
     @Test
+    void zeroShardsTheOptimizerThenTheGradientsThenTheParameters() {
+        int B = 2, ranks = 3;
+        long psi = new ParameterLayout(CONFIG).count(), shard = (psi + ranks - 1) / ranks;
+        MemoryPlan[] p = new MemoryPlan[4];
+        for (int stage = 0; stage <= 3; stage++) {
+            p[stage] = MemoryPlan.of(CONFIG, B, T, Recompute.NONE, stage, ranks);
+            assertThat(BatchSizeFinder.trialStep(CONFIG, ops, B, T, Recompute.NONE, stage, ranks))
+                    .as("trial at stage %d", stage).isEqualTo(p[stage].total());
+        }
+        assertThat(p[0]).isEqualTo(MemoryPlan.of(CONFIG, B, T, Recompute.NONE));
+        assertThat(p[1].optimizer()).isEqualTo(8 * shard);
+        assertThat(p[2].gradients()).isEqualTo(4 * psi + 4 * shard);
+        assertThat(p[3].parameters()).isEqualTo(4 * psi + 4 * shard);
+        assertThat(p[3].total() - p[0].total()).isEqualTo(8 * shard + 8 * shard - 8 * psi);
+    }
+
+    @Test
     void theLargestBatchIsTheLastThatFits() {
         for (int b : new int[] {1, 2, 9, 33}) {
             long exact = MemoryPlan.of(CONFIG, b, T, Recompute.NONE).total();

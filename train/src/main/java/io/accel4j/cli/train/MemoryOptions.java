@@ -61,8 +61,8 @@ final class MemoryOptions {
         }
         BatchSizeFinder.Choice c;
         try {
-            c = BatchSizeFinder.choose(model, cfg.seq(), recompute, memoryBudget, ranks, globalBatch,
-                    cfg.gradAccum());
+            c = BatchSizeFinder.choose(model, cfg.seq(), recompute, cfg.zeroStage(), memoryBudget, ranks,
+                    globalBatch, cfg.gradAccum());
         } catch (IllegalArgumentException e) {
             throw usage.apply("--find-batch-size: " + e.getMessage());
         }
@@ -78,15 +78,16 @@ final class MemoryOptions {
      * With --find-batch-size, the trial step ({@link BatchSizeFinder#trialStep}) on {@code threads} threads: checks
      * that what it allocated is what the plan counted, and prints it.
      */
-    void trial(TrainConfig cfg, GptConfig model, int threads, PrintWriter w) {
+    void trial(TrainConfig cfg, GptConfig model, int ranks, int threads, PrintWriter w) {
         if (!findBatchSize) {
             return;
         }
-        long planned = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute).total();
+        long planned = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(), ranks).total();
         long t0 = System.nanoTime();
         long allocated;
         try (Parallel pool = new Parallel(threads)) {
-            allocated = BatchSizeFinder.trialStep(model, new CpuOps(pool), cfg.batch(), cfg.seq(), recompute);
+            allocated = BatchSizeFinder.trialStep(model, new CpuOps(pool), cfg.batch(), cfg.seq(), recompute,
+                    cfg.zeroStage(), ranks);
         } catch (OutOfMemoryError e) {
             throw new CliException("--find-batch-size: the trial step at --batch " + cfg.batch() + " could not "
                     + "allocate its " + planned + " bytes: lower --memory-budget (" + e.getMessage() + ")", e);

@@ -136,6 +136,11 @@ public final class TrainCommand implements Callable<Integer> {
     double bucketMb;
     @Mixin
     MemoryOptions memory;
+    @Option(names = "--zero", paramLabel = "0|1|2|3", defaultValue = "0", description = "With --ranks: ZeRO "
+            + "sharding of the model states over the ranks: 1 AdamW's moments, 2 also the averaged gradients "
+            + "(reduce-scattered after backward, not bucketed), 3 also the parameters (gathered whole after each "
+            + "update); 0: plain data parallelism. The results are the same (default: ${DEFAULT-VALUE}).")
+    int zero;
     @Option(names = "--profile", description = "After the run, print a per-op table of every kernel call rank 0 "
             + "made (validation included): calls, ms, % of the run, GFLOP/s or GB/s.")
     boolean profile;
@@ -169,7 +174,7 @@ public final class TrainCommand implements Callable<Integer> {
         PrintWriter w = spec.commandLine().getOut();
         TrainConfig cfg = memory.choose(asked, modelConfig, ranks, w, this::usage);
         int nThreads = threads != null ? threads : Parallel.defaultThreads();
-        memory.trial(cfg, modelConfig, Math.max(1, nThreads / ranks), w);
+        memory.trial(cfg, modelConfig, ranks, Math.max(1, nThreads / ranks), w);
         Path dir = out != null ? out : resume != null ? resume : Path.of("runs", LocalDateTime.now()
                 .format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss")));
         try {
@@ -220,6 +225,9 @@ public final class TrainCommand implements Callable<Integer> {
                     gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
                     gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
                             .toLowerCase(java.util.Locale.ROOT), comm == null ? "" : " per rank");
+            if (trainer.ranks() > 1) {
+                w.println(trainer.memory().describe());
+            }
             w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath,
                     train.size(), val == null ? "" : String.format(", validation %s: %,d tokens", valPath,
                             val.size()), cfg.steps(), cfg.batch() * cfg.gradAccum() * trainer.ranks(), cfg.seq(),
@@ -232,8 +240,15 @@ public final class TrainCommand implements Callable<Integer> {
             }
             w.flush();
             if (!lead) {
+                boolean saves = trainer.zeroStage() > 0; // with ZeRO, checkpoints are collective
                 while (!trainer.done()) {
                     trainer.trainStep();
+                    if (saves && savesAfterStep(trainer)) {
+                        trainer.save(dir);
+                    }
+                }
+                if (saves) {
+                    trainer.save(dir);
                 }
                 return;
             }
@@ -284,12 +299,19 @@ public final class TrainCommand implements Callable<Integer> {
         if (!(bucketMb >= 0) || Double.isInfinite(bucketMb)) {
             throw usage("--bucket-mb must be finite and >= 0, got " + bucketMb);
         }
+        if (zero < 0 || zero > 3) {
+            throw usage("--zero must be 0 (plain data parallelism), 1, 2 or 3, got " + zero);
+        }
+        if (zero > 0 && ranks == 1) {
+            throw usage("--zero " + zero + " shards the model states over data-parallel ranks: it needs --ranks 2 "
+                    + "or more");
+        }
         try {
             return TrainConfig.builder().batch(batch).seq(seq).steps(steps).gradAccum(gradAccum).lr(lr)
                     .betas(beta1, beta2).eps(eps).schedule(schedule).warmup(warmup).minLrFraction(minLrFraction)
                     .weightDecay(weightDecay).decayMatricesOnly(noDecaySet).gradClip(gradClip).valEvery(valEvery)
                     .valBatches(valBatches).saveEvery(saveEvery).dataOrder(dataOrder).seed(seed)
-                    .bucketBytes((long) Math.ceil(bucketMb * (1 << 20))).build();
+                    .bucketBytes((long) Math.ceil(bucketMb * (1 << 20))).zeroStage(zero).build();
         } catch (IllegalArgumentException e) {
             throw usage(flagNames(e.getMessage()));
         }
@@ -403,7 +425,7 @@ public final class TrainCommand implements Callable<Integer> {
                 json.newLine();
                 json.flush();
                 progress.step(m);
-                if (saveEvery > 0 && trainer.step() % saveEvery == 0 && !trainer.done()) {
+                if (savesAfterStep(trainer)) {
                     trainer.save(dir);
                 }
             }
@@ -418,6 +440,11 @@ public final class TrainCommand implements Callable<Integer> {
         Path model = trainer.save(dir);
         progress.done(model, metrics);
         return history;
+    }
+
+    /** Whether the run checkpoints after the step just taken (besides the final checkpoint). */
+    private boolean savesAfterStep(Trainer trainer) {
+        return saveEvery > 0 && trainer.step() % saveEvery == 0 && !trainer.done();
     }
 
     static String message(Throwable e) {

@@ -87,6 +87,20 @@ public final class TrainState {
      * field that differs.
      */
     public static Header read(Path file, GptConfig config, MemorySegment m, MemorySegment v) throws IOException {
+        return read(file, config, m, v, 0, config.parameterCount());
+    }
+
+    /**
+     * {@link #read(Path, GptConfig, MemorySegment, MemorySegment)} of the moments of parameters
+     * {@code [from, from + length)} only (a ZeRO rank's shard) into {@code m} and {@code v}, each at least
+     * {@code length} fp32; the whole file is checked as there.
+     */
+    public static Header read(Path file, GptConfig config, MemorySegment m, MemorySegment v, long from, long length)
+            throws IOException {
+        if (from < 0 || length < 0 || from + length > config.parameterCount()) {
+            throw new IllegalArgumentException("range [" + from + ", " + (from + length) + ") is outside the "
+                    + config.parameterCount() + " parameters");
+        }
         try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
             int[] h = LlmcHeader.read(ch, file);
             if (h[0] != MAGIC) {
@@ -133,8 +147,9 @@ public final class TrainState {
             long at = LlmcHeader.BYTES + (long) h[12];
             try (Arena mapping = Arena.ofConfined()) {
                 MemorySegment src = ch.map(FileChannel.MapMode.READ_ONLY, at, 2 * count * Float.BYTES, mapping);
-                MemorySegment.copy(src, FLOAT_LE, 0, m, ValueLayout.JAVA_FLOAT_UNALIGNED, 0, count);
-                MemorySegment.copy(src, FLOAT_LE, count * Float.BYTES, v, ValueLayout.JAVA_FLOAT_UNALIGNED, 0, count);
+                MemorySegment.copy(src, FLOAT_LE, from * Float.BYTES, m, ValueLayout.JAVA_FLOAT_UNALIGNED, 0, length);
+                MemorySegment.copy(src, FLOAT_LE, (count + from) * Float.BYTES, v, ValueLayout.JAVA_FLOAT_UNALIGNED, 0,
+                        length);
             }
             return new Header(h[2], h[3], h[4], h[5], config, loader.array());
         }

@@ -81,6 +81,39 @@ class TrainCommandRanksTest {
     }
 
     @Test
+    void zeroTrainsAsPlainDataParallelismAndCheckpointsAcrossStages() throws IOException {
+        Path ddp = tmp.resolve("ddp"), zero = tmp.resolve("zero");
+        String[] common = {"--batch", "2", "--ranks", "2", "--data-order", "shuffled", "--bucket-mb", "0",
+            "--grad-clip", "0"};
+        Result a = run(concat(args(ddp, common), "--steps", "3"));
+        assertThat(a.code()).as(a.err()).isZero();
+        assertThat(a.out()).contains("ZeRO-0 over 2 ranks (fp32 model states)");
+        Result z = run(concat(args(zero, common), "--steps", "2", "--zero", "2", "--save-every", "1"));
+        assertThat(z.code()).as(z.err()).isZero();
+        assertThat(z.out()).contains("ZeRO-2 over 2 ranks (fp32 model states): per rank params ",
+                "this CPU trainer holds");
+        Result r = run(concat(args(zero, common), "--steps", "3", "--zero", "3", "--resume", zero.toString()));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("resumed " + zero + " at step 2");
+        assertThat(trainLosses(zero)).containsExactlyElementsOf(trainLosses(ddp));
+        assertThat(Files.readAllBytes(zero.resolve("model_00000003.bin")))
+                .isEqualTo(Files.readAllBytes(ddp.resolve("model_00000003.bin")));
+        assertThat(Files.readAllBytes(zero.resolve("state_00000003.bin")))
+                .isEqualTo(Files.readAllBytes(ddp.resolve("state_00000003.bin")));
+    }
+
+    @Test
+    void badZeroFlagsAreUsageErrors() {
+        Result r = run("train", "--zero", "1", "--out", tmp.resolve("x").toString());
+        assertThat(r.code()).isEqualTo(2);
+        assertThat(r.err()).startsWith("accel4j: error: --zero 1 shards the model states over data-parallel ranks: "
+                + "it needs --ranks 2 or more");
+        r = run("train", "--zero", "4", "--ranks", "2", "--out", tmp.resolve("x").toString());
+        assertThat(r.code()).isEqualTo(2);
+        assertThat(r.err()).startsWith("accel4j: error: --zero must be 0 (plain data parallelism), 1, 2 or 3, got 4");
+    }
+
+    @Test
     void badRanksAreAUsageError() {
         Result r = run("train", "--ranks", "0", "--out", tmp.resolve("x").toString());
         assertThat(r.code()).isEqualTo(2);

@@ -1,0 +1,250 @@
+package io.accel4j.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.offset;
+
+import io.accel4j.collectives.Chunks;
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.InProcessGroup;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.data.SampleOrder;
+import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.model.Gpt2;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * ZeRO stages 1..3 over in-process ranks train exactly as plain data parallelism: the same parameters, losses and
+ * norms after a few steps, with 2 ranks and with 3 (the parameter count not a multiple of 3, shards of unequal
+ * length); checkpoints save and resume across stages; the memory accounting is the ZeRO paper's.
+ */
+class ZeroTest {
+
+    private static final int STEPS = 4;
+    private static final float CLIP = 0.5f;
+    /**
+     * Gradient norms of stage 2/3 vs DDP, relative: the same squares summed in another grouping (per shard, fp32
+     * lanes over runs of ≤ 35 squares, then float64): within the kernel's bound 35·2⁻²⁴ = 2.1e-6 of the exact sum
+     * each, so 5e-6 for the two; in practice ~1e-8.
+     */
+    private static final double NORM_REL = 5e-6;
+    /**
+     * Parameters of stage 2/3 vs DDP with clipping active: the only difference is the clip factor, which may differ by
+     * about the norm's relative error (≤ 5e-6, in practice an ulp or none) and scales a whole gradient uniformly.
+     * AdamW's m̂/(√v̂ + ε) is invariant to that scale up to ε, so an update moves by at most lr·5e-6 = 5e-8 per step:
+     * 2e-7 over {@link #STEPS} steps, 1e-6 leaving margin for the forward's feedback; a real bug (a wrong shard, a
+     * missing gather) moves parameters by ~lr = 1e-2.
+     */
+    private static final double CLIPPED_PARAM_TOL = 1e-6;
+
+    @TempDir
+    static Path tmp;
+    private static TokenFile trainFile;
+
+    @BeforeAll
+    static void setUp() throws IOException {
+        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(23));
+    }
+
+    @AfterAll
+    static void tearDown() {
+        trainFile.close();
+    }
+
+    /** Weight decay on the matrices only, so AdamW's runs are cut by the shards' boundaries. */
+    private static TrainConfig.Builder cfg(int stage, float clip, long bucketBytes) {
+        return TrainConfig.builder().batch(2).seq(5).steps(STEPS).lr(1e-2f).eps(1e-5f).gradClip(clip)
+                .weightDecay(0.1f).decayMatricesOnly(true).dataOrder(SampleOrder.Mode.SEQUENTIAL)
+                .bucketBytes(bucketBytes).zeroStage(stage);
+    }
+
+    private record Run(float[] params, double[] losses, double[] norms, int layerBuckets) {}
+
+    private static Run train(TrainConfig cfg, Communicator comm) throws IOException {
+        try (Parallel pool = new Parallel(1);
+             Gpt2 m = new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(), TrainerTest.TINY.maxT())) {
+            m.initialise(1);
+            try (Trainer t = new Trainer(m, cfg, trainFile, null, comm)) {
+                assertThat(t.zeroStage()).isEqualTo(cfg.zeroStage());
+                double[] losses = new double[cfg.steps()], norms = new double[cfg.steps()];
+                for (int s = 0; s < cfg.steps(); s++) {
+                    StepMetrics sm = t.trainStep();
+                    losses[s] = sm.trainLoss();
+                    norms[s] = sm.gradNorm();
+                }
+                t.checkReplicas();
+                return new Run(TrainerTest.floats(m.params()), losses, norms, t.layerBuckets());
+            }
+        }
+    }
+
+    /** Rank 0's run, after checking every rank ended with the very same bits. */
+    private static Run ranks(int n, TrainConfig cfg) {
+        List<Run> runs;
+        try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(30))) {
+            runs = g.run(comm -> train(cfg, comm));
+        }
+        for (int r = 1; r < n; r++) {
+            assertThat(runs.get(r).params()).as("rank %d's parameters vs rank 0's", r)
+                    .containsExactly(runs.get(0).params());
+            assertThat(runs.get(r).norms()).containsExactly(runs.get(0).norms());
+        }
+        return runs.get(0);
+    }
+
+    /** Plain DDP's runs by (ranks, clip): each is the reference of three stages. */
+    private static final java.util.Map<String, Run> DDP = new java.util.concurrent.ConcurrentHashMap<>();
+
+    @ParameterizedTest(name = "ZeRO-{1} over {0} ranks, clip {2}")
+    @CsvSource({"2, 1, 0", "2, 2, 0", "2, 3, 0", "3, 1, 0", "3, 2, 0", "3, 3, 0",
+        "2, 1, 0.5", "2, 2, 0.5", "2, 3, 0.5", "3, 1, 0.5", "3, 2, 0.5", "3, 3, 0.5"})
+    void everyStageTrainsAsPlainDataParallelism(int n, int stage, float clip) {
+        // one all-reduce of the whole buffer: the reduce-scatter's summation order
+        Run ddp = DDP.computeIfAbsent(n + "/" + clip, k -> ranks(n, cfg(0, clip, 0).build()));
+        Run zero = ranks(n, cfg(stage, clip, 0).build());
+        assertThat(zero.losses()).as("train losses").containsExactly(ddp.losses());
+        boolean exact = stage == 1 || clip == 0; // from stage 2 the norm, hence the clip factor, may differ
+        if (clip > 0) {
+            assertThat(java.util.Arrays.stream(ddp.norms()).max().orElseThrow()).as("clipping is active")
+                    .isGreaterThan(CLIP);
+        }
+        for (int s = 0; s < STEPS; s++) {
+            if (stage == 1) {
+                assertThat(zero.norms()[s]).as("norm of step %d", s).isEqualTo(ddp.norms()[s]);
+            } else {
+                assertThat(zero.norms()[s]).as("norm of step %d", s)
+                        .isCloseTo(ddp.norms()[s], offset(NORM_REL * ddp.norms()[s]));
+            }
+        }
+        if (exact) {
+            assertThat(zero.params()).as("parameters").containsExactly(ddp.params());
+        } else {
+            double worst = maxDiff(zero.params(), ddp.params());
+            System.out.printf("ZeRO-%d over %d ranks with clipping: largest |parameter difference| to DDP %.3g%n",
+                    stage, n, worst);
+            assertThat(worst).as("largest |parameter difference|").isLessThanOrEqualTo(CLIPPED_PARAM_TOL);
+        }
+        // the comparison is not vacuous: the steps moved the parameters far more than any tolerance
+        try (Parallel pool = new Parallel(1); Gpt2 init = TrainerTest.model(new CpuOps(pool), 2, 1)) {
+            assertThat(maxDiff(zero.params(), TrainerTest.floats(init.params()))).isGreaterThan(1e-3);
+        }
+    }
+
+    private static double maxDiff(float[] a, float[] b) {
+        double worst = 0;
+        for (int i = 0; i < a.length; i++) {
+            worst = Math.max(worst, Math.abs(a[i] - b[i]));
+        }
+        return worst;
+    }
+
+    @Test
+    void stageOneKeepsTheBucketedOverlapAndStageTwoReduceScatters() {
+        long perLayer = 1;
+        Run ddp = ranks(3, cfg(0, CLIP, perLayer).build());
+        Run one = ranks(3, cfg(1, CLIP, perLayer).build());
+        assertThat(one.layerBuckets()).as("buckets started during backward")
+                .isEqualTo(STEPS * TrainerTest.TINY.L()).isEqualTo(ddp.layerBuckets());
+        assertThat(one.params()).containsExactly(ddp.params());
+        assertThat(one.norms()).containsExactly(ddp.norms());
+        Run two = ranks(3, cfg(2, 0, perLayer).build());
+        assertThat(two.layerBuckets()).as("no all-reduce buckets: one reduce-scatter after backward").isZero();
+    }
+
+    @ParameterizedTest(name = "save at ZeRO-{0}, resume at ZeRO-{1}")
+    @CsvSource({"1, 1", "2, 2", "3, 3", "3, 0", "0, 2"})
+    void checkpointsResumeBitForBitAcrossStages(int saveStage, int resumeStage) throws IOException {
+        int n = 3;
+        Path dir = tmp.resolve("ckpt-" + saveStage + "-" + resumeStage);
+        TrainConfig saving = cfg(saveStage, 0, 0).steps(6).build(), resuming = cfg(resumeStage, 0, 0).steps(6).build();
+        Run straight = ranks(n, resuming);
+        try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(30))) {
+            g.run(comm -> {
+                try (Parallel pool = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(pool), 2, 1);
+                     Trainer t = new Trainer(m, saving, trainFile, null, comm)) {
+                    for (int s = 0; s < 3; s++) {
+                        t.trainStep();
+                    }
+                    if (saveStage > 0 || comm.rank() == 0) { // with ZeRO every rank takes part; rank 0 writes
+                        t.save(dir);
+                    }
+                    t.trainStep(); // a step the resumed run must not see
+                }
+                return null;
+            });
+        }
+        try (var files = Files.list(dir)) {
+            assertThat(files.map(p -> p.getFileName().toString()).sorted().toList())
+                    .containsExactly(Trainer.POINTER, "model_00000003.bin", "state_00000003.bin");
+        }
+        List<Run> resumed;
+        try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(30))) {
+            resumed = g.run(comm -> {
+                try (Parallel pool = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(pool), 2, 99);
+                     Trainer t = new Trainer(m, resuming, trainFile, null, comm)) { // other init: overwritten
+                    t.resume(dir);
+                    assertThat(t.step()).isEqualTo(3);
+                    List<Double> losses = new ArrayList<>();
+                    while (!t.done()) {
+                        losses.add(t.trainStep().trainLoss());
+                    }
+                    return new Run(TrainerTest.floats(m.params()),
+                            losses.stream().mapToDouble(Double::doubleValue).toArray(), new double[0], 0);
+                }
+            });
+        }
+        for (Run r : resumed) {
+            assertThat(r.losses()).as("the resumed steps' losses")
+                    .containsExactly(java.util.Arrays.copyOfRange(straight.losses(), 3, 6));
+            assertThat(r.params()).containsExactly(straight.params());
+        }
+    }
+
+    @Test
+    void theTrainersShardsAreTheAccountedOnes() {
+        long count = TrainerTest.TINY.parameterCount();
+        assertThat(count % 3).as("an uneven split").isNotZero();
+        for (int stage = 0; stage <= 3; stage++) {
+            int s = stage;
+            List<ZeroMemory> seen;
+            try (InProcessGroup g = InProcessGroup.create(3, Duration.ofSeconds(30))) {
+                seen = g.run(comm -> {
+                    try (Parallel pool = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(pool), 2, 1);
+                         Trainer t = new Trainer(m, cfg(s, 0, 0).build(), trainFile, null, comm)) {
+                        return t.memory();
+                    }
+                });
+            }
+            for (ZeroMemory z : seen) {
+                assertThat(z).isEqualTo(ZeroMemory.fp32(stage, 3, count));
+                assertThat(z.shard()).isEqualTo(Math.max(Chunks.length(count, 3, 0), Chunks.length(count, 3, 2)));
+            }
+        }
+    }
+
+    @Test
+    void zeroWithoutRanksOrWithABadStageIsRefused() {
+        assertThatThrownBy(() -> cfg(4, 0, 0).build()).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("zeroStage must be 0 (plain data parallelism), 1, 2 or 3, got 4");
+        assertThatThrownBy(() -> cfg(-1, 0, 0).build()).hasMessageContaining("got -1");
+        try (Parallel pool = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(pool), 2, 1)) {
+            assertThatThrownBy(() -> new Trainer(m, cfg(2, 0, 0).build(), trainFile, null))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("ZeRO stage 2 shards over the ranks: it needs a communicator of more than "
+                            + "one rank (got 1)");
+        }
+    }
+}
