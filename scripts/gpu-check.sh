@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The CUDA checks on a machine with a GPU and no JDK.
 #
-#   scripts/gpu-check.sh prepare   on the build machine (JDK 25, the Maven repository): compiles panama-cuda and its
-#                                  tests, copies the test libraries, and jlinks a ~45 MB runtime, all under
-#                                  panama-cuda/target/gpu-check/ (about 60 s; the jlink step is most of it).
+#   scripts/gpu-check.sh prepare   on the build machine (JDK 25, the Maven repository): compiles panama-cuda, kernels
+#                                  (and what they need: core, vector-cpu) with their tests, copies the test
+#                                  libraries, and jlinks a ~45 MB runtime under panama-cuda/target/gpu-check/
+#                                  (a few minutes; compiling and the jlink step are most of it).
 #   scripts/gpu-check.sh [run] [--require-gpu]
-#                                  on the GPU machine, from the repository root with panama-cuda/target and
-#                                  core/target carried over: runs every panama-cuda test (the GPU ones included)
-#                                  with that runtime and prints a table last (well under a minute; exit 1 on a
-#                                  failure, 3 with --require-gpu when the GPU tests were skipped).
+#                                  on the GPU machine, from the repository root with panama-cuda/target, core/target,
+#                                  kernels/target and vector-cpu/target carried over: runs every panama-cuda test and
+#                                  the kernels' GpuOpsTest (GPU kernels against the CPU ones) with that runtime and
+#                                  prints a table last (exit 1 on a failure, 3 with --require-gpu when the GPU tests
+#                                  were skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=panama-cuda/target/gpu-check
@@ -17,7 +19,7 @@ flags=$(sed -n 's:.*<accel4j.jvm.flags>\(.*\)</accel4j.jvm.flags>.*:\1:p' pom.xm
 case "${1:-run}" in
   prepare)
     export JAVA_HOME=${JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
-    ./mvnw -o -q -pl panama-cuda -am test-compile
+    ./mvnw -o -q -pl panama-cuda,kernels -am test-compile
     rm -rf "$out/lib"
     ./mvnw -o -q -pl panama-cuda dependency:copy-dependencies -DincludeScope=test \
         -DexcludeGroupIds=io.accel4j,net.jqwik -DoutputDirectory=target/gpu-check/lib
@@ -34,9 +36,11 @@ case "${1:-run}" in
       echo "gpu-check: no runtime at $java: run 'scripts/gpu-check.sh prepare' on the build machine first" >&2
       exit 2
     fi
-    cp="panama-cuda/target/classes:panama-cuda/target/test-classes:core/target/classes:$out/lib/*"
+    cp="panama-cuda/target/classes:panama-cuda/target/test-classes:core/target/classes"
+    # the kernels module's GPU tests compare with the CPU kernels (vector-cpu); its other tests need the sources
+    cp="$cp:kernels/target/classes:kernels/target/test-classes:vector-cpu/target/classes:$out/lib/*"
     # shellcheck disable=SC2086
-    exec "$java" $flags -cp "$cp" io.accel4j.cuda.GpuCheck "$@"
+    exec "$java" $flags -cp "$cp" io.accel4j.cuda.GpuCheck --class io.accel4j.kernels.GpuOpsTest "$@"
     ;;
   *)
     echo "usage: scripts/gpu-check.sh prepare | run [--require-gpu]" >&2

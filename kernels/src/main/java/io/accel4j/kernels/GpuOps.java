@@ -20,8 +20,8 @@ import java.util.Map;
 import java.util.Objects;
 
 /**
- * The GPU backend of the kernel contract, for the memory-bound kernels (PTX from {@code kernels/src/main/cuda},
- * JIT-compiled by the driver for the device at construction).
+ * The GPU backend of the kernel contract (PTX from {@code kernels/src/main/cuda}, JIT-compiled by the driver for the
+ * device at construction).
  *
  * <p><b>Every {@link MemorySegment} passed is a device view</b>: a segment whose address is a device address and
  * whose size is the buffer's (see {@link #device(DeviceBuffer)}); it must never be read on the host. Work is queued
@@ -29,10 +29,11 @@ import java.util.Objects;
  * reductions) copy a few bytes back and so wait for everything queued before them.
  *
  * <p>On the GPU now: encoder fwd/bwd, layernorm fwd/bwd, GELU fwd/bwd, residual fwd/bwd, the fused classifier,
- * AdamW (fp32 and fp32-master + bf16 copy, bit-identical to the CPU kernel), sum of squares, amax, non-finite check.
- * Not yet on the GPU (they throw {@link UnsupportedOperationException}): matmul (cuBLASLt), attention (flash
- * attention) and the casts. Determinism: no kernel uses atomics; reductions combine fixed per-block partials in a
- * fixed order, with a grid that depends only on the sizes, so results do not vary from run to run. Sizes are checked
+ * AdamW (fp32 and fp32-master + bf16 copy, bit-identical to the CPU kernel), sum of squares, amax, non-finite check,
+ * causal attention fwd/bwd (FlashAttention-2 in fp32, head size up to 128). Not yet on the GPU (they throw
+ * {@link UnsupportedOperationException}): matmul (cuBLASLt) and the casts. Determinism: no kernel uses atomics;
+ * reductions combine fixed per-block partials in a fixed order, with a grid that depends only on the sizes, so
+ * results do not vary from run to run. Sizes are checked
  * against the segments' sizes; data is not (token ids and targets must be in range: the kernels do not check).
  */
 public final class GpuOps implements Ops, AutoCloseable {
@@ -47,6 +48,8 @@ public final class GpuOps implements Ops, AutoCloseable {
     private final List<CudaModule> modules = new ArrayList<>();
     private final Map<String, CudaKernel> kernels = new HashMap<>();
     private final DeviceBuffer partials;
+    /** attention_backward_d's D (B,NH,T), grown to the largest call so far; null until the first backward. */
+    private DeviceBuffer attentionD;
 
     /** Loads every PTX module into {@code context} (which stays the caller's to close, after this). */
     public GpuOps(CudaContext context) {
@@ -72,17 +75,25 @@ public final class GpuOps implements Ops, AutoCloseable {
 
     @Override
     public String describe() {
-        return "cuda: " + context.name() + ", PTX sm_80 (memory-bound kernels only)";
+        return "cuda: " + context.name() + ", PTX sm_80 (not yet: GEMMs, casts)";
     }
 
     @Override
     public void close() {
+        if (attentionD != null) {
+            attentionD.close();
+        }
         partials.close();
         modules.forEach(CudaModule::close);
     }
 
     private void launch(KernelSignature s, Dim grid, Dim block, Object... args) {
-        s.launch(kernels.get(s.entry()), grid, block, 0, null, args);
+        launchShared(s, grid, block, 0, args);
+    }
+
+    /** A launch with {@code sharedBytes} of dynamic shared memory (at most 48 KiB: no opt-in attribute is set). */
+    private void launchShared(KernelSignature s, Dim grid, Dim block, int sharedBytes, Object... args) {
+        s.launch(kernels.get(s.entry()), grid, block, sharedBytes, null, args);
     }
 
     /** A 1-D grid-stride launch over n elements (n ≥ 1). */
@@ -240,6 +251,100 @@ public final class GpuOps implements Ops, AutoCloseable {
         }
     }
 
+    // ---- attention (attention.cu: the tile sizes below are its ATTN_* constants)
+
+    /** Threads of every attention tile kernel (4 warps). */
+    private static final int ATTENTION_THREADS = 128;
+    /** Query rows per block of attention_forward (ATTN_FWD_RPW·4). */
+    private static final int ATTENTION_FWD_ROWS = 32;
+    /** Query rows per block of attention_backward_dq (ATTN_DQ_RPW·4). */
+    private static final int ATTENTION_DQ_ROWS = 16;
+    /** Keys per block of attention_backward_dkdv (ATTN_DKDV_KPW·4). */
+    private static final int ATTENTION_DKDV_KEYS = 16;
+    /** The largest head size the kernels take (a lane owns columns lane + 32·i, i < 4). */
+    static final int ATTENTION_MAX_HEAD_SIZE = 128;
+
+    /** The head size as the kernels pad it: 32, 64 or 128 (attn_padded). */
+    static int attentionPaddedHeadSize(int hs) {
+        return hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
+    }
+
+    /** Dynamic shared memory of each attention tile kernel: 96 padded rows of tiles (48 KiB at hs 128). */
+    static int attentionSharedBytes(int hs) {
+        return 96 * attentionPaddedHeadSize(hs) * Float.BYTES;
+    }
+
+    /** Sizes ≥ 1, C divisible by NH, hs ≤ 128, grid limits; returns hs = C/NH. */
+    private static int attentionHeadSize(int B, int T, int C, int NH) {
+        positive("B", B); positive("T", T); positive("C", C); positive("NH", NH);
+        if (C % NH != 0) {
+            throw new IllegalArgumentException("C (" + C + ") must be divisible by NH (" + NH + ")");
+        }
+        int hs = C / NH;
+        if (hs > ATTENTION_MAX_HEAD_SIZE) {
+            throw new IllegalArgumentException("attention on the GPU takes head sizes up to "
+                    + ATTENTION_MAX_HEAD_SIZE + ", got hs = C/NH = " + C + "/" + NH + " = " + hs);
+        }
+        if (B > 65_535 || NH > 65_535) {
+            throw new IllegalArgumentException("attention grids take B and NH up to 65535, got B " + B + ", NH " + NH);
+        }
+        return hs;
+    }
+
+    private static float attentionScale(int hs) {
+        return (float) (1 / Math.sqrt(hs)); // as the CPU kernels round it
+    }
+
+    @Override
+    public void attentionForward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH) {
+        int hs = attentionHeadSize(B, T, C, NH);
+        long bt = (long) B * T;
+        need("out", out, bt * C, 4); need("lse", lse, (long) B * NH * T, 4); need("qkv", qkv, bt * 3 * C, 4);
+        launchShared(Kernels.ATTENTION_FORWARD, new Dim(tiles(T, ATTENTION_FWD_ROWS), NH, B),
+                Dim.of(ATTENTION_THREADS), attentionSharedBytes(hs), out, lse, qkv, B, T, C, NH, attentionScale(hs));
+    }
+
+    /**
+     * Three kernels: D = rowsum(dO∘O) into a scratch buffer of this object, then dK, dV (a block per key tile) and
+     * dQ (a block per query tile, a pass of its own so that no element is summed with atomics). Both passes
+     * recompute P from lse; they add to disjoint columns of dqkv.
+     */
+    @Override
+    public void attentionBackward(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
+                                  MemorySegment lse, int B, int T, int C, int NH) {
+        int hs = attentionHeadSize(B, T, C, NH);
+        long bt = (long) B * T, nLse = (long) B * NH * T;
+        need("dqkv", dqkv, bt * 3 * C, 4); need("dout", dout, bt * C, 4); need("qkv", qkv, bt * 3 * C, 4);
+        need("out", out, bt * C, 4); need("lse", lse, nLse, 4);
+        MemorySegment d = device(attentionScratch(4 * nLse));
+        // a warp per (b, t, h): 8 warps per block of 256
+        launch(Kernels.ATTENTION_BACKWARD_D, Dim.of(Math.toIntExact((nLse + 7) / 8)), Dim.of(BLOCK),
+                d, dout, out, B, T, C, NH);
+        int smem = attentionSharedBytes(hs);
+        float scale = attentionScale(hs);
+        launchShared(Kernels.ATTENTION_BACKWARD_DKDV, new Dim(tiles(T, ATTENTION_DKDV_KEYS), NH, B),
+                Dim.of(ATTENTION_THREADS), smem, dqkv, dout, qkv, lse, d, B, T, C, NH, scale);
+        launchShared(Kernels.ATTENTION_BACKWARD_DQ, new Dim(tiles(T, ATTENTION_DQ_ROWS), NH, B),
+                Dim.of(ATTENTION_THREADS), smem, dqkv, dout, qkv, lse, d, B, T, C, NH, scale);
+    }
+
+    /** The D buffer, at least {@code bytes}; a larger one replaces it once the queued kernels that use it are done. */
+    private DeviceBuffer attentionScratch(long bytes) {
+        if (attentionD == null || attentionD.byteSize() < bytes) {
+            if (attentionD != null) {
+                context.synchronize();
+                attentionD.close();
+                attentionD = null;
+            }
+            attentionD = context.allocate(bytes);
+        }
+        return attentionD;
+    }
+
+    private static int tiles(int n, int tile) {
+        return (n + tile - 1) / tile;
+    }
+
     // ---- optimizer
 
     @Override
@@ -351,17 +456,6 @@ public final class GpuOps implements Ops, AutoCloseable {
     public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                                MemorySegment inp, MemorySegment weight, int N, int C, int OC) {
         throw new UnsupportedOperationException("matmulBackward is not yet on the GPU (cuBLASLt, issue 7)");
-    }
-
-    @Override
-    public void attentionForward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH) {
-        throw new UnsupportedOperationException("attentionForward is not yet on the GPU (flash attention, issue 7)");
-    }
-
-    @Override
-    public void attentionBackward(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
-                                  MemorySegment lse, int B, int T, int C, int NH) {
-        throw new UnsupportedOperationException("attentionBackward is not yet on the GPU (flash attention, issue 7)");
     }
 
     @Override

@@ -17,13 +17,22 @@ public final class Kernels {
 
     /** The PTX modules, resources {@code io/accel4j/kernels/ptx/<name>.ptx}. */
     public static final List<String> MODULES =
-            List.of("adamw", "classifier", "encoder", "gelu", "layernorm", "norm", "residual");
+            List.of("adamw", "attention", "classifier", "encoder", "gelu", "layernorm", "norm", "residual");
 
     // adamw.cu
     public static final KernelSignature ADAMW_F32 = KernelSignature.of("adamw", "adamw_f32",
             PTR, PTR, PTR, PTR, I64, F32, F32, F32, F32, F32, F32, F32, F32);
     public static final KernelSignature ADAMW_BF16 = KernelSignature.of("adamw", "adamw_bf16",
             PTR, PTR, PTR, PTR, PTR, I64, I64, F32, F32, F32, F32, F32, F32, F32, F32, I64);
+    // attention.cu
+    public static final KernelSignature ATTENTION_FORWARD = KernelSignature.of("attention", "attention_forward",
+            PTR, PTR, PTR, I32, I32, I32, I32, F32);
+    public static final KernelSignature ATTENTION_BACKWARD_D = KernelSignature.of("attention",
+            "attention_backward_d", PTR, PTR, PTR, I32, I32, I32, I32);
+    public static final KernelSignature ATTENTION_BACKWARD_DQ = KernelSignature.of("attention",
+            "attention_backward_dq", PTR, PTR, PTR, PTR, PTR, I32, I32, I32, I32, F32);
+    public static final KernelSignature ATTENTION_BACKWARD_DKDV = KernelSignature.of("attention",
+            "attention_backward_dkdv", PTR, PTR, PTR, PTR, PTR, I32, I32, I32, I32, F32);
     // classifier.cu
     public static final KernelSignature CLASSIFIER = KernelSignature.of("classifier", "classifier_forward_backward",
             PTR, PTR, PTR, I32, I32, I32, F32, I32);
@@ -56,7 +65,8 @@ public final class Kernels {
             PTR, PTR, PTR, I64);
 
     /** Every signature above. */
-    public static final List<KernelSignature> ALL = List.of(ADAMW_F32, ADAMW_BF16, CLASSIFIER, ENCODER_FORWARD,
+    public static final List<KernelSignature> ALL = List.of(ADAMW_F32, ADAMW_BF16, ATTENTION_FORWARD,
+            ATTENTION_BACKWARD_D, ATTENTION_BACKWARD_DQ, ATTENTION_BACKWARD_DKDV, CLASSIFIER, ENCODER_FORWARD,
             ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE, GELU_FORWARD, GELU_BACKWARD, LAYERNORM_FORWARD,
             LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, SUM_OF_SQUARES, AMAX, HAS_NON_FINITE,
             RESIDUAL_FORWARD, RESIDUAL_BACKWARD);

@@ -44,6 +44,13 @@ class GpuOpsTest {
     private static final double ROW_TOL = 1e-4;
     /** Column sums over N rows (layernorm's dweight/dbias, encoder's dwte/dwpe): N·2⁻²⁴ relative, N ≤ 300. */
     private static final double COLUMN_TOL = 1e-4;
+    /**
+     * Attention in fp32 on both sides, summed in different orders (tiles of 32/16 vs 64, warp trees vs vector lanes,
+     * CUDA's expf vs Softmax.exp, both within 2 ulp): every output is a sum of ≤ T ≈ 1000 terms of similar size, whose
+     * rounding error grows like √T·2⁻²⁴ relative to the largest term (~2e-6 at T 1000; the CPU emulation of the
+     * kernels in double reference measured ≤ 5e-7 at T 130); 1e-5 of the largest magnitude of each tensor is ~5× that.
+     */
+    private static final double ATTENTION_TOL = 1e-5;
 
     private static CudaContext ctx;
     private static GpuOps gpu;
@@ -136,6 +143,22 @@ class GpuOpsTest {
             if (!(Math.abs(g - c) <= tol * (1 + Math.abs(c)))) {
                 throw new AssertionError(what + "[" + i + "]: gpu " + g + ", cpu " + c + " (tolerance " + tol
                         + "·(1+|cpu|), seed " + SEED + ")");
+            }
+        }
+    }
+
+    /** |gpu − cpu| ≤ tol·max|cpu| for every element (a tolerance relative to the tensor's largest magnitude). */
+    private static void assertCloseToLargest(String what, MemorySegment gpuOut, MemorySegment cpuOut, long n,
+                                             double tol) {
+        double largest = 0;
+        for (long i = 0; i < n; i++) {
+            largest = Math.max(largest, Math.abs(cpuOut.getAtIndex(JAVA_FLOAT, i)));
+        }
+        for (long i = 0; i < n; i++) {
+            float g = gpuOut.getAtIndex(JAVA_FLOAT, i), c = cpuOut.getAtIndex(JAVA_FLOAT, i);
+            if (!(Math.abs(g - c) <= tol * largest)) {
+                throw new AssertionError(what + "[" + i + "]: gpu " + g + ", cpu " + c + " (tolerance " + tol
+                        + "·" + largest + ", the largest |cpu|; seed " + SEED + ")");
             }
         }
     }
@@ -313,6 +336,74 @@ class GpuOpsTest {
         assertThat(gpu.sumOfSquares(gNan, n)).isNaN();
     }
 
+    // ---- attention: against the CPU's FlashAttention (CpuOps' default) on odd T, partial tiles and padded heads
+
+    @Test
+    void attentionHeadSize64ThreeHeadsMatchesCpu() {
+        attentionMatchesCpu(2, 67, 192, 3);
+    }
+
+    @Test
+    void attentionHeadSize128OneHeadMatchesCpu() {
+        attentionMatchesCpu(1, 67, 128, 1);
+    }
+
+    @Test
+    void attentionLongSequencesMatchCpu() {
+        attentionMatchesCpu(1, 1000, 192, 3); // hs 64
+        attentionMatchesCpu(1, 1000, 128, 1); // hs 128
+    }
+
+    @Test
+    void attentionHeadSize128ThreeHeadsMatchesCpu() {
+        attentionMatchesCpu(2, 131, 384, 3);
+    }
+
+    @Test
+    void attentionPaddedHeadSizesMatchCpu() {
+        attentionMatchesCpu(1, 35, 96, 2);  // hs 48, padded to 64
+        attentionMatchesCpu(2, 33, 40, 2);  // hs 20, padded to 32
+        attentionMatchesCpu(1, 1, 64, 1);   // a single position
+    }
+
+    @Test
+    void attentionMatchesNaiveCpu() {
+        int B = 1, T = 97, C = 192, NH = 3;
+        long btc = (long) B * T * C, nLse = (long) B * NH * T;
+        MemorySegment qkv = floats(3 * btc, -2, 2, SEED);
+        MemorySegment out = nans(btc), lse = nans(nLse);
+        new CpuOps(pool, CpuOps.AttentionKernel.NAIVE).attentionForward(out, lse, qkv, B, T, C, NH);
+        MemorySegment gOut = up(nans(btc)), gLse = up(nans(nLse));
+        gpu.attentionForward(gOut, gLse, up(qkv), B, T, C, NH);
+        assertCloseToLargest("attention out vs naive", down(gOut), out, btc, ATTENTION_TOL);
+        assertCloseToLargest("attention lse vs naive", down(gLse), lse, nLse, ATTENTION_TOL);
+    }
+
+    /**
+     * Forward (out and lse poisoned with NaN) and backward (into a pre-filled dqkv) against the CPU, and the backward
+     * run twice on the GPU gives the same bits (no atomics).
+     */
+    private void attentionMatchesCpu(int B, int T, int C, int NH) {
+        long btc = (long) B * T * C, nLse = (long) B * NH * T;
+        long seed = SEED + 31L * T + C + NH;
+        MemorySegment qkv = floats(3 * btc, -2, 2, seed), dout = floats(btc, -1, 1, seed + 1);
+        MemorySegment prefill = floats(3 * btc, -1, 1, seed + 2);
+        MemorySegment out = nans(btc), lse = nans(nLse), dqkv = copy(prefill);
+        cpu.attentionForward(out, lse, qkv, B, T, C, NH);
+        cpu.attentionBackward(dqkv, dout, qkv, out, lse, B, T, C, NH);
+        MemorySegment gQkv = up(qkv), gOut = up(nans(btc)), gLse = up(nans(nLse));
+        gpu.attentionForward(gOut, gLse, gQkv, B, T, C, NH);
+        String shape = " (B " + B + ", T " + T + ", C " + C + ", NH " + NH + ")";
+        assertCloseToLargest("attention out" + shape, down(gOut), out, btc, ATTENTION_TOL);
+        assertCloseToLargest("attention lse" + shape, down(gLse), lse, nLse, ATTENTION_TOL);
+        MemorySegment gDout = up(dout), gDqkv = up(prefill), gDqkv2 = up(prefill);
+        gpu.attentionBackward(gDqkv, gDout, gQkv, gOut, gLse, B, T, C, NH);
+        gpu.attentionBackward(gDqkv2, gDout, gQkv, gOut, gLse, B, T, C, NH);
+        MemorySegment got = down(gDqkv);
+        assertCloseToLargest("attention dqkv" + shape, got, dqkv, 3 * btc, ATTENTION_TOL);
+        assertSameBits("attention dqkv, second run" + shape, down(gDqkv2), got, 4 * 3 * btc);
+    }
+
     // ---- arguments and what is not on the GPU yet
 
     @Test
@@ -324,6 +415,13 @@ class GpuOpsTest {
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("n must be >= 0");
         assertThatThrownBy(() -> gpu.matmulForward(small, small, small, small, 1, 1, 1))
                 .isInstanceOf(UnsupportedOperationException.class).hasMessageContaining("not yet on the GPU");
+        assertThatThrownBy(() -> gpu.attentionForward(small, small, small, 1, 1, 264, 2))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("head sizes up to 128, got hs = C/NH = 264/2 = 132");
+        assertThatThrownBy(() -> gpu.attentionForward(small, small, small, 1, 1, 10, 3))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("C (10) must be divisible by NH (3)");
+        assertThatThrownBy(() -> gpu.attentionBackward(small, small, small, small, small, 1, 2, 4, 1))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dqkv holds 40 bytes, needs 24 × 4");
         assertThat(gpu.describe()).startsWith("cuda: ");
     }
 }

@@ -1,5 +1,6 @@
 package io.accel4j.cuda;
 
+import static org.junit.platform.engine.discovery.DiscoverySelectors.selectClass;
 import static org.junit.platform.engine.discovery.DiscoverySelectors.selectPackage;
 
 import java.io.PrintWriter;
@@ -9,6 +10,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import org.junit.platform.engine.DiscoverySelector;
 import org.junit.platform.engine.TestExecutionResult;
 import org.junit.platform.launcher.Launcher;
 import org.junit.platform.launcher.LauncherDiscoveryRequest;
@@ -21,7 +23,8 @@ import org.junit.platform.launcher.listeners.SummaryGeneratingListener;
 /**
  * Runs this module's tests without Maven (on a GPU machine with only a jlink'd runtime; see
  * {@code scripts/gpu-check.sh}) and prints a table of every test last. Exit code 1 if any failed, and 3 if the
- * GPU tests were skipped although {@code --require-gpu} was given.
+ * GPU tests were skipped although {@code --require-gpu} was given. {@code --class NAME} (repeatable) adds a test
+ * class of another module, which must be on the class path (the kernels module's {@code GpuOpsTest}).
  */
 public final class GpuCheck {
 
@@ -30,7 +33,21 @@ public final class GpuCheck {
     record Row(String test, String outcome, long millis, String detail) {}
 
     public static void main(String[] args) {
-        boolean requireGpu = List.of(args).contains("--require-gpu");
+        boolean requireGpu = false;
+        List<DiscoverySelector> selectors = new ArrayList<>(List.of(selectPackage("io.accel4j.cuda")));
+        for (int i = 0; i < args.length; i++) {
+            switch (args[i]) {
+                case "--require-gpu" -> requireGpu = true;
+                case "--class" -> {
+                    if (i + 1 == args.length) {
+                        throw new IllegalArgumentException("--class needs a class name");
+                    }
+                    selectors.add(selectClass(args[++i]));
+                }
+                default -> throw new IllegalArgumentException("unknown argument " + args[i]
+                        + " (--require-gpu, --class NAME)");
+            }
+        }
         CudaProbe probe = Cuda.probe();
         System.out.println("CUDA probe: " + probe.describe());
 
@@ -59,7 +76,7 @@ public final class GpuCheck {
         };
         SummaryGeneratingListener summary = new SummaryGeneratingListener();
         LauncherDiscoveryRequest request = LauncherDiscoveryRequestBuilder.request()
-                .selectors(selectPackage("io.accel4j.cuda")).build();
+                .selectors(selectors).build();
         Launcher launcher = LauncherFactory.create();
         launcher.execute(request, table, summary);
 
