@@ -262,8 +262,9 @@ public abstract class AbstractCommunicator implements Communicator {
             });
         }
         long now = System.nanoTime();
-        long start = last == null ? now : Math.max(now, last.deadline);
-        Task t = new Task(what, start + timeoutNanos + GRACE_NANOS, body);
+        // queued behind an unfinished collective: it starts at the latest when that one's deadline passes
+        long start = last == null || last.isDone() ? now : Math.max(now, last.deadline);
+        Task t = new Task(what, now, start + timeoutNanos + GRACE_NANOS, body);
         last = t;
         worker.execute(t);
         return t;
@@ -297,13 +298,15 @@ public abstract class AbstractCommunicator implements Communicator {
     /** A queued collective: its {@link Pending} handle. */
     private final class Task implements Runnable, Pending {
         final String what;
+        final long issued;
         final long deadline;
         final Runnable body;
         final CountDownLatch done = new CountDownLatch(1);
         volatile RuntimeException failure;
 
-        Task(String what, long deadline, Runnable body) {
+        Task(String what, long issued, long deadline, Runnable body) {
             this.what = what;
+            this.issued = issued;
             this.deadline = deadline;
             this.body = body;
         }
@@ -325,8 +328,11 @@ public abstract class AbstractCommunicator implements Communicator {
             try {
                 long left = deadline - System.nanoTime();
                 if (!done.await(Math.max(left, 0), TimeUnit.NANOSECONDS)) {
-                    CollectiveException e = new CollectiveException(what, List.of(), timeout, what + " on rank "
-                            + rank + " of " + size + " did not complete within its timeout (" + timeout + ")", null);
+                    long el = System.nanoTime() - issued;
+                    CollectiveException e = new CollectiveException(what, List.of(), Duration.ofNanos(el), what
+                            + " on rank " + rank + " of " + size + " failed after " + CollectiveException.seconds(el)
+                            + ": it did not complete within the timeout (" + timeout + "); another rank died, "
+                            + "left or is stuck (this backend cannot tell which)", null);
                     broken = e;
                     throw e;
                 }

@@ -46,6 +46,22 @@ public final class MpiCommunicator extends AbstractCommunicator {
         return MpiLibrary.available();
     }
 
+    /**
+     * The library's own description from {@code MPI_Get_library_version} (callable before {@code MPI_Init}), e.g.
+     * {@code "Open MPI v4.1.4, package: Debian OpenMPI, …"}; {@link IllegalStateException} when it cannot be loaded.
+     */
+    public static String libraryVersion() {
+        if (!MpiLibrary.available()) {
+            throw new IllegalStateException(MpiLibrary.unavailableReason());
+        }
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment s = a.allocate(mpi_h.MPI_MAX_LIBRARY_VERSION_STRING + 1);
+            MemorySegment len = a.allocate(INT);
+            check("MPI_Get_library_version", mpi_h.MPI_Get_library_version(s, len), -1);
+            return s.getString(0).strip();
+        }
+    }
+
     /** {@code MPI_COMM_WORLD} with {@link Communicator#DEFAULT_TIMEOUT}, initializing MPI if needed. */
     public static MpiCommunicator world() {
         return world(DEFAULT_TIMEOUT);

@@ -3,13 +3,10 @@ package io.accel4j.collectives;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.accel4j.collectives.mpi.MpiLibrary;
-import java.io.File;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
+import io.accel4j.collectives.mpi.Mpirun;
 import java.nio.file.Path;
-import java.util.ArrayList;
+import java.time.Duration;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
@@ -20,40 +17,26 @@ import org.junit.jupiter.api.Test;
  */
 class MpiCommunicatorTest {
 
-    static String mpirun() {
-        for (String dir : System.getenv().getOrDefault("PATH", "").split(File.pathSeparator)) {
-            Path p = Path.of(dir, "mpirun");
-            if (Files.isExecutable(p)) {
-                return p.toString();
-            }
-        }
-        return null;
+    /** {@code mpirun} on PATH with a loadable {@code libmpi}, or the test is skipped saying which is missing. */
+    static Path mpirunOrSkip() {
+        Path mpirun = Mpirun.find().orElse(null);
+        Assumptions.assumeTrue(mpirun != null, "mpirun not on PATH: run scripts/install-openmpi.sh");
+        Assumptions.assumeTrue(MpiLibrary.available(), MpiLibrary::unavailableReason);
+        return mpirun;
+    }
+
+    /** This test JVM's class path, which holds the test mains. */
+    static String classpath() {
+        return System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
     }
 
     @Test
     void twoProcessesAgreeOnEveryCollective() throws Exception {
-        String mpirun = mpirun();
-        Assumptions.assumeTrue(mpirun != null, "mpirun not on PATH: run scripts/install-openmpi.sh");
-        Assumptions.assumeTrue(MpiLibrary.available(), MpiLibrary::unavailableReason);
-
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        String cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
-        List<String> cmd = new ArrayList<>(List.of(mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
-                "--mca", "btl_vader_single_copy_mechanism", "none",
-                java, "--add-modules=jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
-                "-cp", cp, MpiSmokeMain.class.getName(), "100003"));
-        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
-        pb.environment().put("OMPI_MCA_rmaps_base_oversubscribe", "1");
-        Process p = pb.start();
-        byte[] out;
-        boolean done = p.waitFor(90, TimeUnit.SECONDS);
-        if (!done) {
-            p.destroyForcibly();
-        }
-        out = p.getInputStream().readAllBytes();
-        String text = new String(out, StandardCharsets.UTF_8);
-        assertThat(done).as("mpirun finished within 90 s; output:%n%s", text).isTrue();
-        assertThat(p.exitValue()).as("mpirun's exit code; output:%n%s", text).isZero();
-        assertThat(text).contains("OK rank 0 of 2").contains("OK rank 1 of 2");
+        List<String> cmd = Mpirun.javaCommand(mpirunOrSkip(), 2, List.of(), classpath(),
+                MpiSmokeMain.class.getName(), List.of("100003"));
+        Mpirun.Result r = Mpirun.run(cmd, Path.of("."), Duration.ofSeconds(90));
+        assertThat(r.finished()).as("mpirun finished within 90 s; output:%n%s", r.output()).isTrue();
+        assertThat(r.exitCode()).as("mpirun's exit code; output:%n%s", r.output()).isZero();
+        assertThat(r.output()).contains("OK rank 0 of 2").contains("OK rank 1 of 2");
     }
 }

@@ -28,6 +28,8 @@ public final class mpi_h {
     public static final int MPI_THREAD_SERIALIZED = 2;
     public static final int MPI_THREAD_MULTIPLE = 3;
     public static final int MPI_MAX_ERROR_STRING = 256;
+    /** Open MPI's {@code MPI_MAX_LIBRARY_VERSION_STRING}. */
+    public static final int MPI_MAX_LIBRARY_VERSION_STRING = 256;
     /** {@code MPI_IN_PLACE}: {@code (void *) 1}. */
     public static final MemorySegment MPI_IN_PLACE = MemorySegment.ofAddress(1);
     /** {@code MPI_STATUS_IGNORE}: {@code (MPI_Status *) 0}. */
@@ -158,6 +160,21 @@ public final class mpi_h {
         var mh$ = MPI_Error_string.HANDLE;
         try {
             return (int) mh$.invokeExact(errorcode, string, resultlen);
+        } catch (Throwable ex$) {
+            throw new AssertionError("should not reach here", ex$);
+        }
+    }
+
+    private static final class MPI_Get_library_version {
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS);
+        static final MethodHandle HANDLE = downcall("MPI_Get_library_version", DESC);
+    }
+
+    /** {@code int MPI_Get_library_version(char *version, int *resultlen)}; callable before {@code MPI_Init}. */
+    public static int MPI_Get_library_version(MemorySegment version, MemorySegment resultlen) {
+        var mh$ = MPI_Get_library_version.HANDLE;
+        try {
+            return (int) mh$.invokeExact(version, resultlen);
         } catch (Throwable ex$) {
             throw new AssertionError("should not reach here", ex$);
         }

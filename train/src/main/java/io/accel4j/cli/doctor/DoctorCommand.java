@@ -12,7 +12,8 @@ import picocli.CommandLine.Spec;
 
 /** {@code accel4j doctor}: what this machine and JVM offer the kernels, section by section. */
 @Command(name = "doctor",
-        description = "Report the JVM, the CPU and its vector features, the kernels' width and threads, memory and CUDA.")
+        description = "Report the JVM, the CPU and its vector features, the kernels' width and threads, memory, the "
+                + "communicator backends (in-process, Open MPI, NCCL) and CUDA.")
 public final class DoctorCommand implements Callable<Integer> {
 
     @Spec
@@ -25,6 +26,7 @@ public final class DoctorCommand implements Callable<Integer> {
                 new CpuSection(CpuInfo.read(Path.of(CpuInfo.PROC_CPUINFO))),
                 new KernelsSection(),
                 new MemorySection(),
+                new CommunicatorsSection(CommunicatorsSection::probe),
                 new CudaSection(Cuda::probe));
     }
 

@@ -3,6 +3,7 @@ package io.accel4j.cli.train;
 import io.accel4j.cli.CliException;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
+import io.accel4j.collectives.MpiCommunicator;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.ops.CpuOps;
@@ -128,7 +129,9 @@ public final class TrainCommand implements Callable<Integer> {
     Integer threads;
     @Option(names = "--ranks", paramLabel = "N", defaultValue = "1", description = "Data-parallel ranks in this "
             + "process, each with its own model and --batch sequences per micro-batch, gradients averaged every "
-            + "step; the threads are shared among them, at least one each (default: ${DEFAULT-VALUE}).")
+            + "step; the threads are shared among them, at least one each (default: ${DEFAULT-VALUE}). Under "
+            + "'mpirun -np N' each process is one rank instead (Open MPI): omit --ranks or pass N; as root add "
+            + "--allow-run-as-root to mpirun.")
     int ranks;
     @Option(names = "--bucket-mb", paramLabel = "X", defaultValue = "25", description = "With --ranks: average the "
             + "gradients in buckets of X MiB, each started as soon as backward has produced it; 0: one all-reduce "
@@ -169,16 +172,29 @@ public final class TrainCommand implements Callable<Integer> {
     public Integer call() {
         TrainConfig asked = config();
         memory.check(this::usage);
+        Launch launch = launch();
+        int worldRanks = launch.mpi() ? launch.worldSize() : ranks;
+        if (asked.zeroStage() > 0 && worldRanks == 1) {
+            throw usage("--zero " + asked.zeroStage() + " shards the model states over data-parallel ranks: it needs "
+                    + "--ranks 2 or more, or mpirun -np 2 or more");
+        }
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
         PrintWriter w = spec.commandLine().getOut();
-        TrainConfig cfg = memory.choose(asked, modelConfig, ranks, w, this::usage);
-        int nThreads = threads != null ? threads : Parallel.defaultThreads();
-        memory.trial(cfg, modelConfig, ranks, Math.max(1, nThreads / ranks), w);
-        Path dir = out != null ? out : resume != null ? resume : Path.of("runs", LocalDateTime.now()
-                .format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss")));
+        PrintWriter leadOut = launch.lead() ? w : new PrintWriter(Writer.nullWriter());
+        TrainConfig cfg = memory.choose(asked, modelConfig, worldRanks, leadOut, this::usage);
+        int nThreads = launch.threads(threads);
+        if (launch.lead()) {
+            memory.trial(cfg, modelConfig, worldRanks, launch.mpi() ? nThreads : Math.max(1, nThreads / ranks), w);
+        }
+        MpiCommunicator world = launch.mpi() ? launch.connect(Communicator.DEFAULT_TIMEOUT) : null;
+        String now = LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss"));
+        Path dir = out != null ? out : resume != null ? resume : Path.of("runs",
+                world == null ? now : Launch.agree(world, now));
         try {
-            Files.createDirectories(dir);
+            if (launch.lead()) {
+                Files.createDirectories(dir);
+            }
         } catch (IOException e) {
             throw new CliException("cannot create the run directory " + dir + ": " + e.getMessage(), e);
         }
@@ -187,9 +203,18 @@ public final class TrainCommand implements Callable<Integer> {
         if (trainData == null) {
             trainPath = dir.resolve("train.bin");
             valPath = valData != null ? valData : dir.resolve("val.bin");
-            data = generate(trainPath, dir.resolve("val.bin"), w);
+            data = launch.lead() ? generate(trainPath, dir.resolve("val.bin"), w) : null;
         }
-        if (ranks == 1) {
+        if (world != null) {
+            world.barrier(); // rank 0 has created the run directory and written the generated dataset
+            try {
+                train(world, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data,
+                        launch.lead() ? w : new PrintWriter(Writer.nullWriter()));
+            } catch (RuntimeException e) {
+                throw new CliException("rank " + world.rank() + " of " + world.size() + ": " + message(e), e);
+            }
+            world.close(); // MPI_Finalize; a rank that failed skips it, exits 1, and mpirun stops the others
+        } else if (ranks == 1) {
             train(null, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data, w);
         } else {
             int perRank = Math.max(1, nThreads / ranks);
@@ -220,7 +245,8 @@ public final class TrainCommand implements Callable<Integer> {
              TokenFile val = valPath == null ? null : open(valPath, "validation");
              Trainer trainer = new Trainer(gpt, cfg, train, val, comm)) {
             w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
-                    + " data-parallel ranks in this process"));
+                    + " data-parallel ranks " + (comm instanceof MpiCommunicator ? "under mpirun (Open MPI)"
+                    : "in this process")));
             w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB%s)%s%n", describe(gpt),
                     gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
                     gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
@@ -286,6 +312,16 @@ public final class TrainCommand implements Callable<Integer> {
         return cpu;
     }
 
+    /** In-process ranks, or one rank per process under mpirun ({@link Launch}); a contradiction is a usage error. */
+    private Launch launch() {
+        try {
+            boolean ranksGiven = spec.commandLine().getParseResult().hasMatchedOption("--ranks");
+            return Launch.detect(System.getenv(), ranks, ranksGiven);
+        } catch (IllegalArgumentException e) {
+            throw usage(e.getMessage());
+        }
+    }
+
     private TrainConfig config() {
         if (samples < 0 || evalProblems < 0) {
             throw usage("--samples and --eval-problems must be >= 0, got " + samples + " and " + evalProblems);
@@ -301,10 +337,6 @@ public final class TrainCommand implements Callable<Integer> {
         }
         if (zero < 0 || zero > 3) {
             throw usage("--zero must be 0 (plain data parallelism), 1, 2 or 3, got " + zero);
-        }
-        if (zero > 0 && ranks == 1) {
-            throw usage("--zero " + zero + " shards the model states over data-parallel ranks: it needs --ranks 2 "
-                    + "or more");
         }
         try {
             return TrainConfig.builder().batch(batch).seq(seq).steps(steps).gradAccum(gradAccum).lr(lr)

@@ -1,0 +1,68 @@
+package io.accel4j.cli.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.accel4j.collectives.InProcessGroup;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** {@link Launch}: in-process or one rank per process under mpirun, from the environment. */
+class LaunchTest {
+
+    private static Map<String, String> mpirun(int rank, int size, int local) {
+        return Map.of(Launch.WORLD_RANK, Integer.toString(rank), Launch.WORLD_SIZE, Integer.toString(size),
+                Launch.LOCAL_SIZE, Integer.toString(local), "PATH", "/usr/bin");
+    }
+
+    @Test
+    void withoutMpirunTheRanksAreThreadsOfThisProcess() {
+        Launch l = Launch.detect(Map.of("PATH", "/usr/bin"), 3, true);
+        assertThat(l.mpi()).isFalse();
+        assertThat(l.lead()).isTrue();
+        assertThat(l.threads(5)).isEqualTo(5);
+    }
+
+    @Test
+    void underMpirunEachProcessIsOneRank() {
+        Launch l = Launch.detect(mpirun(2, 3, 3), 1, false);
+        assertThat(l).isEqualTo(new Launch(3, 2, 3, false));
+        assertThat(l.mpi()).isTrue();
+        assertThat(l.lead()).isFalse();
+        assertThat(Launch.detect(mpirun(0, 3, 1), 3, true).lead()).isTrue();
+        assertThat(l.threads(null)).as("the processors shared by the 3 local ranks").isEqualTo(
+                Math.max(1, io.accel4j.cpu.Parallel.defaultThreads() / 3));
+        Map<String, String> bound = new java.util.HashMap<>(mpirun(0, 3, 3));
+        bound.put(Launch.BOUND, "1");
+        assertThat(Launch.detect(bound, 1, false).threads(null)).as("the cores mpirun bound this process to")
+                .isEqualTo(io.accel4j.cpu.Parallel.defaultThreads());
+    }
+
+    @Test
+    void ranksThatContradictTheWorldSizeAreRejected() {
+        assertThatThrownBy(() -> Launch.detect(mpirun(0, 2, 2), 3, true))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("--ranks 3 contradicts mpirun's 2 processes: under mpirun each process is one rank; "
+                        + "drop --ranks or pass --ranks 2");
+        assertThatThrownBy(() -> Launch.detect(mpirun(0, 2, 2), 1, true)).hasMessageStartingWith("--ranks 1 ");
+    }
+
+    @Test
+    void aBrokenEnvironmentOrAnotherMpiIsNamed() {
+        assertThatThrownBy(() -> Launch.detect(Map.of(Launch.WORLD_SIZE, "2", Launch.WORLD_RANK, "x"), 1, false))
+                .hasMessageContaining(Launch.WORLD_RANK + " is 'x', not a number");
+        assertThatThrownBy(() -> Launch.detect(mpirun(2, 2, 1), 1, false))
+                .hasMessageContaining("inconsistent mpirun environment: " + Launch.WORLD_RANK + "=2");
+        assertThatThrownBy(() -> Launch.detect(Map.of(Launch.OTHER_MPI, "0"), 1, false))
+                .hasMessageContaining("other than Open MPI's mpirun");
+    }
+
+    @Test
+    void everyRankAgreesOnRankZerosValue() {
+        try (InProcessGroup g = InProcessGroup.create(3)) {
+            List<String> got = g.run(c -> Launch.agree(c, c.rank() == 0 ? "runs/20261202-174311 é" : "rank " + c.rank()));
+            assertThat(got).containsOnly("runs/20261202-174311 é");
+        }
+    }
+}
