@@ -18,8 +18,8 @@ import org.openjdk.jmh.infra.BenchmarkParams;
 
 /**
  * fp32 GEMM, {@code C = op(A)·op(B)}: accel4j's {@link Gemm#gemm} against OpenBLAS's {@code cblas_sgemm} (the
- * baseline) on the same off-heap buffers, square sizes (NN) and the three GPT-2 small MLP products, on 1 and 2
- * threads. The naive triple loop only makes sense at small sizes: it lives in {@link GemmNaiveBench}.
+ * baseline) on the same off-heap buffers, square sizes (NN), the three GPT-2 small MLP products and the three
+ * LM-head products of the training step ({@link GemmShape}), on 1 and 2 threads. The naive triple loop only makes sense at small sizes: it lives in {@link GemmNaiveBench}.
  *
  * <p>Score: products per second; GFLOP/s = score · 2·M·N·K / 10⁹ ({@link Report} prints it). Warm-up is long on
  * purpose: a Vector API kernel measured before C2 has compiled it runs an order of magnitude slower.
@@ -32,7 +32,7 @@ import org.openjdk.jmh.infra.BenchmarkParams;
 @State(Scope.Benchmark)
 public class GemmBench {
 
-    @Param({"256", "512", "1024", "2048", "gpt2-fwd", "gpt2-dinp", "gpt2-dw"})
+    @Param({"256", "512", "1024", "2048", "gpt2-fwd", "gpt2-dinp", "gpt2-dw", "lm-fwd", "lm-dinp", "lm-dw"})
     public String shape;
 
     @Param({"1", "2"})

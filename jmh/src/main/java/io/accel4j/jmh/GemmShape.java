@@ -13,11 +13,18 @@ import java.util.Locale;
  *   <li>{@code "gpt2-dinp"}: its input gradient {@code dinp(B·T, C) = dout(B·T, 4C)·W}: M=1024, N=768, K=3072, NN;</li>
  *   <li>{@code "gpt2-dw"}: its weight gradient {@code dW(4C, C) = doutᵀ·inp}: M=3072, N=768, K=1024, TN
  *       (A = dout stored K×M);</li>
+ *   <li>{@code "lm-fwd"}, {@code "lm-dinp"}, {@code "lm-dw"}: the tied LM head of the training step
+ *       ({@code accel4j bench train}: B·T = 256, C = 256, Vp = 50304), which dominates it:
+ *       {@code logits(B·T, Vp) = inp·Wᵀ}: M=256, N=50304, K=256, NT; {@code dinp = dlogits·W}: M=256, N=256,
+ *       K=50304, NN (a long reduction); {@code dW(Vp, C) = dlogitsᵀ·inp}: M=50304, N=256, K=256, TN;</li>
  *   <li>{@code "MxNxK"} or {@code "MxNxK:LAYOUT"} (e.g. {@code 768x768x3072:NT}): anything else, for {@code -p shape=…}.</li>
  * </ul>
  * Every operand is packed: the leading dimensions are the stored column counts.
  */
 public record GemmShape(String name, int M, int N, int K, Layout layout) {
+
+    /** The training step's LM head: B·T rows, C channels, the padded vocabulary Vp. */
+    private static final int LM_ROWS = 256, LM_CHANNELS = 256, LM_VOCAB = 50304;
 
     public GemmShape {
         if (M < 1 || N < 1 || K < 1) {
@@ -35,6 +42,12 @@ public record GemmShape(String name, int M, int N, int K, Layout layout) {
                 return new GemmShape(shape, 1024, 768, 3072, Layout.NN);
             case "gpt2-dw":
                 return new GemmShape(shape, 3072, 768, 1024, Layout.TN);
+            case "lm-fwd":
+                return new GemmShape(shape, LM_ROWS, LM_VOCAB, LM_CHANNELS, Layout.NT);
+            case "lm-dinp":
+                return new GemmShape(shape, LM_ROWS, LM_CHANNELS, LM_VOCAB, Layout.NN);
+            case "lm-dw":
+                return new GemmShape(shape, LM_VOCAB, LM_CHANNELS, LM_ROWS, Layout.TN);
             default:
                 break;
         }
@@ -71,7 +84,7 @@ public record GemmShape(String name, int M, int N, int K, Layout layout) {
 
     private static IllegalArgumentException unknown(String shape) {
         return new IllegalArgumentException("unknown GEMM shape '" + shape
-                + "': use N (square, NN), gpt2-fwd, gpt2-dinp, gpt2-dw, or MxNxK[:NN|NT|TN|TT]");
+                + "': use N (square, NN), gpt2-fwd, gpt2-dinp, gpt2-dw, lm-fwd, lm-dinp, lm-dw, or MxNxK[:NN|NT|TN|TT]");
     }
 
     /** Floating-point operations of one product: 2·M·N·K (a multiply and an add per term). */

@@ -16,6 +16,13 @@ class GemmShapeTest {
     }
 
     @Test
+    void lmHeadShapesAreTheTrainingStepsTiedHead() {
+        assertThat(GemmShape.parse("lm-fwd")).isEqualTo(new GemmShape("lm-fwd", 256, 50304, 256, Layout.NT));
+        assertThat(GemmShape.parse("lm-dinp")).isEqualTo(new GemmShape("lm-dinp", 256, 256, 50304, Layout.NN));
+        assertThat(GemmShape.parse("lm-dw")).isEqualTo(new GemmShape("lm-dw", 50304, 256, 256, Layout.TN));
+    }
+
+    @Test
     void squareAndExplicitShapes() {
         GemmShape sq = GemmShape.parse("512");
         assertThat(sq.describe()).isEqualTo("512x512x512 NN");

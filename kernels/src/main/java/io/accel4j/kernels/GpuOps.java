@@ -448,13 +448,13 @@ public final class GpuOps implements Ops, AutoCloseable {
 
     @Override
     public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
-                              int N, int C, int OC) {
+                              int N, int C, int OC, DType operands) {
         throw new UnsupportedOperationException("matmulForward is not yet on the GPU (cuBLASLt, issue 7)");
     }
 
     @Override
     public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
-                               MemorySegment inp, MemorySegment weight, int N, int C, int OC) {
+                               MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
         throw new UnsupportedOperationException("matmulBackward is not yet on the GPU (cuBLASLt, issue 7)");
     }
 

@@ -3,7 +3,8 @@ package io.accel4j.train;
 import java.util.Locale;
 
 /**
- * What one training step reports; {@link #toJson} is its line of {@code metrics.jsonl}.
+ * What one training step reports; {@link #toJson} is its line of {@code metrics.jsonl} ({@code loss_scale},
+ * {@code skipped} and {@code skipped_steps} only in runs with loss scaling).
  *
  * @param step       the step's index (0-based: the number of updates before it)
  * @param trainLoss  the mean loss of this step's forward passes, before its update (NaN for a validation-only line)
@@ -11,10 +12,19 @@ import java.util.Locale;
  * @param stepMs     wall time of the step's forward, backward and update (validation excluded)
  * @param tokensPerS tokens trained on per second of {@code stepMs}
  * @param lr         the learning rate of the update
- * @param gradNorm   the global gradient norm before clipping
+ * @param gradNorm   the global gradient norm before clipping (unscaled; NaN for a skipped step)
+ * @param lossScale  fp16: the loss scale the step ran at; NaN without loss scaling (fp32, bf16)
+ * @param skipped    fp16: whether the step's gradients overflowed, so it made no update
+ * @param skippedSteps fp16: steps skipped so far in the run, this one included
  */
 public record StepMetrics(int step, double trainLoss, double valLoss, double stepMs, double tokensPerS, float lr,
-                          double gradNorm) {
+                          double gradNorm, float lossScale, boolean skipped, int skippedSteps) {
+
+    /** A step without loss scaling (fp32, bf16). */
+    public StepMetrics(int step, double trainLoss, double valLoss, double stepMs, double tokensPerS, float lr,
+                       double gradNorm) {
+        this(step, trainLoss, valLoss, stepMs, tokensPerS, lr, gradNorm, Float.NaN, false, 0);
+    }
 
     /** A line for a validation without a training step (after the last one). */
     public static StepMetrics validationOnly(int step, double valLoss) {
@@ -30,6 +40,10 @@ public record StepMetrics(int step, double trainLoss, double valLoss, double ste
         field(sb, "tokens_per_s", round(tokensPerS, 1));
         field(sb, "lr", lr);
         field(sb, "grad_norm", gradNorm);
+        if (Float.isFinite(lossScale)) {
+            field(sb, "loss_scale", lossScale);
+            sb.append(",\"skipped\":").append(skipped).append(",\"skipped_steps\":").append(skippedSteps);
+        }
         return sb.append('}').toString();
     }
 

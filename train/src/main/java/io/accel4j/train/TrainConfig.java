@@ -36,11 +36,13 @@ import io.accel4j.train.data.SampleOrder;
  * @param zeroStage      data parallelism: the ZeRO stage, see {@link ZeroOptimizer}: 0 plain DDP (every rank holds
  *                       everything), 1 AdamW's moments sharded over the ranks, 2 the averaged gradients too, 3 the
  *                       parameters too; above 0 the run needs more than one rank
+ * @param precision      the matmuls' operand precision and fp16's loss scaling ({@link Precision}); default fp32
  */
 public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr, Schedule schedule, int warmup,
                           float minLrFraction, float beta1, float beta2, float eps, float weightDecay,
                           boolean decayMatricesOnly, float gradClip, int valEvery, int valBatches, int saveEvery,
-                          SampleOrder.Mode dataOrder, long seed, long bucketBytes, int zeroStage) {
+                          SampleOrder.Mode dataOrder, long seed, long bucketBytes, int zeroStage,
+                          Precision precision) {
 
     /** The default {@link #bucketBytes}: 25 MiB. */
     public static final long DEFAULT_BUCKET_BYTES = 25L << 20;
@@ -81,8 +83,8 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         if (valEvery > 0 && valBatches < 1) {
             throw new IllegalArgumentException("valBatches must be >= 1 when validating (valEvery " + valEvery + ")");
         }
-        if (schedule == null || dataOrder == null) {
-            throw new IllegalArgumentException("schedule and dataOrder must be given");
+        if (schedule == null || dataOrder == null || precision == null) {
+            throw new IllegalArgumentException("schedule, dataOrder and precision must be given");
         }
         new io.accel4j.core.ops.AdamWConfig(lr, beta1, beta2, eps, weightDecay); // checks the optimizer's ranges
     }
@@ -136,6 +138,7 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         b.seed = seed;
         b.bucketBytes = bucketBytes;
         b.zeroStage = zeroStage;
+        b.precision = precision;
         return b;
     }
 
@@ -150,6 +153,7 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         private long seed = 42;
         private long bucketBytes = DEFAULT_BUCKET_BYTES;
         private int zeroStage;
+        private Precision precision = Precision.FP32;
 
         private Builder() {}
 
@@ -173,11 +177,12 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         public Builder seed(long v) { seed = v; return this; }
         public Builder bucketBytes(long v) { bucketBytes = v; return this; }
         public Builder zeroStage(int v) { zeroStage = v; return this; }
+        public Builder precision(Precision v) { precision = v; return this; }
 
         public TrainConfig build() {
             return new TrainConfig(batch, seq, steps, gradAccum, lr, schedule, warmup, minLrFraction, beta1, beta2,
                     eps, weightDecay, decayMatricesOnly, gradClip, valEvery, valBatches, saveEvery, dataOrder, seed,
-                    bucketBytes, zeroStage);
+                    bucketBytes, zeroStage, precision);
         }
     }
 }

@@ -35,9 +35,9 @@ import java.util.Properties;
  * set is spared).
  *
  * <p>{@link #save} writes a checkpoint into a directory: the model as an llm.c file ({@code model_NNNNNNNN.bin}), the
- * optimizer moments, step and data position ({@link TrainState}, {@code state_NNNNNNNN.bin}), then — the commit
- * point — the small {@value #POINTER} file naming them, each written atomically; older checkpoint files are then
- * removed. {@link #resume} reads them back: the steps that follow give bit for bit the losses an uninterrupted run
+ * optimizer moments, step, data position and loss scaler ({@link TrainState}, {@code state_NNNNNNNN.bin}), then —
+ * the commit point — the small {@value #POINTER} file naming them, each written atomically; older checkpoint files
+ * are then removed. {@link #resume} reads them back: the steps that follow give bit for bit the losses an uninterrupted run
  * gives (every kernel is deterministic and independent of the thread count).
  *
  * <p><b>Data parallelism.</b> With a {@link Communicator} of N &gt; 1 ranks, each rank has its own model (initialised
@@ -84,6 +84,7 @@ public final class Trainer implements AutoCloseable {
     private final GradientBuckets buckets;
     /** ZeRO's sharded optimizer (null: plain DDP or one rank; then {@link #m}, {@link #v} hold all moments). */
     private final ZeroOptimizer zero;
+    private final LossScaler scaler;
     private int step;
 
     /**
@@ -121,6 +122,8 @@ public final class Trainer implements AutoCloseable {
             throw new IllegalArgumentException("ZeRO stage " + cfg.zeroStage() + " shards over the ranks: it needs a "
                     + "communicator of more than one rank (got " + ranks + ")");
         }
+        model.matmulOperands(cfg.precision().operands());
+        this.scaler = new LossScaler(cfg.precision());
         DataLoader t = null, vl = null;
         ZeroOptimizer z = null;
         try {
@@ -241,18 +244,31 @@ public final class Trainer implements AutoCloseable {
         return val != null && cfg.valEvery() > 0 && s % cfg.valEvery() == 0;
     }
 
+    /** The loss scaler (disabled unless the run is fp16). */
+    public LossScaler lossScaler() {
+        return scaler;
+    }
+
     /**
      * One optimizer step: validation first when due, then the update.
      *
-     * @throws IllegalStateException when the loss or the gradient norm is not finite (the run diverged)
+     * <p>With fp16 loss scaling ({@link LossScaler}) the gradients are those of the loss times the scale; when they
+     * hold inf or NaN on any rank the step makes no update (AdamW's moments and step number stay as they are), the
+     * scale halves, and the step still counts: {@link #step()} advances and the learning-rate schedule moves on, as
+     * with PyTorch's GradScaler and a scheduler stepped every iteration. Otherwise the norm and the update see the
+     * gradients divided by the scale. AdamW's step number is the number of updates made, {@code step − skipped + 1}.
+     *
+     * @throws IllegalStateException when the loss or the gradient norm is not finite (the run diverged), or fp16
+     *                               gradients overflow at the smallest loss scale
      */
     public StepMetrics trainStep() {
         int s = step;
         double valLoss = validatesBefore(s) && rank() == 0 ? validate() : Double.NaN;
         long t0 = System.nanoTime();
+        float lossScale = scaler.scale();
         double loss;
         try {
-            loss = accumulate(buckets);
+            loss = accumulate(buckets, lossScale);
         } catch (RuntimeException | Error e) {
             if (buckets != null) {
                 buckets.abandon(e); // no all-reduce may still read the gradients once the caller closes the model
@@ -271,17 +287,27 @@ public final class Trainer implements AutoCloseable {
             comm.allReduce(scalar, 1, DType.FP32, ReduceOp.AVG);
             loss = scalar.get(ValueLayout.JAVA_FLOAT_UNALIGNED, 0);
         }
-        double norm = Math.sqrt(zero != null ? zero.sumOfSquares() : ops.sumOfSquares(model.grads(), count));
-        if (!Double.isFinite(loss) || !Double.isFinite(norm)) {
+        boolean overflow = scaler.enabled() && (zero != null ? zero.hasNonFinite()
+                : LossScaler.overflowed(ops, model.grads(), count, comm, scalar));
+        double norm = overflow ? Double.NaN
+                : Math.sqrt(zero != null ? zero.sumOfSquares() : ops.sumOfSquares(model.grads(), count)) / lossScale;
+        if (!Double.isFinite(loss) || !overflow && !Double.isFinite(norm)) {
             throw new IllegalStateException("training diverged at step " + s + " (loss " + loss + ", gradient norm "
                     + norm + "): lower the learning rate or clip the gradients");
         }
-        float scale = cfg.gradClip() > 0 && norm > cfg.gradClip() ? (float) (cfg.gradClip() / norm) : 1f;
         float lr = cfg.learningRate(s);
-        update(lr, s + 1, scale);
+        if (!overflow) {
+            float scale = cfg.gradClip() > 0 && norm > cfg.gradClip() ? (float) (cfg.gradClip() / norm) : 1f;
+            update(lr, s + 1 - scaler.skippedSteps(), scale / lossScale); // the scale is a power of 2: exact
+        }
+        scaler.afterStep(overflow);
         step = s + 1;
         double ms = (System.nanoTime() - t0) / 1e6;
-        return new StepMetrics(s, loss, valLoss, ms, cfg.tokensPerStep() * ranks() / (ms / 1e3), lr, norm);
+        double tokensPerS = cfg.tokensPerStep() * ranks() / (ms / 1e3);
+        return scaler.enabled()
+                ? new StepMetrics(s, loss, valLoss, ms, tokensPerS, lr, norm, lossScale, overflow,
+                        scaler.skippedSteps())
+                : new StepMetrics(s, loss, valLoss, ms, tokensPerS, lr, norm);
     }
 
     /**
@@ -291,13 +317,16 @@ public final class Trainer implements AutoCloseable {
      * @return the mean loss of the K micro-batches
      */
     public double accumulate() {
-        return accumulate(null);
+        return accumulate(null, 1f);
     }
 
-    /** {@link #accumulate()}, the last micro-batch's backward starting {@code overlap}'s buckets (when not null). */
-    private double accumulate(GradientBuckets overlap) {
+    /**
+     * {@link #accumulate()} of the loss times {@code lossScale}, the last micro-batch's backward starting
+     * {@code overlap}'s buckets (when not null).
+     */
+    private double accumulate(GradientBuckets overlap, float lossScale) {
         int B = cfg.batch(), T = cfg.seq(), K = cfg.gradAccum();
-        float dlossScale = 1f / ((float) B * T * K);
+        float dlossScale = 1f / ((float) B * T * K) * lossScale;
         model.zeroGrad();
         double loss = 0;
         for (int k = 0; k < K; k++) {
@@ -364,7 +393,8 @@ public final class Trainer implements AutoCloseable {
             Files.createDirectories(dir);
             model.save(modelFile);
             TrainState.write(stateFile, new TrainState.Header(step, cfg.batch(), cfg.seq(), cfg.gradAccum(),
-                    model.config(), train.position().encode()), moments1, moments2);
+                    model.config(), train.position().encode(), scaler.enabled() ? scaler.scale() : 0f,
+                    scaler.cleanSteps(), scaler.skippedSteps()), moments1, moments2);
         }
         String pointer = "# the latest complete accel4j checkpoint\nstep=" + step + "\nmodel="
                 + modelFile.getFileName() + "\nstate=" + stateFile.getFileName() + "\n";
@@ -432,6 +462,7 @@ public final class Trainer implements AutoCloseable {
                     + e.getMessage());
         }
         step = h.step();
+        scaler.restore(h.lossScale(), h.cleanSteps(), h.skippedSteps());
         checkReplicas();
     }
 

@@ -1,18 +1,62 @@
 package io.accel4j.core.ops;
 
+import io.accel4j.core.DType;
 import java.lang.foreign.MemorySegment;
 
-/** A linear layer, weights stored (out, in) as in PyTorch and llm.c. */
+/**
+ * A linear layer, weights stored (out, in) as in PyTorch and llm.c.
+ *
+ * <p><b>Operand precision.</b> Every method takes the precision its products are formed in, {@code operands}:
+ * <ul>
+ *   <li>{@link DType#FP32}: the fp32 values as they are (the methods without the argument).</li>
+ *   <li>{@link DType#BF16} or {@link DType#FP16}: every operand of every product — {@code inp} and {@code weight}
+ *       forward; {@code dout}, {@code weight} (for dinp) and {@code dout}, {@code inp} (for dweight) backward — is
+ *       first rounded to that format, to nearest, ties to even, exactly as {@link io.accel4j.core.Bf16#fromFloat} and
+ *       {@link io.accel4j.core.Fp16#fromFloat} do (fp16 with its real range: a magnitude of 65520 or more becomes
+ *       ±inf, so an overflow shows up as inf or NaN in the outputs), then the rounded values are multiplied and
+ *       summed in fp32. The buffers themselves stay fp32 and are not modified; {@code out}, the gradients, the bias
+ *       and {@code dbias} (the sum of the unrounded {@code dout}) are fp32. This is what a GPU's bf16/fp16 tensor-core
+ *       GEMM with fp32 accumulation computes, up to the order of the fp32 additions.</li>
+ * </ul>
+ * Any other {@code operands} is an {@link IllegalArgumentException}; a backend that lacks a precision throws
+ * {@link UnsupportedOperationException}.
+ */
 public interface MatmulOps {
 
-    /** {@code out (N,OC) = inp (N,C) · weightᵀ (C,OC) + bias (OC)}; {@code bias} may be null. */
-    void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
-                       int N, int C, int OC);
+    /** {@code out (N,OC) = inp (N,C) · weightᵀ (C,OC) + bias (OC)}, fp32 operands; {@code bias} may be null. */
+    default void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
+                               int N, int C, int OC) {
+        matmulForward(out, inp, weight, bias, N, C, OC, DType.FP32);
+    }
 
     /**
      * {@code dinp (N,C) += dout · weight}, {@code dweight (OC,C) += doutᵀ · inp}, {@code dbias (OC) += Σ_rows dout}
-     * ({@code dbias} may be null when the layer has no bias).
+     * ({@code dbias} may be null when the layer has no bias), fp32 operands.
      */
+    default void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                                MemorySegment inp, MemorySegment weight, int N, int C, int OC) {
+        matmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, DType.FP32);
+    }
+
+    /** {@link #matmulForward(MemorySegment, MemorySegment, MemorySegment, MemorySegment, int, int, int)} with
+     *  products of {@code operands} precision (see the interface comment). */
+    void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
+                       int N, int C, int OC, DType operands);
+
+    /** {@link #matmulBackward(MemorySegment, MemorySegment, MemorySegment, MemorySegment, MemorySegment,
+     *  MemorySegment, int, int, int)} with products of {@code operands} precision (see the interface comment). */
     void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
-                        MemorySegment inp, MemorySegment weight, int N, int C, int OC);
+                        MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands);
+
+    /**
+     * Checks an operand precision: returns it when it is FP32, BF16 or FP16.
+     *
+     * @throws IllegalArgumentException for null or any other type
+     */
+    static DType checkOperands(DType operands) {
+        if (operands != DType.FP32 && operands != DType.BF16 && operands != DType.FP16) {
+            throw new IllegalArgumentException("matmul operands must be FP32, BF16 or FP16, got " + operands);
+        }
+        return operands;
+    }
 }

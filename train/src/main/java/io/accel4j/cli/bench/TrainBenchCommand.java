@@ -1,5 +1,7 @@
 package io.accel4j.cli.bench;
 
+import io.accel4j.cli.train.TrainCommand;
+import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
@@ -80,6 +82,10 @@ public final class TrainBenchCommand implements Callable<Integer> {
             + "the tokens (default: ${DEFAULT-VALUE}).")
     long seed;
 
+    @Option(names = "--precision", paramLabel = "fp32|bf16|fp16", defaultValue = "fp32",
+            converter = TrainCommand.Precisions.class, description = "Matmul operand precision, fp32 accumulation "
+            + "(fp16: the rounding only, no loss scaling) (default: ${DEFAULT-VALUE}).")
+    DType precision;
     @Option(names = "--profile", description = "Also print, per thread count, a per-op table of the timed steps: "
             + "calls, total ms, % of the step, GFLOP/s or GB/s.")
     boolean profile;
@@ -93,8 +99,8 @@ public final class TrainBenchCommand implements Callable<Integer> {
         GptConfig config = config();
         PrintWriter out = spec.commandLine().getOut();
         out.printf(Locale.ROOT, "training step of %s %s: B=%d, T=%d, AdamW lr %s (0.9, 0.999, 1e-8), weight decay 0;"
-                        + " %s; %d untimed + %d timed steps%n", model, config, batch, seq, lr, Simd.describe(),
-                warmup, steps);
+                        + " %s matmul operands; %s; %d untimed + %d timed steps%n", model, config, batch, seq, lr,
+                precision.name().toLowerCase(Locale.ROOT), Simd.describe(), warmup, steps);
         out.println();
         Table table = new Table(out,
                 new String[] {"threads", "median ms", "best ms", "tokens/s", "best tok/s", "loss first", "loss last"},
@@ -135,6 +141,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
         AdamWConfig adam = new AdamWConfig(lr, 0.9f, 0.999f, 1e-8f, 0f);
         try (Arena arena = Arena.ofShared(); Gpt2 gpt = new Gpt2(config, ops, B, T)) {
             gpt.initialise(seed);
+            gpt.matmulOperands(precision);
             long count = gpt.layout().count();
             MemorySegment m = arena.allocate(count * Float.BYTES, 64); // zeroed
             MemorySegment v = arena.allocate(count * Float.BYTES, 64);

@@ -52,9 +52,11 @@ final class Progress {
         double perStep = (now - lastLine) / 1e9 / Math.max(1, done - lastLineStep);
         String eta = last ? "took " + clock((now - start) / 1e9)
                 : done - firstStep < 2 ? "ETA -" : "ETA " + clock(perStep * (steps - done));
-        w.printf(Locale.ROOT, "step %5d/%d | loss %.4f%s | lr %.2e | %,8.0f tok/s | %s%n", done, steps,
+        w.printf(Locale.ROOT, "step %5d/%d | loss %.4f%s | lr %.2e%s | %,8.0f tok/s | %s%n", done, steps,
                 lossSum / lossCount, Double.isFinite(m.valLoss()) ? String.format(Locale.ROOT, " | val %.4f",
-                        m.valLoss()) : "", m.lr(), recentTokens / (recentMs / 1e3), eta);
+                        m.valLoss()) : "", m.lr(), Float.isFinite(m.lossScale()) ? String.format(Locale.ROOT,
+                        " | scale %.0f, %d skipped", m.lossScale(), m.skippedSteps()) : "",
+                recentTokens / (recentMs / 1e3), eta);
         w.flush();
         lossSum = 0;
         lossCount = 0;

@@ -56,6 +56,10 @@ final class Report {
         w.printf(Locale.ROOT, "done: %d steps in %s, %,.0f tokens/s; train loss %.4f (mean of the last %d steps)%s%n",
                 trainer.step(), Progress.clock(progress.elapsedSeconds()), progress.tokensPerSecond(), trainLoss, n,
                 Double.isFinite(valLoss) ? String.format(Locale.ROOT, ", val loss %.4f", valLoss) : "");
+        if (trainer.lossScaler().enabled()) {
+            w.printf(Locale.ROOT, "fp16 loss scaling: %d of %d steps skipped for overflow, final loss scale %.0f%n",
+                    trainer.lossScaler().skippedSteps(), trainer.step(), trainer.lossScaler().scale());
+        }
         if (data != null) {
             w.printf(Locale.ROOT, "the validation text's unigram entropy is %.4f nats/token: a model that ignores the "
                     + "context cannot do better%n", entropy);

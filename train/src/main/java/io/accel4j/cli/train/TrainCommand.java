@@ -5,10 +5,12 @@ import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.collectives.MpiCommunicator;
 import io.accel4j.cpu.Parallel;
+import io.accel4j.core.DType;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.profile.ProfileReport;
 import io.accel4j.train.profile.ProfilingOps;
+import io.accel4j.train.Precision;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.Trainer;
@@ -32,6 +34,7 @@ import java.time.LocalDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Properties;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -125,6 +128,16 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--val-batches", paramLabel = "N", defaultValue = "8", description = "Validation batches "
             + "(default: ${DEFAULT-VALUE}).")
     int valBatches;
+    @Option(names = "--precision", paramLabel = "fp32|bf16|fp16", defaultValue = "fp32", converter = Precisions.class,
+            description = "Matmul operand precision, fp32 accumulation, fp32 master weights: fp32; bf16; or fp16 "
+                    + "with dynamic loss scaling (default: ${DEFAULT-VALUE}).")
+    DType precision;
+    @Option(names = "--loss-scale", paramLabel = "X", description = "fp16: the initial loss scale, a power of two "
+            + "in [1, 2^64] (default: 65536 = 2^16).")
+    Float lossScale;
+    @Option(names = "--loss-scale-window", paramLabel = "N", description = "fp16: clean steps before the loss scale "
+            + "doubles; an overflow skips the step and halves it (default: 1000).")
+    Integer lossScaleWindow;
     @Option(names = "--threads", paramLabel = "N", description = "Kernel threads (default: all processors).")
     Integer threads;
     @Option(names = "--ranks", paramLabel = "N", defaultValue = "1", description = "Data-parallel ranks in this "
@@ -246,7 +259,7 @@ public final class TrainCommand implements Callable<Integer> {
              Trainer trainer = new Trainer(gpt, cfg, train, val, comm)) {
             w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
                     + " data-parallel ranks " + (comm instanceof MpiCommunicator ? "under mpirun (Open MPI)"
-                    : "in this process")));
+                    : "in this process")) + describe(cfg.precision()));
             w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB%s)%s%n", describe(gpt),
                     gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
                     gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
@@ -338,8 +351,9 @@ public final class TrainCommand implements Callable<Integer> {
         if (zero < 0 || zero > 3) {
             throw usage("--zero must be 0 (plain data parallelism), 1, 2 or 3, got " + zero);
         }
+        Precision p = precision();
         try {
-            return TrainConfig.builder().batch(batch).seq(seq).steps(steps).gradAccum(gradAccum).lr(lr)
+            return TrainConfig.builder().precision(p).batch(batch).seq(seq).steps(steps).gradAccum(gradAccum).lr(lr)
                     .betas(beta1, beta2).eps(eps).schedule(schedule).warmup(warmup).minLrFraction(minLrFraction)
                     .weightDecay(weightDecay).decayMatricesOnly(noDecaySet).gradClip(gradClip).valEvery(valEvery)
                     .valBatches(valBatches).saveEvery(saveEvery).dataOrder(dataOrder).seed(seed)
@@ -347,6 +361,30 @@ public final class TrainCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
             throw usage(flagNames(e.getMessage()));
         }
+    }
+
+    /** --precision with --loss-scale and --loss-scale-window, which only fp16 takes. */
+    private Precision precision() {
+        if (precision != DType.FP16 && (lossScale != null || lossScaleWindow != null)) {
+            throw usage("--loss-scale and --loss-scale-window apply to --precision fp16 only (this run is "
+                    + precision.name().toLowerCase(Locale.ROOT) + ")");
+        }
+        try {
+            return new Precision(precision, lossScale != null ? lossScale : Precision.DEFAULT_LOSS_SCALE,
+                    lossScaleWindow != null ? lossScaleWindow : Precision.DEFAULT_LOSS_SCALE_WINDOW);
+        } catch (IllegalArgumentException e) {
+            throw usage(e.getMessage().replace("the loss scale", "--loss-scale")
+                    .replace("the loss-scale window", "--loss-scale-window"));
+        }
+    }
+
+    /** ", bf16 matmul operands" or ", fp16 matmul operands, loss scale 65536 (x2 after 1000 clean steps)". */
+    private static String describe(Precision p) {
+        if (!p.scalesLoss()) {
+            return p.operands() == DType.FP32 ? "" : ", " + p.label() + " matmul operands (fp32 accumulation)";
+        }
+        return String.format(Locale.ROOT, ", fp16 matmul operands (fp32 accumulation), loss scale %.0f (x2 after "
+                + "%d clean steps, /2 and skip on overflow)", p.initialLossScale(), p.lossScaleWindow());
     }
 
     /** The config's field names as the flags the user typed. */
@@ -492,6 +530,20 @@ public final class TrainCommand implements Callable<Integer> {
                 case "cosine" -> TrainConfig.Schedule.COSINE;
                 default -> throw new picocli.CommandLine.TypeConversionException("'" + s
                         + "' is not a schedule: constant or cosine");
+            };
+        }
+    }
+
+    /** {@code fp32|bf16|fp16}, case-insensitive (also for {@code accel4j bench train}). */
+    public static final class Precisions implements picocli.CommandLine.ITypeConverter<DType> {
+        @Override
+        public DType convert(String s) {
+            return switch (s.toLowerCase(Locale.ROOT)) {
+                case "fp32" -> DType.FP32;
+                case "bf16" -> DType.BF16;
+                case "fp16" -> DType.FP16;
+                default -> throw new picocli.CommandLine.TypeConversionException("'" + s
+                        + "' is not a precision: fp32, bf16 or fp16");
             };
         }
     }

@@ -18,11 +18,13 @@ import java.nio.file.StandardOpenOption;
  * The trainer's state beside an llm.c model file, enough to resume bit for bit: the step, the batch shape, the data
  * loader's position and AdamW's moments. A header of 256 little-endian int32 in llm.c's style —
  * <pre>
- *  [0] magic 20241203   [1] version 1   [2] step (completed optimizer steps)
+ *  [0] magic 20241203   [1] version 2   [2] step (completed optimizer steps)
  *  [3] B  [4] T  [5] grad accumulation K
  *  [6] max_seq_len  [7] V  [8] L  [9] NH  [10] C  [11] Vp     (the model's shape)
- *  [12] loader state bytes S   [13] parameter count, low 32 bits   [14] its high 32 bits   [15..255] 0
+ *  [12] loader state bytes S   [13] parameter count, low 32 bits   [14] its high 32 bits
+ *  [15] fp16 loss scale, fp32 bits (0: none)   [16] its clean steps   [17] skipped steps   [18..255] 0
  * </pre>
+ * Version 1 files (before precisions; fields 15..17 zero) are read as having no loss scale and no skipped step.
  * then S bytes of {@link io.accel4j.train.data.DataLoader.State#encode}, then the first moments m and the second
  * moments v, one fp32 per parameter each, little-endian. A file that breaks this is a {@link FileFormatException}
  * naming the field, found before anything is allocated.
@@ -32,7 +34,9 @@ public final class TrainState {
     /** {@code header[0]}. */
     public static final int MAGIC = 20241203;
     /** {@code header[1]}. */
-    public static final int VERSION = 1;
+    public static final int VERSION = 2;
+    /** The version before the loss-scaler fields, still read. */
+    static final int VERSION_1 = 1;
 
     private static final ValueLayout.OfFloat FLOAT_LE =
             ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
@@ -41,12 +45,21 @@ public final class TrainState {
     /**
      * The state's scalars.
      *
-     * @param step        completed optimizer steps
-     * @param loaderState the train loader's encoded position
+     * @param step         completed optimizer steps
+     * @param loaderState  the train loader's encoded position
+     * @param lossScale    the fp16 loss scale ({@link io.accel4j.train.LossScaler}); 0 when the run has none
+     * @param cleanSteps   the loss scaler's clean steps since its last change
+     * @param skippedSteps steps skipped for overflow so far
      */
-    public record Header(int step, int B, int T, int gradAccum, GptConfig config, byte[] loaderState) {
+    public record Header(int step, int B, int T, int gradAccum, GptConfig config, byte[] loaderState,
+                         float lossScale, int cleanSteps, int skippedSteps) {
         public Header {
             loaderState = loaderState.clone();
+        }
+
+        /** A header without loss scaling and no skipped step. */
+        public Header(int step, int B, int T, int gradAccum, GptConfig config, byte[] loaderState) {
+            this(step, B, T, gradAccum, config, loaderState, 0f, 0, 0);
         }
 
         @Override
@@ -63,7 +76,8 @@ public final class TrainState {
         long count = c.parameterCount();
         byte[] loader = h.loaderState;
         ByteBuffer header = LlmcHeader.encode(MAGIC, VERSION, h.step(), h.B(), h.T(), h.gradAccum(), c.maxT(), c.V(),
-                c.L(), c.NH(), c.C(), c.Vp(), loader.length, (int) count, (int) (count >>> 32));
+                c.L(), c.NH(), c.C(), c.Vp(), loader.length, (int) count, (int) (count >>> 32),
+                Float.floatToRawIntBits(h.lossScale()), h.cleanSteps(), h.skippedSteps());
         AtomicWrite.write(file, ch -> {
             LlmcHeader.writeFully(ch, header);
             LlmcHeader.writeFully(ch, ByteBuffer.wrap(loader));
@@ -107,8 +121,16 @@ public final class TrainState {
                 throw new FileFormatException(file, "header[0] (magic)", "is " + h[0] + ", expected " + MAGIC
                         + ": not an accel4j train state file");
             }
-            if (h[1] != VERSION) {
-                throw new FileFormatException(file, "header[1] (version)", "is " + h[1] + ", expected " + VERSION);
+            if (h[1] != VERSION && h[1] != VERSION_1) {
+                throw new FileFormatException(file, "header[1] (version)", "is " + h[1] + ", expected " + VERSION
+                        + " (or " + VERSION_1 + ")");
+            }
+            float lossScale = Float.intBitsToFloat(h[15]);
+            if (!(lossScale == 0 || lossScale >= 1 && lossScale == Math.scalb(1f, Math.getExponent(lossScale)))
+                    || h[16] < 0 || h[17] < 0) {
+                throw new FileFormatException(file, "header[15..17] (loss scale, clean steps, skipped steps)", "is "
+                        + lossScale + ", " + h[16] + ", " + h[17] + ": expected 0 or a power of two >= 1, and counts "
+                        + ">= 0");
             }
             String[] names = {"step", "B", "T", "grad accumulation", "max_seq_len", "V", "L", "NH", "C", "Vp"};
             for (int i = 2; i <= 11; i++) {
@@ -151,7 +173,7 @@ public final class TrainState {
                 MemorySegment.copy(src, FLOAT_LE, (count + from) * Float.BYTES, v, ValueLayout.JAVA_FLOAT_UNALIGNED, 0,
                         length);
             }
-            return new Header(h[2], h[3], h[4], h[5], config, loader.array());
+            return new Header(h[2], h[3], h[4], h[5], config, loader.array(), lossScale, h[16], h[17]);
         }
     }
 }

@@ -2,6 +2,8 @@ package io.accel4j.train.model;
 
 import static io.accel4j.train.model.Activations.*;
 
+import io.accel4j.core.DType;
+import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import io.accel4j.train.model.ParameterLayout.Param;
@@ -52,6 +54,7 @@ public final class Gpt2 implements AutoCloseable {
     private int B;
     private int T;
     private State state = State.EMPTY;
+    private DType operands = DType.FP32;
 
     private enum State { EMPTY, FORWARD, FORWARD_WITH_TARGETS, BACKWARD }
 
@@ -142,6 +145,20 @@ public final class Gpt2 implements AutoCloseable {
     /** The backend. */
     public Ops ops() {
         return ops;
+    }
+
+    /**
+     * Sets the precision every matmul forms its products in, forward and backward (FP32, the default; BF16 or FP16:
+     * operands rounded to it, fp32 accumulation — see {@link MatmulOps}). Parameters, gradients and activations stay
+     * fp32.
+     */
+    public void matmulOperands(DType operands) {
+        this.operands = MatmulOps.checkOperands(operands);
+    }
+
+    /** The matmuls' operand precision. */
+    public DType matmulOperands() {
+        return operands;
     }
 
     /** The parameters: {@code layout().count()} fp32, native order. */
@@ -252,7 +269,7 @@ public final class Gpt2 implements AutoCloseable {
         MemorySegment dln = acts.zeroed(DLN, BT);
         MemorySegment lastResidual = acts.slice(RESIDUAL3, L - 1, BT);
         ops.matmulBackward(dln, p(grads, Param.WTE), null, logits, acts.slice(LNF, BT), p(params, Param.WTE),
-                BT, C, c.Vp());
+                BT, C, c.Vp(), operands);
         ops.layernormBackward(dres, p(grads, Param.LNFW), p(grads, Param.LNFB), dln, lastResidual,
                 p(params, Param.LNFW), acts.slice(LNF_MEAN, BT), acts.slice(LNF_RSTD, BT), BT, C);
         for (int l = L - 1; l >= 0; l--) {
@@ -268,25 +285,25 @@ public final class Gpt2 implements AutoCloseable {
             // the MLP: dres is d(residual3) = d(fcproj)
             MemorySegment dfchGelu = acts.zeroed(DFCH_GELU, BT);
             ops.matmulBackward(dfchGelu, p(grads, Param.FCPROJW, l), p(grads, Param.FCPROJB, l), dres,
-                    acts.slice(FCH_GELU, l, BT), p(params, Param.FCPROJW, l), BT, 4 * C, C);
+                    acts.slice(FCH_GELU, l, BT), p(params, Param.FCPROJW, l), BT, 4 * C, C, operands);
             MemorySegment dfch = acts.zeroed(DFCH, BT);
             ops.geluBackward(dfch, acts.slice(FCH, l, BT), dfchGelu, (long) BT * 4 * C);
             dln = acts.zeroed(DLN, BT);
             ops.matmulBackward(dln, p(grads, Param.FCW, l), p(grads, Param.FCB, l), dfch, acts.slice(LN2, l, BT),
-                    p(params, Param.FCW, l), BT, C, 4 * C);
+                    p(params, Param.FCW, l), BT, C, 4 * C, operands);
             ops.layernormBackward(dres, p(grads, Param.LN2W, l), p(grads, Param.LN2B, l), dln,
                     acts.slice(RESIDUAL2, l, BT), p(params, Param.LN2W, l), acts.slice(LN2_MEAN, l, BT),
                     acts.slice(LN2_RSTD, l, BT), BT, C);
             // attention: dres is now d(residual2) = d(attproj)
             MemorySegment datty = acts.zeroed(DATTY, BT);
             ops.matmulBackward(datty, p(grads, Param.ATTPROJW, l), p(grads, Param.ATTPROJB, l), dres,
-                    acts.slice(ATTY, l, BT), p(params, Param.ATTPROJW, l), BT, C, C);
+                    acts.slice(ATTY, l, BT), p(params, Param.ATTPROJW, l), BT, C, C, operands);
             MemorySegment dqkv = acts.zeroed(DQKV, BT);
             ops.attentionBackward(dqkv, datty, acts.slice(QKV, l, BT), acts.slice(ATTY, l, BT),
                     acts.slice(LSE, l, BT), B, T, C, NH);
             dln = acts.zeroed(DLN, BT);
             ops.matmulBackward(dln, p(grads, Param.QKVW, l), p(grads, Param.QKVB, l), dqkv, acts.slice(LN1, l, BT),
-                    p(params, Param.QKVW, l), BT, C, 3 * C);
+                    p(params, Param.QKVW, l), BT, C, 3 * C, operands);
             ops.layernormBackward(dres, p(grads, Param.LN1W, l), p(grads, Param.LN1B, l), dln, residual,
                     p(params, Param.LN1W, l), acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), BT, C);
             // dres is now d(residual3 of layer l−1), or d(encoded)
@@ -354,7 +371,7 @@ public final class Gpt2 implements AutoCloseable {
         MemorySegment lnf = acts.slice(LNF, BT);
         ops.layernormForward(lnf, acts.slice(LNF_MEAN, BT), acts.slice(LNF_RSTD, BT), residual,
                 p(params, Param.LNFW), p(params, Param.LNFB), BT, C);
-        ops.matmulForward(acts.slice(LOGITS, BT), lnf, p(params, Param.WTE), null, BT, C, c.Vp());
+        ops.matmulForward(acts.slice(LOGITS, BT), lnf, p(params, Param.WTE), null, BT, C, c.Vp(), operands);
         state = targets == null ? State.FORWARD : State.FORWARD_WITH_TARGETS;
     }
 
@@ -371,18 +388,21 @@ public final class Gpt2 implements AutoCloseable {
         MemorySegment fchGelu = acts.slice(FCH_GELU, l, BT);
         ops.layernormForward(ln1, acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), residual,
                 p(params, Param.LN1W, l), p(params, Param.LN1B, l), BT, C);
-        ops.matmulForward(qkv, ln1, p(params, Param.QKVW, l), p(params, Param.QKVB, l), BT, C, 3 * C);
+        ops.matmulForward(qkv, ln1, p(params, Param.QKVW, l), p(params, Param.QKVB, l), BT, C, 3 * C,
+                operands);
         ops.attentionForward(atty, acts.slice(LSE, l, BT), qkv, B, T, C, config.NH());
-        ops.matmulForward(attproj, atty, p(params, Param.ATTPROJW, l), p(params, Param.ATTPROJB, l), BT, C, C);
+        ops.matmulForward(attproj, atty, p(params, Param.ATTPROJW, l), p(params, Param.ATTPROJB, l), BT, C, C,
+                operands);
         ops.residualForward(residual2, residual, attproj, (long) BT * C);
         ops.layernormForward(ln2, acts.slice(LN2_MEAN, l, BT), acts.slice(LN2_RSTD, l, BT), residual2,
                 p(params, Param.LN2W, l), p(params, Param.LN2B, l), BT, C);
-        ops.matmulForward(fch, ln2, p(params, Param.FCW, l), p(params, Param.FCB, l), BT, C, 4 * C);
+        ops.matmulForward(fch, ln2, p(params, Param.FCW, l), p(params, Param.FCB, l), BT, C, 4 * C,
+                operands);
         ops.geluForward(fchGelu, fch, (long) BT * 4 * C);
         if (toOutput) {
             MemorySegment fcproj = acts.slice(FCPROJ, l, BT);
             ops.matmulForward(fcproj, fchGelu, p(params, Param.FCPROJW, l), p(params, Param.FCPROJB, l),
-                    BT, 4 * C, C);
+                    BT, 4 * C, C, operands);
             ops.residualForward(acts.slice(RESIDUAL3, l, BT), residual2, fcproj, (long) BT * C);
         }
     }

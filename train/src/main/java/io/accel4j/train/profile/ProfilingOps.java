@@ -161,6 +161,22 @@ public final class ProfilingOps implements Ops {
     }
 
     @Override
+    public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
+                              int N, int C, int OC, DType operands) {
+        long t0 = System.nanoTime();
+        delegate.matmulForward(out, inp, weight, bias, N, C, OC, operands);
+        record("matmulForward", t0, 2.0 * N * C * OC, 0);
+    }
+
+    @Override
+    public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                               MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
+        long t0 = System.nanoTime();
+        delegate.matmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, operands);
+        record("matmulBackward", t0, 4.0 * N * C * OC, 0);
+    }
+
+    @Override
     public void attentionForward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C,
                                  int NH) {
         long t0 = System.nanoTime();

@@ -57,6 +57,15 @@ class TrainBenchCommandTest {
     }
 
     @Test
+    void bf16OperandsAreNamedAndTrainTheSameModel() {
+        Result r = run("bench", "train", "--model", "tiny", "--steps", "1", "--warmup", "0", "--threads", "1",
+                "--batch", "1", "--seq", "8", "--precision", "bf16");
+
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("bf16 matmul operands", "tokens/s");
+    }
+
+    @Test
     void badOptionsAreUsageErrors() {
         String[][] cases = {
             {"--model", "gpt2"}, {"--steps", "0"}, {"--seq", "65"}, {"--threads", "0"}, {"--batch", "0"},

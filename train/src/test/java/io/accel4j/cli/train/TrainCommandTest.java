@@ -105,12 +105,36 @@ class TrainCommandTest {
         for (String[] args : new String[][] {
             {"train", "--batch", "0"}, {"train", "--schedule", "linear"}, {"train", "--data-order", "random"},
             {"train", "--bogus"}, {"train", "--seq", "65", "--out", "x"}, {"train", "--grad-accum", "0"},
-            {"train", "--model", "nosuch", "--out", "x"}, {"train", "--lr", "abc"}}) {
+            {"train", "--model", "nosuch", "--out", "x"}, {"train", "--lr", "abc"}, {"train", "--precision", "fp8"},
+            {"train", "--precision", "fp16", "--loss-scale", "3"}, {"train", "--loss-scale", "1024"},
+            {"train", "--precision", "fp16", "--loss-scale-window", "0"}}) {
             Result r = run(fixOut(args));
             assertThat(r.code()).as("%s: %s", List.of(args), r.err()).isEqualTo(2);
             assertThat(r.err().lines().toList()).as(List.of(args).toString()).singleElement().asString()
                     .startsWith("accel4j: error: ").endsWith("(see 'accel4j train --help')");
         }
+    }
+
+    @Test
+    void lowPrecisionRunsSayHowTheyRoundAndFp16ReportsItsSkips() throws IOException {
+        String[] common = {"--steps", "3", "--val-every", "0", "--samples", "0", "--eval-problems", "0"};
+        Path fp16 = tmp.resolve("fp16");
+        // 2^40: every step of this short run overflows fp16, is skipped and halves the scale
+        Result r = run(quick(fp16, concat(common, "--precision", "fp16", "--loss-scale", "1099511627776",
+                "--loss-scale-window", "5")));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("fp16 matmul operands (fp32 accumulation), loss scale 1099511627776 (x2 after 5 "
+                + "clean steps", "| scale 1099511627776, 1 skipped |",
+                "fp16 loss scaling: 3 of 3 steps skipped for overflow, final loss scale 137438953472");
+        List<String> lines = Files.readAllLines(fp16.resolve("metrics.jsonl"));
+        assertThat(lines.subList(0, 3)).allSatisfy(l -> assertThat(l).contains("\"skipped\":true"));
+        assertThat(lines.get(2)).contains("\"loss_scale\":2.748779E11", "\"skipped_steps\":3");
+
+        Path bf16 = tmp.resolve("bf16");
+        r = run(quick(bf16, concat(common, "--precision", "BF16")));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("bf16 matmul operands (fp32 accumulation)").doesNotContain("loss scal");
+        assertThat(Files.readAllLines(bf16.resolve("metrics.jsonl"))).noneMatch(l -> l.contains("loss_scale"));
     }
 
     /** Points any --out at the temp directory so that nothing lands in the working directory. */

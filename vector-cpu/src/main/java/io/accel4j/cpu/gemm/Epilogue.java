@@ -23,18 +23,19 @@ final class Epilogue {
     private Epilogue() {}
 
     /**
-     * @param acc   the block in tiles ({@link GemmDriver}): element (i, j) at {@code (i/MR)·MR·ncPad + (j/NR)·MR·NR
-     *              + (i%MR)·NR + j%NR}
+     * @param acc   the block in tiles ({@link GemmDriver}): element (i, j) at {@code accOff + (i/MR)·MR·ncPad
+     *              + (j/NR)·MR·NR + (i%MR)·NR + j%NR}
+     * @param accOff where the block starts in {@code acc}
      * @param ncPad columns of the block rounded up to NR
      * @param rows  rows of the block (rows ic… of C)
      * @param cols  columns of the block (columns jc… of C)
      */
-    static void store(float[] acc, int ncPad, int rows, int cols, float alpha, float beta,
+    static void store(float[] acc, int accOff, int ncPad, int rows, int cols, float alpha, float beta,
                       MemorySegment c, DType cType, int ldc, int ic, int jc, MemorySegment bias) {
         int vecEnd = (Simd.SCALAR || cType != DType.FP32) ? 0 : S.loopBound(cols);
         for (int i = 0; i < rows; i++) {
             long cRow = (long) (ic + i) * ldc + jc;
-            int aRow = (i / MR) * MR * ncPad + (i % MR) * NR; // a vector never crosses a tile: V divides NR
+            int aRow = accOff + (i / MR) * MR * ncPad + (i % MR) * NR; // a vector never crosses a tile: V divides NR
             int j = 0;
             for (; j < vecEnd; j += S.length()) {
                 FloatVector v = FloatVector.fromArray(S, acc, aRow + (j / NR) * MR * NR + j % NR).mul(alpha);

@@ -55,9 +55,25 @@ public final class Gemm {
                             float alpha, MemorySegment a, DType aType, int lda, float scaleA,
                             MemorySegment b, DType bType, int ldb, float scaleB,
                             float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias) {
+        gemm(pool, layout, M, N, K, alpha, a, aType, lda, scaleA, b, bType, ldb, scaleB, beta, c, cType, ldc, bias,
+                DType.FP32);
+    }
+
+    /**
+     * {@link #gemm(Parallel, Layout, int, int, int, float, MemorySegment, DType, int, float, MemorySegment, DType, int,
+     * float, float, MemorySegment, DType, int, MemorySegment) The general GEMM} with products of {@code operands}
+     * precision: FP32 as that method; BF16 or FP16: every decoded element of op(A) and op(B) is rounded to nearest-even
+     * in that format (fp16 overflowing to ±inf) while it is packed, then the fp32 kernel multiplies and accumulates
+     * in fp32 (alpha, beta, C and bias stay fp32). The inputs are not modified.
+     */
+    public static void gemm(Parallel pool, Layout layout, int M, int N, int K,
+                            float alpha, MemorySegment a, DType aType, int lda, float scaleA,
+                            MemorySegment b, DType bType, int ldb, float scaleB,
+                            float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias, DType operands) {
         Objects.requireNonNull(pool, "pool");
         GemmArgs.check(pool.threads(), layout, M, N, K, a, aType, lda, b, bType, ldb, c, cType, ldc, bias);
+        GemmArgs.checkOperands(operands);
         GemmDriver.gemm(pool, layout, M, N, K, alpha * scaleA * scaleB, a, aType, lda, b, bType, ldb,
-                beta, c, cType, ldc, bias);
+                beta, c, cType, ldc, bias, operands);
     }
 }

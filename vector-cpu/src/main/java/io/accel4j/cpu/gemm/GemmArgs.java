@@ -56,6 +56,14 @@ final class GemmArgs {
         }
     }
 
+    /** The operand precision: FP32, BF16 or FP16. */
+    static void checkOperands(DType operands) {
+        Objects.requireNonNull(operands, "operands");
+        if (operands != DType.FP32 && operands != DType.BF16 && operands != DType.FP16) {
+            throw new IllegalArgumentException("GEMM operands must be FP32, BF16 or FP16, got " + operands);
+        }
+    }
+
     /** Bytes spanned by a rows×cols matrix with leading dimension ld (0 when empty). */
     static long usedBytes(DType t, int ld, int rows, int cols) {
         if (rows == 0 || cols == 0) {

@@ -6,8 +6,12 @@ import static io.accel4j.cpu.gemm.Packing.roundUp;
 
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.Simd;
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
+import java.util.function.IntConsumer;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorSpecies;
 
 /**
  * The blocked, threaded GEMM loop nest (after Goto and BLIS): packed B block in L3, packed A block in L2, one B
@@ -23,8 +27,11 @@ import java.util.Arrays;
  *                                              (acc stored tile by tile: each MR×NR tile is contiguous)
  *         epilogue: C[ic:+mc, jc:+nc] = alpha'·acc + beta·C + bias   (fp32 or bf16 store)
  * </pre>
+ * <p>When K ≤ KC (one K block) the A block is packed once per ic and serves every column: it is taller than MC and
+ * the columns are swept in sub-blocks whose accumulator stays in L2 ({@link #shallowRows}).
  * Each element of C is summed in the same order (k blocks in order, fma per k) whichever task computes it, so
- * results do not depend on the thread count.
+ * results do not depend on the thread count. A long reduction into a small C takes another route, split K
+ * ({@link #splitK}): fixed chunks of K computed in parallel, their partial products summed in chunk order.
  */
 final class GemmDriver {
 
@@ -43,8 +50,20 @@ final class GemmDriver {
     static final int B_BLOCK_FLOATS = Integer.getInteger("accel4j.gemm.bfloats", 2 << 20);
     /** With fewer row tiles than this per thread, threads split the columns instead of the rows. */
     static final int MIN_TILES_PER_THREAD = 4;
+    /** Most rows of an A block when K ≤ KC ({@link #shallowBlockRows}): 4·MC. */
+    static final int SHALLOW_ROWS_MAX = roundUp(Integer.getInteger("accel4j.gemm.shallowrows", 4 * MC), MR);
+    /** Largest accumulator of a column sub-block when K ≤ KC, in floats (192 KiB, with the A block in L2). */
+    static final int SUB_ACC_FLOATS = 48 << 10;
+    /** Depth of one split-K chunk (four K blocks); see {@link #splitK}. */
+    static final int K_CHUNK = 4 * KC;
+    /** Reductions at least this deep over a small C are split into chunks of K ({@link #splitsK}). */
+    static final int SPLIT_K_MIN_DEPTH = 4 * K_CHUNK;
+    /** Most floats the split-K partials take together (16 MiB): bounds the C that a split K is used for. */
+    static final int SPLIT_K_MAX_FLOATS = 4 << 20;
     /** Below this many multiply-adds a GEMM runs on the calling thread alone. */
     static final long PARALLEL_THRESHOLD = 100L * 100 * 100; // handing work to a thread costs ~20–30 µs here
+
+    private static final VectorSpecies<Float> S = Simd.FLOAT;
 
     private GemmDriver() {}
 
@@ -54,11 +73,13 @@ final class GemmDriver {
         float[] bp = new float[0];
         float[] acc = new float[0];
         float[] run = new float[0];
+        float[] partials = new float[0];
 
         float[] ap(int n) { return ap.length >= n ? ap : (ap = new float[n]); }
         float[] bp(int n) { return bp.length >= n ? bp : (bp = new float[n]); }
         float[] acc(int n) { return acc.length >= n ? acc : (acc = new float[n]); }
         float[] run(int n) { return run.length >= n ? run : (run = new float[n]); }
+        float[] partials(int n) { return partials.length >= n ? partials : (partials = new float[n]); }
     }
 
     private static final ThreadLocal<Workspace> WORKSPACE = ThreadLocal.withInitial(Workspace::new);
@@ -66,16 +87,22 @@ final class GemmDriver {
     static void gemm(Parallel pool, Layout layout, int M, int N, int K,
                      float alpha, MemorySegment a, DType aType, int lda,
                      MemorySegment b, DType bType, int ldb,
-                     float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias) {
+                     float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias,
+                     DType operands) {
         if (M == 0 || N == 0) {
             return;
         }
         long work = (long) M * N * Math.max(K, 1);
         int threads = work < PARALLEL_THRESHOLD ? 1 : pool.threads();
+        if (splitsK(M, N, K)) {
+            splitK(pool, threads, layout, M, N, K, alpha, a, aType, lda, b, bType, ldb, beta, c, cType, ldc, bias,
+                    operands);
+            return;
+        }
         int rowTiles = (M + MR - 1) / MR;
         if (threads > 1 && rowTiles < MIN_TILES_PER_THREAD * threads) {
             splitColumns(pool, threads, layout, M, N, K, alpha, a, aType, lda, b, bType, ldb, beta, c, cType, ldc,
-                    bias);
+                    bias, operands);
             return;
         }
         // Threads share one packed B block (each packs some of its panels), then each computes its own rows.
@@ -93,12 +120,12 @@ final class GemmDriver {
                 int p1 = share(panels, packTasks, t + 1);
                 int cols = Math.min(nc, p1 * NR) - p0 * NR;
                 Packing.packB(layout.transB(), b, bType, ldb, K, KC, j0 + p0 * NR, cols, bp, ncPad, p0 * NR,
-                        WORKSPACE.get().run(runLength(K, ncMax)));
+                        WORKSPACE.get().run(runLength(K, ncMax)), operands);
             });
             pool.forEach(tasks, t -> {
                 int m0 = share(rowTiles, tasks, t) * MR;
                 int m1 = Math.min(M, share(rowTiles, tasks, t + 1) * MR);
-                rows(layout, m0, m1, j0, nc, K, alpha, a, aType, lda, bp, beta, c, cType, ldc, bias);
+                rows(layout, m0, m1, j0, nc, K, alpha, a, aType, lda, bp, beta, c, cType, ldc, bias, operands);
             });
         }
     }
@@ -107,7 +134,8 @@ final class GemmDriver {
     private static void splitColumns(Parallel pool, int threads, Layout layout, int M, int N, int K,
                                      float alpha, MemorySegment a, DType aType, int lda,
                                      MemorySegment b, DType bType, int ldb,
-                                     float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias) {
+                                     float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias,
+                                     DType operands) {
         int colTiles = (N + NR - 1) / NR;
         int tasks = Math.min(threads, colTiles);
         pool.forEach(tasks, t -> {
@@ -119,8 +147,8 @@ final class GemmDriver {
             for (int jc = n0; jc < n1; jc += ncMax) {
                 int nc = Math.min(ncMax, n1 - jc);
                 Packing.packB(layout.transB(), b, bType, ldb, K, KC, jc, nc, bp, roundUp(nc, NR), 0,
-                        ws.run(runLength(K, ncMax)));
-                rows(layout, 0, M, jc, nc, K, alpha, a, aType, lda, bp, beta, c, cType, ldc, bias);
+                        ws.run(runLength(K, ncMax)), operands);
+                rows(layout, 0, M, jc, nc, K, alpha, a, aType, lda, bp, beta, c, cType, ldc, bias, operands);
             }
         });
     }
@@ -131,27 +159,183 @@ final class GemmDriver {
      */
     private static void rows(Layout layout, int m0, int m1, int jc, int nc, int K,
                              float alpha, MemorySegment a, DType aType, int lda, float[] bp,
-                             float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias) {
+                             float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias,
+                             DType operands) {
+        if (K <= KC) {
+            shallowRows(layout, m0, m1, jc, nc, K, alpha, a, aType, lda, bp, beta, c, cType, ldc, bias, operands);
+            return;
+        }
         Workspace ws = WORKSPACE.get();
         int ncPad = roundUp(nc, NR);
-        float[] run = ws.run(runLength(K, ncPad));
-        float[] ap = ws.ap(MC * Math.min(KC, Math.max(K, 1)));
         float[] acc = ws.acc(MC * ncPad);
         for (int ic = m0; ic < m1; ic += MC) {
             int mc = Math.min(MC, m1 - ic);
+            product(layout.transA(), a, aType, lda, ic, mc, K, bp, ncPad, acc, 0, ws, operands);
+            Epilogue.store(acc, 0, ncPad, mc, nc, alpha, beta, c, cType, ldc, ic, jc, bias);
+        }
+    }
+
+    /**
+     * {@link #rows} for a reduction of one K block (K ≤ KC, as the LM head's {@code logits = inp·Wᵀ} and
+     * {@code dW = doutᵀ·inp} with K = 256): the A block is packed once and serves every column, so it can be
+     * taller ({@link #shallowBlockRows}: longer runs when A is stored transposed, fewer blocks), and the columns
+     * are done in sub-blocks of {@link #subBlockColumns} whose accumulator stays in L2 instead of one accumulator
+     * as wide as the B block. One K block: each element is the same fma chain as in {@link #product}.
+     */
+    private static void shallowRows(Layout layout, int m0, int m1, int jc, int nc, int K,
+                                    float alpha, MemorySegment a, DType aType, int lda, float[] bp,
+                                    float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias,
+                                    DType operands) {
+        Workspace ws = WORKSPACE.get();
+        int mcMax = shallowBlockRows(K);
+        int sub = subBlockColumns(mcMax);
+        float[] ap = ws.ap(mcMax * Math.max(K, 1));
+        float[] run = ws.run(runLength(K, roundUp(nc, NR)));
+        float[] acc = ws.acc(mcMax * sub);
+        for (int ic = m0; ic < m1; ic += mcMax) {
+            int mc = Math.min(mcMax, m1 - ic);
             int mcPad = roundUp(mc, MR);
-            Arrays.fill(acc, 0, mcPad * ncPad, 0f);
-            for (int pc = 0; pc < K; pc += KC) {
-                int kc = Math.min(KC, K - pc);
-                Packing.packA(layout.transA(), a, aType, lda, ic, mc, pc, kc, ap, run);
-                for (int jr = 0; jr < ncPad; jr += NR) {
-                    int bOff = pc * ncPad + jr * kc;
+            Packing.packA(layout.transA(), a, aType, lda, ic, mc, 0, K, ap, run, operands);
+            for (int js = 0; js < nc; js += sub) {
+                int ns = Math.min(sub, nc - js);
+                int nsPad = roundUp(ns, NR);
+                Arrays.fill(acc, 0, mcPad * nsPad, 0f);
+                for (int jr = 0; jr < nsPad; jr += NR) {
+                    int bOff = (js + jr) * K; // one K block: panel j starts at j·K
                     for (int ir = 0; ir < mcPad; ir += MR) {
-                        MicroKernel.tile(kc, ap, ir * kc, bp, bOff, acc, ir * ncPad + jr * MR, NR);
+                        MicroKernel.tile(K, ap, ir * K, bp, bOff, acc, ir * nsPad + jr * MR, NR);
                     }
                 }
+                Epilogue.store(acc, 0, nsPad, mc, ns, alpha, beta, c, cType, ldc, ic, jc + js, bias);
             }
-            Epilogue.store(acc, ncPad, mc, nc, alpha, beta, c, cType, ldc, ic, jc, bias);
+        }
+    }
+
+    /**
+     * Rows of an A block when K ≤ KC: as many as keep the block near MC·KC floats (the L2 share it has when K is
+     * deep), a multiple of MR between MC and {@link #SHALLOW_ROWS_MAX}.
+     */
+    static int shallowBlockRows(int K) {
+        int rows = MC * KC / Math.max(Math.min(K, KC), 1);
+        return Math.max(MC, Math.min(SHALLOW_ROWS_MAX, roundUp(rows, MR)));
+    }
+
+    /**
+     * Columns of a sub-block of {@link #shallowRows}: a multiple of NR whose mcMax-row accumulator fits
+     * SUB_ACC_FLOATS.
+     */
+    static int subBlockColumns(int mcMax) {
+        return Math.max(NR, SUB_ACC_FLOATS / mcMax / NR * NR);
+    }
+
+    /**
+     * One row block of the product, into tiles: {@code acc[accOff…] = op(A)[ic:ic+mc, 0:K]·B}, B packed in
+     * {@code bp} ({@code ncPad} columns, all of K), acc in the tile layout of row stride {@code ncPad}
+     * ({@link Epilogue#store}). Packs A K block by K block into the calling thread's workspace.
+     */
+    private static void product(boolean transA, MemorySegment a, DType aType, int lda, int ic, int mc, int K,
+                                float[] bp, int ncPad, float[] acc, int accOff, Workspace ws, DType operands) {
+        int mcPad = roundUp(mc, MR);
+        float[] run = ws.run(runLength(K, ncPad));
+        float[] ap = ws.ap(MC * Math.min(KC, Math.max(K, 1)));
+        Arrays.fill(acc, accOff, accOff + mcPad * ncPad, 0f);
+        for (int pc = 0; pc < K; pc += KC) {
+            int kc = Math.min(KC, K - pc);
+            Packing.packA(transA, a, aType, lda, ic, mc, pc, kc, ap, run, operands);
+            for (int jr = 0; jr < ncPad; jr += NR) {
+                int bOff = pc * ncPad + jr * kc;
+                for (int ir = 0; ir < mcPad; ir += MR) {
+                    MicroKernel.tile(kc, ap, ir * kc, bp, bOff, acc, accOff + ir * ncPad + jr * MR, NR);
+                }
+            }
+        }
+    }
+
+    /**
+     * True when the product is a long reduction into a small C, which {@link #splitK} computes: K at least
+     * {@link #SPLIT_K_MIN_DEPTH}, one chunk of B fits a packed block, and all the partials fit
+     * {@link #SPLIT_K_MAX_FLOATS}. Depends on the shape alone, never on the thread count.
+     */
+    static boolean splitsK(int M, int N, int K) {
+        if (K < SPLIT_K_MIN_DEPTH) {
+            return false;
+        }
+        long ncPad = roundUp(N, NR);
+        long chunks = (K + K_CHUNK - 1) / K_CHUNK;
+        return ncPad <= NC_MAX && ncPad * K_CHUNK <= B_BLOCK_FLOATS
+                && chunks * roundUp(M, MR) * ncPad <= SPLIT_K_MAX_FLOATS;
+    }
+
+    /**
+     * Split K (the LM head's {@code dinp = dlogits·W}: 256×256, K = 50304). Without it, B (K×N) would not fit one
+     * packed block, so it would be cut into narrow column blocks and all of A packed again for each.
+     * <pre>
+     *   chunk q covers k in [q·K_CHUNK, (q+1)·K_CHUNK) ∩ [0,K)           (fixed by K, not by the threads)
+     *   task q:   pack op(B)[chunk, 0:N] → bp;  P_q = op(A)[0:M, chunk]·bp   (tile layout, all of C)
+     *   task t owns row tiles [m0,m1):  P_0 += P_1; P_0 += P_2; …  (chunk order), then the epilogue from P_0
+     * </pre>
+     * Every element of C is the same sum of the same partials in the same order whichever task computes them, so
+     * the result does not depend on the thread count (it does differ in rounding from the unsplit product).
+     */
+    private static void splitK(Parallel pool, int threads, Layout layout, int M, int N, int K,
+                               float alpha, MemorySegment a, DType aType, int lda,
+                               MemorySegment b, DType bType, int ldb,
+                               float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias,
+                               DType operands) {
+        int chunks = (K + K_CHUNK - 1) / K_CHUNK;
+        int ncPad = roundUp(N, NR);
+        int mPad = roundUp(M, MR);
+        int part = mPad * ncPad;
+        float[] partials = WORKSPACE.get().partials(chunks * part); // the caller's: it waits while others fill it
+        forEach(pool, threads, chunks, q -> {
+            int k0 = q * K_CHUNK;
+            int kc = Math.min(K_CHUNK, K - k0);
+            Workspace ws = WORKSPACE.get();
+            MemorySegment aq = a.asSlice((layout.transA() ? (long) k0 * lda : k0) * aType.byteSize());
+            MemorySegment bq = b.asSlice((layout.transB() ? k0 : (long) k0 * ldb) * bType.byteSize());
+            float[] bp = ws.bp(ncPad * kc);
+            Packing.packB(layout.transB(), bq, bType, ldb, kc, KC, 0, N, bp, ncPad, 0, ws.run(runLength(kc, ncPad)),
+                    operands);
+            for (int ic = 0; ic < M; ic += MC) {
+                product(layout.transA(), aq, aType, lda, ic, Math.min(MC, M - ic), kc, bp, ncPad, partials,
+                        q * part + ic * ncPad, ws, operands);
+            }
+        });
+        int rowTiles = mPad / MR;
+        int tasks = Math.min(threads, rowTiles);
+        forEach(pool, threads, tasks, t -> {
+            int m0 = share(rowTiles, tasks, t) * MR;
+            int m1 = Math.min(M, share(rowTiles, tasks, t + 1) * MR);
+            int from = m0 * ncPad;
+            int length = roundUp(m1 - m0, MR) * ncPad;
+            for (int q = 1; q < chunks; q++) {
+                addInto(partials, from, partials, q * part + from, length);
+            }
+            Epilogue.store(partials, from, ncPad, m1 - m0, N, alpha, beta, c, cType, ldc, m0, 0, bias);
+        });
+    }
+
+    /** {@code dst[d…d+n) += src[s…s+n)}, element by element (so vector and scalar give the same bits). */
+    private static void addInto(float[] dst, int d, float[] src, int s, int n) {
+        int i = 0;
+        if (!Simd.SCALAR) {
+            for (int end = S.loopBound(n); i < end; i += S.length()) {
+                FloatVector.fromArray(S, dst, d + i).add(FloatVector.fromArray(S, src, s + i)).intoArray(dst, d + i);
+            }
+        }
+        for (; i < n; i++) {
+            dst[d + i] += src[s + i];
+        }
+    }
+
+    /** {@code pool.forEach}, or a plain loop on the calling thread when the product is too small to share. */
+    private static void forEach(Parallel pool, int threads, int tasks, IntConsumer body) {
+        if (threads == 1) {
+            for (int t = 0; t < tasks; t++) {
+                body.accept(t);
+            }
+        } else {
+            pool.forEach(tasks, body);
         }
     }
 
@@ -166,7 +350,7 @@ final class GemmDriver {
 
     /** Floats of the decode buffer the packing needs. */
     private static int runLength(int K, int ncPad) {
-        return Math.max(Math.max(NR * K, MR * KC), Math.max(MC, ncPad));
+        return Math.max(Math.max(NR * K, MR * KC), Math.max(SHALLOW_ROWS_MAX, ncPad));
     }
 
     /** Start of share {@code t} of {@code units} split as evenly as possible over {@code parts}. */

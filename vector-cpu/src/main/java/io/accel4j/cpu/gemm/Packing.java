@@ -3,7 +3,9 @@ package io.accel4j.cpu.gemm;
 import static io.accel4j.cpu.gemm.MicroKernel.MR;
 import static io.accel4j.cpu.gemm.MicroKernel.NR;
 
+import io.accel4j.core.Bf16;
 import io.accel4j.core.DType;
+import io.accel4j.core.Fp16;
 import io.accel4j.cpu.Casts;
 import io.accel4j.cpu.Simd;
 import java.lang.foreign.MemorySegment;
@@ -15,6 +17,9 @@ import jdk.incubator.vector.FloatVector;
  * Packs blocks of A and B into the panel order the {@link MicroKernel} reads, decoding any input dtype to fp32 on
  * the way (so one fp32 kernel serves BF16, FP16 and FP8 inputs, and the decoding cost is paid once per element
  * and block, not once per multiply).
+ *
+ * <p>With {@code operands} BF16 or FP16 the decoded values are then rounded to that format ({@link #round}), so the
+ * fp32 kernel multiplies bf16/fp16 operands with fp32 accumulation, without a rounded copy of the matrices.
  *
  * <p>Every pack reads its source in contiguous runs (part of a row of a row-major matrix), decodes the runs of one
  * panel into a float buffer, then interleaves them into the panel with sequential writes. Rows or columns past the matrix edge are zero, so the kernel always
@@ -40,12 +45,12 @@ final class Packing {
      * {@code run} must hold {@code max(MR·kc, mc)} floats.
      */
     static void packA(boolean transA, MemorySegment a, DType t, int lda, int i0, int mc, int p0, int kc,
-                      float[] ap, float[] run) {
+                      float[] ap, float[] run, DType operands) {
         if (!transA) { // A stored M×K: decode the MR rows of a panel, then interleave them k by k
             for (int i = 0; i < mc; i += MR) {
                 int rows = Math.min(MR, mc - i);
                 for (int r = 0; r < rows; r++) {
-                    decodeRun(a, t, (long) (i0 + i + r) * lda + p0, run, r * kc, kc);
+                    decodeRun(a, t, (long) (i0 + i + r) * lda + p0, run, r * kc, kc, operands);
                 }
                 Arrays.fill(run, rows * kc, MR * kc, 0f);
                 // Written out for MR = 5: C2 runs this 3× faster than a nested loop over r.
@@ -60,7 +65,7 @@ final class Packing {
         } else { // A stored K×M: a run is part of a column of op(A), along i
             int mcPad = roundUp(mc, MR);
             for (int k = 0; k < kc; k++) {
-                decodeRun(a, t, (long) (p0 + k) * lda + i0, run, 0, mc);
+                decodeRun(a, t, (long) (p0 + k) * lda + i0, run, 0, mc, operands);
                 Arrays.fill(run, mc, mcPad, 0f);
                 for (int i = 0; i < mcPad; i += MR) { // MR = 5 values to panel i / MR, column k
                     int o = i * kc + k * MR;
@@ -82,11 +87,11 @@ final class Packing {
      * {@code run} must hold {@code max(NR·K, roundUp(nc, NR))} floats.
      */
     static void packB(boolean transB, MemorySegment b, DType t, int ldb, int K, int kcBlock, int j0, int nc,
-                      float[] bp, int bpCols, int bpCol0, float[] run) {
+                      float[] bp, int bpCols, int bpCol0, float[] run, DType operands) {
         int ncPad = roundUp(nc, NR);
         if (!transB) { // B stored K×N: a run is part of a row of op(B), along j; copy it NR at a time
             for (int k = 0; k < K; k++) {
-                decodeRun(b, t, (long) k * ldb + j0, run, 0, nc);
+                decodeRun(b, t, (long) k * ldb + j0, run, 0, nc, operands);
                 Arrays.fill(run, nc, ncPad, 0f);
                 int pc = k - k % kcBlock;
                 int kc = Math.min(kcBlock, K - pc);
@@ -99,7 +104,7 @@ final class Packing {
             for (int j = 0; j < nc; j += NR) {
                 int cols = Math.min(NR, nc - j);
                 for (int c = 0; c < cols; c++) {
-                    decodeRun(b, t, (long) (j0 + j + c) * ldb, run, c * K, K);
+                    decodeRun(b, t, (long) (j0 + j + c) * ldb, run, c * K, K, operands);
                 }
                 Arrays.fill(run, cols * K, NR * K, 0f);
                 for (int pc = 0; pc < K; pc += kcBlock) {
@@ -125,13 +130,44 @@ final class Packing {
         }
     }
 
-    /** Decodes {@code n} elements of a {@code t} segment from element {@code index} into {@code dst[dstIndex…+n)}. */
-    static void decodeRun(MemorySegment src, DType t, long index, float[] dst, int dstIndex, int n) {
+    /**
+     * Decodes {@code n} elements of a {@code t} segment from element {@code index} into {@code dst[dstIndex…+n)}, then
+     * rounds them to {@code operands} ({@link #round}).
+     */
+    static void decodeRun(MemorySegment src, DType t, long index, float[] dst, int dstIndex, int n, DType operands) {
         switch (t) {
             case FP32 -> MemorySegment.copy(src, ValueLayout.JAVA_FLOAT_UNALIGNED, index * Float.BYTES, dst, dstIndex, n);
             case BF16 -> Casts.bf16ToF32(dst, dstIndex, src, index, n);
             case FP16 -> Casts.f16ToF32(dst, dstIndex, src, index, n);
             case FP8_E4M3, FP8_E5M2 -> Casts.fp8ToF32(t, dst, dstIndex, src, index, n, 1f);
+        }
+        if (operands != DType.FP32 && operands != t) {
+            round(dst, dstIndex, n, operands);
+        }
+    }
+
+    /**
+     * {@code x[from…from+n) = decode(encode(x))} in {@code operands} (BF16 or FP16): each float rounded to the nearest
+     * value of that format, ties to even, fp16 overflowing to ±inf — the scalar casts of {@link Bf16} and {@link Fp16}
+     * element by element, which C2 compiles to a few integer operations (bf16) or the F16C conversions (fp16). (Going
+     * through the bulk {@link Casts} and a 16-bit scratch buffer instead made the whole bf16/fp16 GEMM 2.3–3.7× slower
+     * than fp32 on 256×256×768-class shapes: many runs are short, e.g. mc ≤ 72 floats in the transposed packs, and
+     * pay the casts' entry checks four times each; this loop keeps the GEMM within measurement noise of fp32.)
+     */
+    static void round(float[] x, int from, int n, DType operands) {
+        int to = from + n;
+        switch (operands) {
+            case BF16 -> {
+                for (int i = from; i < to; i++) {
+                    x[i] = Bf16.toFloat(Bf16.fromFloat(x[i]));
+                }
+            }
+            case FP16 -> {
+                for (int i = from; i < to; i++) {
+                    x[i] = Fp16.toFloat(Fp16.fromFloat(x[i]));
+                }
+            }
+            default -> throw new IllegalArgumentException("GEMM operands must be FP32, BF16 or FP16, got " + operands);
         }
     }
 

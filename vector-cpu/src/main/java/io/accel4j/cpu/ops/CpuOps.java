@@ -80,14 +80,14 @@ public final class CpuOps implements Ops {
 
     @Override
     public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
-                              int N, int C, int OC) {
-        Matmul.forward(pool, out, inp, weight, bias, N, C, OC);
+                              int N, int C, int OC, DType operands) {
+        Matmul.forward(pool, out, inp, weight, bias, N, C, OC, operands);
     }
 
     @Override
     public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
-                               MemorySegment inp, MemorySegment weight, int N, int C, int OC) {
-        Matmul.backward(pool, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+                               MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
+        Matmul.backward(pool, dinp, dweight, dbias, dout, inp, weight, N, C, OC, operands);
     }
 
     @Override

@@ -17,8 +17,9 @@ import jdk.incubator.vector.VectorSpecies;
  *
  * <p>Forward {@code out (N,OC) = inp (N,C)·weightᵀ + bias} is one NT GEMM with the bias fused into its epilogue.
  * Backward adds: {@code dinp (N,C) += dout (N,OC)·weight (OC,C)} (NN, beta 1), {@code dweight (OC,C) += doutᵀ·inp}
- * (TN, beta 1) and {@code dbias (OC) += Σ_rows dout} (a column sum). Every piece splits over independent outputs, so
- * results do not depend on the thread count.
+ * (TN, beta 1) and {@code dbias (OC) += Σ_rows dout} (a column sum). Every piece splits over independent outputs or,
+ * for a long reduction such as the LM head's dinp (K = OC = 50304), over fixed chunks of K summed in chunk order
+ * ({@link Gemm}), so results do not depend on the thread count.
  */
 public final class Matmul {
 
@@ -34,9 +35,18 @@ public final class Matmul {
     /** {@code out (N,OC) = inp (N,C)·weightᵀ (C,OC) + bias (OC)}; {@code bias} may be null. */
     public static void forward(Parallel pool, MemorySegment out, MemorySegment inp, MemorySegment weight,
                                MemorySegment bias, int N, int C, int OC) {
+        forward(pool, out, inp, weight, bias, N, C, OC, DType.FP32);
+    }
+
+    /**
+     * The forward with products of {@code operands} precision (FP32, or BF16/FP16: inp and weight rounded to it while
+     * the GEMM packs them, fp32 accumulation; see {@link io.accel4j.core.ops.MatmulOps}).
+     */
+    public static void forward(Parallel pool, MemorySegment out, MemorySegment inp, MemorySegment weight,
+                               MemorySegment bias, int N, int C, int OC, DType operands) {
         checkSizes(N, C, OC);
         Gemm.gemm(pool, Layout.NT, N, OC, C, 1f, inp, DType.FP32, C, 1f, weight, DType.FP32, C, 1f,
-                0f, out, DType.FP32, OC, bias);
+                0f, out, DType.FP32, OC, bias, operands);
     }
 
     /**
@@ -45,6 +55,16 @@ public final class Matmul {
      */
     public static void backward(Parallel pool, MemorySegment dinp, MemorySegment dweight, MemorySegment dbias,
                                 MemorySegment dout, MemorySegment inp, MemorySegment weight, int N, int C, int OC) {
+        backward(pool, dinp, dweight, dbias, dout, inp, weight, N, C, OC, DType.FP32);
+    }
+
+    /**
+     * The backward with products of {@code operands} precision: dout, weight and inp rounded to it while the GEMMs
+     * pack them, fp32 accumulation; dbias sums the fp32 dout as it is (see {@link io.accel4j.core.ops.MatmulOps}).
+     */
+    public static void backward(Parallel pool, MemorySegment dinp, MemorySegment dweight, MemorySegment dbias,
+                                MemorySegment dout, MemorySegment inp, MemorySegment weight, int N, int C, int OC,
+                                DType operands) {
         checkSizes(N, C, OC);
         if (dbias != null) {
             Check.floats("dbias", dbias, OC);
@@ -54,9 +74,9 @@ public final class Matmul {
             Check.disjoint("dbias", dbias, (long) OC * Float.BYTES, "dout", dout, (long) N * OC * Float.BYTES);
         }
         Gemm.gemm(pool, Layout.NN, N, C, OC, 1f, dout, DType.FP32, OC, 1f, weight, DType.FP32, C, 1f,
-                1f, dinp, DType.FP32, C, null);
+                1f, dinp, DType.FP32, C, null, operands);
         Gemm.gemm(pool, Layout.TN, OC, C, N, 1f, dout, DType.FP32, OC, 1f, inp, DType.FP32, C, 1f,
-                1f, dweight, DType.FP32, C, null);
+                1f, dweight, DType.FP32, C, null, operands);
         if (dbias != null) {
             int tasks = (OC + BIAS_COLUMNS - 1) / BIAS_COLUMNS;
             pool.forEach(tasks, task -> columnSum(dbias, dout, N, OC, task * BIAS_COLUMNS,

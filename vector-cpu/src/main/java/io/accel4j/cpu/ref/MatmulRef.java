@@ -1,6 +1,13 @@
 package io.accel4j.cpu.ref;
 
-/** The linear layer in plain float64 loops: the truth {@link io.accel4j.cpu.ops.Matmul} is checked against. */
+import io.accel4j.core.DType;
+
+/**
+ * The linear layer in plain float64 loops: the truth {@link io.accel4j.cpu.ops.Matmul} is checked against. The
+ * overloads with {@code operands} round each operand of the products to that precision first (the scalar casts of
+ * {@link DType}: nearest-even, fp16 overflowing to ±inf) and then compute in float64, as
+ * {@link io.accel4j.core.ops.MatmulOps} specifies; the bias and dbias see the values unrounded.
+ */
 public final class MatmulRef {
 
     private MatmulRef() {}
@@ -33,5 +40,33 @@ public final class MatmulRef {
                 }
             }
         }
+    }
+
+    /** {@link #forward} with inp and weight rounded to {@code operands} (FP32: unchanged). */
+    public static void forward(double[] out, double[] inp, double[] weight, double[] bias, int N, int C, int OC,
+                               DType operands) {
+        forward(out, round(inp, operands), round(weight, operands), bias, N, C, OC);
+    }
+
+    /** {@link #backward} with dout, inp and weight rounded to {@code operands} in the products; dbias sums dout as is. */
+    public static void backward(double[] dinp, double[] dweight, double[] dbias, double[] dout,
+                                double[] inp, double[] weight, int N, int C, int OC, DType operands) {
+        backward(dinp, dweight, null, round(dout, operands), round(inp, operands), round(weight, operands), N, C, OC);
+        if (dbias != null) {
+            for (int n = 0; n < N; n++) {
+                for (int o = 0; o < OC; o++) {
+                    dbias[o] += dout[n * OC + o];
+                }
+            }
+        }
+    }
+
+    /** Each value rounded to fp32, then to {@code t} (nearest-even), and back: what a {@code t} product sees. */
+    public static double[] round(double[] x, DType t) {
+        double[] r = new double[x.length];
+        for (int i = 0; i < x.length; i++) {
+            r[i] = t.decode(t.encode((float) x[i], false));
+        }
+        return r;
     }
 }

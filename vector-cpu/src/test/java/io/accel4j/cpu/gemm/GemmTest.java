@@ -236,6 +236,25 @@ class GemmTest {
     }
 
     @Test
+    void shallowProductsUseTallBlocksAndColumnSubBlocks() {
+        // K ≤ KC: taller A blocks and column sub-blocks; sizes straddle both, and K at 1, 255 and KC.
+        assertThat(GemmDriver.shallowBlockRows(GemmDriver.KC)).isEqualTo(GemmDriver.MC);
+        assertThat(GemmDriver.shallowBlockRows(1)).isEqualTo(GemmDriver.SHALLOW_ROWS_MAX);
+        SplittableRandom pick = new SplittableRandom(seed());
+        for (Layout layout : Layout.values()) {
+            for (int K : new int[] {1, 255, GemmDriver.KC}) {
+                int rows = GemmDriver.shallowBlockRows(K);
+                int sub = GemmDriver.subBlockColumns(rows);
+                try (Case c = new Case(pick.nextLong(), layout, rows + 7, 2 * sub + 3, K, DType.FP32, DType.FP32,
+                        DType.FP32, pick.nextBoolean(), pick.nextBoolean())) {
+                    c.runFast(pool2);
+                    c.assertClose("shallow");
+                }
+            }
+        }
+    }
+
+    @Test
     void wideShallowProductsAreSplitIntoColumnBlocks() {
         // K small and N past NC_MAX: several B blocks, and the accumulator stays bounded (MC × NC_MAX floats).
         assertThat(GemmDriver.blockColumns(1 << 20, 1)).isEqualTo(GemmDriver.NC_MAX);
@@ -308,6 +327,53 @@ class GemmTest {
                         assertThat(c.c.mismatch(one)).as("%s threads vs 1: %s", p.threads(), c).isEqualTo(-1L);
                     }
                 }
+            }
+        }
+    }
+
+    @Test
+    void longReductionsAreSplitIntoChunksOfK() {
+        // K past SPLIT_K_MIN_DEPTH into a small C: split K, with a short last chunk (K not a multiple of K_CHUNK)
+        // and, for the odd M and N, partial row and column tiles. Poisoned C when beta is 0.
+        int deep = GemmDriver.SPLIT_K_MIN_DEPTH + 2 * GemmDriver.KC + 37;
+        int[][] mnk = {{7, 13, deep}, {37, 3, deep + GemmDriver.K_CHUNK}, {1, 1, GemmDriver.SPLIT_K_MIN_DEPTH}};
+        SplittableRandom pick = new SplittableRandom(seed());
+        for (Layout layout : Layout.values()) {
+            for (int[] s : mnk) {
+                assertThat(GemmDriver.splitsK(s[0], s[1], s[2])).as("%s", java.util.Arrays.toString(s)).isTrue();
+                try (Case c = new Case(pick.nextLong(), layout, s[0], s[1], s[2], DType.FP32, DType.FP32, DType.FP32,
+                        pick.nextBoolean(), pick.nextBoolean())) {
+                    c.runFast(pool2);
+                    c.assertClose("split K");
+                }
+            }
+        }
+    }
+
+    @Test
+    void splitKNeedsADeepReductionIntoASmallProduct() {
+        assertThat(GemmDriver.splitsK(256, 256, 50304)).as("the LM head's dinp").isTrue();
+        assertThat(GemmDriver.splitsK(256, 256, GemmDriver.SPLIT_K_MIN_DEPTH - 1)).as("too shallow").isFalse();
+        assertThat(GemmDriver.splitsK(1024, 1024, 50304)).as("partials too big").isFalse();
+        assertThat(GemmDriver.splitsK(16, GemmDriver.NC_MAX + 1, 50304)).as("too wide for a B chunk").isFalse();
+    }
+
+    @Test
+    void splitKDoesNotDependOnThreadCount() {
+        long s = seed();
+        for (Layout layout : new Layout[] {Layout.NN, Layout.TT}) {
+            try (Case c = new Case(s, layout, 61, 37, 5 * GemmDriver.K_CHUNK + 3, DType.FP32, DType.FP32,
+                    DType.FP32, true, true)) {
+                c.runFast(pool1);
+                MemorySegment one = Arena.ofAuto().allocate(c.c.byteSize()).copyFrom(c.c);
+                for (Parallel p : new Parallel[] {pool2, pool3}) {
+                    c.resetC();
+                    c.runFast(p);
+                    assertThat(c.c.mismatch(one)).as("%s threads vs 1: %s", p.threads(), c).isEqualTo(-1L);
+                }
+                c.resetC();
+                c.runFast(pool3);
+                c.assertClose("split K on 3 threads");
             }
         }
     }

@@ -3,6 +3,7 @@ package io.accel4j.cpu.ops;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ref.MatmulRef;
 import io.accel4j.cpu.testing.Buffers;
@@ -104,6 +105,79 @@ class MatmulTest {
                 Compare.close("dinp " + what, Buffers.read(sDinp, N * C), dinp, 0, 2.0 * OC * OC * U + 1e-6);
                 Compare.close("dweight " + what, Buffers.read(sDw, OC * C), dw, 0, 2.0 * N * N * U + 1e-6);
                 Compare.close("dbias " + what, Buffers.read(sDb, OC), db, 0, 2.0 * N * N * U + 1e-6);
+            }
+        }
+    }
+
+    /**
+     * bf16/fp16 operands against the reference that rounds its inputs first: both multiply the same rounded values,
+     * so the fp32 tolerance of the class comment holds unchanged (the rounded values are still in [−1, 1]).
+     */
+    @ParameterizedTest(name = "{0} N={1} C={2} OC={3} bias={4}")
+    @CsvSource({"BF16,1,1,1,true", "BF16,17,33,130,true", "BF16,64,48,257,false", "FP16,3,7,5,false",
+        "FP16,130,257,96,true"})
+    void lowPrecisionOperandsMatchTheRoundingReference(DType operands, int N, int C, int OC, boolean withBias) {
+        long seed = System.nanoTime();
+        SplittableRandom rnd = new SplittableRandom(seed);
+        double[] inp = Buffers.uniform(rnd, N * C, 1), w = Buffers.uniform(rnd, OC * C, 1);
+        double[] b = withBias ? Buffers.uniform(rnd, OC, 1) : null;
+        double[] dout = Buffers.uniform(rnd, N * OC, 1);
+        double[] dinp0 = Buffers.uniform(rnd, N * C, 1), dw0 = Buffers.uniform(rnd, OC * C, 1);
+        double[] db0 = Buffers.uniform(rnd, OC, 1);
+        double[] out = new double[N * OC];
+        MatmulRef.forward(out, inp, w, b, N, C, OC, operands);
+        double[] dinp = dinp0.clone(), dw = dw0.clone(), db = db0.clone();
+        MatmulRef.backward(dinp, dw, withBias ? db : null, dout, inp, w, N, C, OC, operands);
+        double[] fp32Out = new double[N * OC];
+        MatmulRef.forward(fp32Out, inp, w, b, N, C, OC);
+
+        String what = operands + " N=" + N + " C=" + C + " OC=" + OC + " seed=" + seed;
+        try (Arena arena = Arena.ofShared()) {
+            for (Parallel pool : new Parallel[] {pool1, pool3}) {
+                MemorySegment sOut = Buffers.poisoned(arena, (long) N * OC);
+                MemorySegment sDinp = Buffers.floats(arena, dinp0), sDw = Buffers.floats(arena, dw0);
+                MemorySegment sDb = Buffers.floats(arena, db0);
+                MemorySegment sInp = Buffers.floats(arena, inp), sW = Buffers.floats(arena, w);
+                MemorySegment sDout = Buffers.floats(arena, dout);
+                Matmul.forward(pool, sOut, sInp, sW, withBias ? Buffers.floats(arena, b) : null, N, C, OC, operands);
+                Matmul.backward(pool, sDinp, sDw, withBias ? sDb : null, sDout, sInp, sW, N, C, OC, operands);
+                Compare.close("out " + what, Buffers.read(sOut, N * OC), out, 0, 2.0 * C * C * U + 1e-6);
+                Compare.close("dinp " + what, Buffers.read(sDinp, N * C), dinp, 0, 2.0 * OC * OC * U + 1e-6);
+                Compare.close("dweight " + what, Buffers.read(sDw, OC * C), dw, 0, 2.0 * N * N * U + 1e-6);
+                Compare.close("dbias " + what, Buffers.read(sDb, OC), db, 0, 2.0 * N * N * U + 1e-6);
+                assertThat(Buffers.read(sInp, N * C)).as("inp is not modified").containsExactly(inp);
+                assertThat(Buffers.read(sDout, N * OC)).as("dout is not modified").containsExactly(dout);
+            }
+        }
+        if (C >= 33) {
+            // the rounding is really there: the two float64 references differ by ~√C·2⁻¹²/3 ≥ 1e-3 (fp16's relative
+            // rounding is 2⁻¹², bf16's 2⁻⁹); 1e-4 separates that from 0 with room
+            double worst = 0;
+            for (int i = 0; i < out.length; i++) {
+                worst = Math.max(worst, Math.abs(out[i] - fp32Out[i]));
+            }
+            assertThat(worst).as(what).isGreaterThan(1e-4);
+        }
+    }
+
+    @Test
+    void fp16OverflowShowsAsInfinity() {
+        // one input of 1e5 (> fp16's 65504): its row of out is ±inf in fp16, finite in fp32 and bf16
+        int N = 3, C = 5, OC = 4;
+        SplittableRandom rnd = new SplittableRandom(8);
+        double[] inp = Buffers.uniform(rnd, N * C, 1), w = Buffers.uniform(rnd, OC * C, 1);
+        inp[C + 2] = 1e5;
+        try (Arena arena = Arena.ofShared()) {
+            for (DType operands : new DType[] {DType.FP32, DType.BF16, DType.FP16}) {
+                MemorySegment out = Buffers.poisoned(arena, (long) N * OC);
+                Matmul.forward(pool1, out, Buffers.floats(arena, inp), Buffers.floats(arena, w), null, N, C, OC,
+                        operands);
+                double[] got = Buffers.read(out, N * OC);
+                for (int i = 0; i < N * OC; i++) {
+                    boolean overflowRow = i / OC == 1 && operands == DType.FP16;
+                    assertThat(Double.isInfinite(got[i])).as(operands + " out[" + i + "] = " + got[i])
+                            .isEqualTo(overflowRow);
+                }
             }
         }
     }
