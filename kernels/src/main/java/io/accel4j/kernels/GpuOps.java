@@ -2,11 +2,13 @@ package io.accel4j.kernels;
 
 import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaException;
 import io.accel4j.cuda.CudaKernel;
 import io.accel4j.cuda.CudaKernel.Dim;
+import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaModule;
 import io.accel4j.cuda.DeviceBuffer;
 import io.accel4j.cuda.bindings.cuda_h;
@@ -30,11 +32,13 @@ import java.util.Objects;
  *
  * <p>On the GPU now: encoder fwd/bwd, layernorm fwd/bwd, GELU fwd/bwd, residual fwd/bwd, the fused classifier,
  * AdamW (fp32 and fp32-master + bf16 copy, bit-identical to the CPU kernel), sum of squares, amax, non-finite check,
- * causal attention fwd/bwd (FlashAttention-2 in fp32, head size up to 128). Not yet on the GPU (they throw
- * {@link UnsupportedOperationException}): matmul (cuBLASLt) and the casts. Determinism: no kernel uses atomics;
- * reductions combine fixed per-block partials in a fixed order, with a grid that depends only on the sizes, so
- * results do not vary from run to run. Sizes are checked
- * against the segments' sizes; data is not (token ids and targets must be in range: the kernels do not check).
+ * causal attention fwd/bwd (FlashAttention-2 in fp32, head size up to 128), the casts (bit-identical to core's
+ * {@link DType#encode}), and the fp32 matmul on cuBLASLt ({@link GpuMatmul}; when {@code libcublasLt} is missing the
+ * rest still works and matmul throws, naming the library and where it was searched; bf16/fp16 operands are not yet
+ * on the GPU). Determinism: no kernel uses atomics; reductions combine fixed per-block partials in a fixed order,
+ * with a grid that depends only on the sizes, so results do not vary from run to run (cuBLASLt is run-to-run
+ * reproducible for a given plan on a given GPU). Sizes are checked against the segments' sizes; data is not (token
+ * ids and targets must be in range: the kernels do not check).
  */
 public final class GpuOps implements Ops, AutoCloseable {
 
@@ -51,7 +55,14 @@ public final class GpuOps implements Ops, AutoCloseable {
     /** attention_backward_d's D (B,NH,T), grown to the largest call so far; null until the first backward. */
     private DeviceBuffer attentionD;
 
-    /** Loads every PTX module into {@code context} (which stays the caller's to close, after this). */
+    /** The matmuls, or null when cuBLASLt is missing ({@link #matmulMissing} says why). */
+    private final GpuMatmul matmul;
+    private final String matmulMissing;
+
+    /**
+     * Loads every PTX module into {@code context} (which stays the caller's to close, after this) and, when
+     * {@code libcublasLt} is found, creates a cuBLASLt handle and workspace for the matmuls.
+     */
     public GpuOps(CudaContext context) {
         this.context = Objects.requireNonNull(context, "context");
         try {
@@ -66,6 +77,20 @@ public final class GpuOps implements Ops, AutoCloseable {
             modules.forEach(CudaModule::close);
             throw e;
         }
+        CudaLibraries.Search cublasLt = CudaLibraries.cublasLt();
+        if (cublasLt.found()) {
+            try {
+                matmul = new GpuMatmul(context, kernels.get(Kernels.MATMUL_BACKWARD_BIAS.entry()));
+            } catch (RuntimeException e) {
+                partials.close();
+                modules.forEach(CudaModule::close);
+                throw e;
+            }
+            matmulMissing = null;
+        } else {
+            matmul = null;
+            matmulMissing = cublasLt.notFoundMessage();
+        }
     }
 
     /** A device view of {@code buffer}: what every segment argument of this class must be. */
@@ -75,13 +100,17 @@ public final class GpuOps implements Ops, AutoCloseable {
 
     @Override
     public String describe() {
-        return "cuda: " + context.name() + ", PTX sm_80 (not yet: GEMMs, casts)";
+        return "cuda: " + context.name() + ", PTX sm_80, "
+                + (matmul == null ? "no cuBLASLt (matmul unavailable)" : matmul.describe());
     }
 
     @Override
     public void close() {
         if (attentionD != null) {
             attentionD.close();
+        }
+        if (matmul != null) {
+            matmul.close();
         }
         partials.close();
         modules.forEach(CudaModule::close);
@@ -444,32 +473,137 @@ public final class GpuOps implements Ops, AutoCloseable {
         }
     }
 
-    // ---- not yet on the GPU
+    // ---- matmul (cuBLASLt, see GpuMatmul for the row-major → column-major mapping)
 
     @Override
     public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
                               int N, int C, int OC, DType operands) {
-        throw new UnsupportedOperationException("matmulForward is not yet on the GPU (cuBLASLt, issue 7)");
+        fp32Operands("matmul", operands);
+        positive("N", N); positive("C", C); positive("OC", OC);
+        need("out", out, (long) N * OC, 4); need("inp", inp, (long) N * C, 4); need("weight", weight, (long) OC * C, 4);
+        if (bias != null) {
+            need("bias", bias, OC, 4);
+        }
+        matmul("matmulForward").forward(out, inp, weight, bias, N, C, OC);
     }
 
     @Override
     public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                                MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
-        throw new UnsupportedOperationException("matmulBackward is not yet on the GPU (cuBLASLt, issue 7)");
+        fp32Operands("matmul", operands);
+        positive("N", N); positive("C", C); positive("OC", OC);
+        need("dinp", dinp, (long) N * C, 4); need("dweight", dweight, (long) OC * C, 4);
+        need("dout", dout, (long) N * OC, 4); need("inp", inp, (long) N * C, 4);
+        need("weight", weight, (long) OC * C, 4);
+        if (dbias != null) {
+            need("dbias", dbias, OC, 4);
+        }
+        matmul("matmulBackward").backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
     }
+
+    /** The matmuls, or an error naming the missing library: no fallback to a slow kernel. */
+    private GpuMatmul matmul(String op) {
+        if (matmul == null) {
+            throw new IllegalStateException(op + " on the GPU needs cuBLASLt: " + matmulMissing + "; install it (the"
+                    + " CUDA toolkit, or pip's nvidia-cublas) or point " + CudaLibraries.PATH_ENV + " at it");
+        }
+        return matmul;
+    }
+
+    /** The GPU matmuls take fp32 operands only, for now: bf16/fp16 rounding is not on the GPU yet. */
+    private static void fp32Operands(String op, DType operands) {
+        if (MatmulOps.checkOperands(operands) != DType.FP32) {
+            throw new UnsupportedOperationException(op + " with " + operands + " operands is not yet on the GPU "
+                    + "(issue 7): only FP32");
+        }
+    }
+
+    // ---- casts (cast.cu: bit-identical to DType.encode / decode)
 
     @Override
     public void castFromFp32(MemorySegment dst, DType dstType, MemorySegment src, long n) {
-        throw new UnsupportedOperationException("castFromFp32 is not yet on the GPU (issue 7)");
+        Objects.requireNonNull(dstType, "dstType");
+        castCheck(dst, dstType, src, DType.FP32, n);
+        if (n == 0) {
+            return;
+        }
+        switch (dstType) {
+            case FP32 -> copyOnDevice(dst, src, 4 * n);
+            case BF16 -> launchN(Kernels.CAST_F32_TO_BF16, n, dst, src, n);
+            case FP16 -> launchN(Kernels.CAST_F32_TO_F16, n, dst, src, n);
+            default -> throw new IllegalArgumentException("castFromFp32 writes FP32, BF16 or FP16, got " + dstType
+                    + ": use castToFp8 for FP8 (it takes a scale and returns the amax)");
+        }
     }
 
     @Override
     public float castToFp8(MemorySegment dst, DType fp8Type, MemorySegment src, long n, float scale) {
-        throw new UnsupportedOperationException("castToFp8 is not yet on the GPU (issue 7)");
+        Objects.requireNonNull(fp8Type, "fp8Type");
+        if (!fp8Type.isFp8()) {
+            throw new IllegalArgumentException("castToFp8 writes FP8_E4M3 or FP8_E5M2, got " + fp8Type);
+        }
+        castScale("scale", scale);
+        castCheck(dst, fp8Type, src, DType.FP32, n);
+        if (n == 0) {
+            return 0f;
+        }
+        int grid = blocks(n);
+        launch(Kernels.CAST_F32_TO_FP8, Dim.of(grid), Dim.of(BLOCK), dst, device(partials), src, n, scale,
+                fp8Type == DType.FP8_E4M3 ? 1 : 0);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocate(ValueLayout.JAVA_INT, grid);
+            copyToHost(host, device(partials), 4L * grid);
+            int max = 0; // |x| as bits, NaN already left out by the kernel
+            for (int b = 0; b < grid; b++) {
+                max = Math.max(max, host.getAtIndex(ValueLayout.JAVA_INT, b));
+            }
+            return Float.intBitsToFloat(max);
+        }
     }
 
     @Override
     public void castToFp32(MemorySegment dst, MemorySegment src, DType srcType, long n, float scaleInv) {
-        throw new UnsupportedOperationException("castToFp32 is not yet on the GPU (issue 7)");
+        Objects.requireNonNull(srcType, "srcType");
+        castCheck(dst, DType.FP32, src, srcType, n);
+        if (!srcType.isFp8() && scaleInv != 1f) {
+            throw new IllegalArgumentException("scaleInv must be 1 for " + srcType + " (only FP8 is scaled), got "
+                    + scaleInv);
+        }
+        castScale("scaleInv", scaleInv);
+        if (n == 0) {
+            return;
+        }
+        switch (srcType) {
+            case FP32 -> copyOnDevice(dst, src, 4 * n);
+            case BF16 -> launchN(Kernels.CAST_BF16_TO_F32, n, dst, src, n);
+            case FP16 -> launchN(Kernels.CAST_F16_TO_F32, n, dst, src, n);
+            default -> launchN(Kernels.CAST_FP8_TO_F32, n, dst, src, n, scaleInv, srcType == DType.FP8_E4M3 ? 1 : 0);
+        }
+    }
+
+    private static void castCheck(MemorySegment dst, DType dstType, MemorySegment src, DType srcType, long n) {
+        nonNegative("n", n);
+        need("dst", dst, n, dstType.byteSize());
+        need("src", src, n, srcType.byteSize());
+        long dEnd = dst.address() + n * dstType.byteSize(), sEnd = src.address() + n * srcType.byteSize();
+        if (n > 0 && dst.address() < sEnd && src.address() < dEnd) {
+            throw new IllegalArgumentException("dst [0x" + Long.toHexString(dst.address()) + ", 0x"
+                    + Long.toHexString(dEnd) + ") overlaps src [0x" + Long.toHexString(src.address()) + ", 0x"
+                    + Long.toHexString(sEnd) + ")");
+        }
+    }
+
+    /** A scale must be finite and positive (as the CPU casts require). */
+    private static void castScale(String name, float scale) {
+        if (!(scale > 0 && scale < Float.POSITIVE_INFINITY)) {
+            throw new IllegalArgumentException(name + " must be finite and > 0, got " + scale);
+        }
+    }
+
+    /** Queues a device-to-device copy on the default stream (in order with the kernels). */
+    private void copyOnDevice(MemorySegment dst, MemorySegment src, long bytes) {
+        context.makeCurrent();
+        CudaException.check("cuMemcpyDtoDAsync_v2",
+                cuda_h.cuMemcpyDtoDAsync_v2(dst.address(), src.address(), bytes, MemorySegment.NULL));
     }
 }

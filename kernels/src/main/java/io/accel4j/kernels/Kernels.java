@@ -17,7 +17,8 @@ public final class Kernels {
 
     /** The PTX modules, resources {@code io/accel4j/kernels/ptx/<name>.ptx}. */
     public static final List<String> MODULES =
-            List.of("adamw", "attention", "classifier", "encoder", "gelu", "layernorm", "norm", "residual");
+            List.of("adamw", "attention", "cast", "classifier", "encoder", "gelu", "layernorm", "matmul", "norm",
+                    "residual");
 
     // adamw.cu
     public static final KernelSignature ADAMW_F32 = KernelSignature.of("adamw", "adamw_f32",
@@ -33,6 +34,17 @@ public final class Kernels {
             "attention_backward_dq", PTR, PTR, PTR, PTR, PTR, I32, I32, I32, I32, F32);
     public static final KernelSignature ATTENTION_BACKWARD_DKDV = KernelSignature.of("attention",
             "attention_backward_dkdv", PTR, PTR, PTR, PTR, PTR, I32, I32, I32, I32, F32);
+    // cast.cu
+    public static final KernelSignature CAST_F32_TO_BF16 = KernelSignature.of("cast", "cast_f32_to_bf16",
+            PTR, PTR, I64);
+    public static final KernelSignature CAST_F32_TO_F16 = KernelSignature.of("cast", "cast_f32_to_f16", PTR, PTR, I64);
+    public static final KernelSignature CAST_F32_TO_FP8 = KernelSignature.of("cast", "cast_f32_to_fp8",
+            PTR, PTR, PTR, I64, F32, I32);
+    public static final KernelSignature CAST_BF16_TO_F32 = KernelSignature.of("cast", "cast_bf16_to_f32",
+            PTR, PTR, I64);
+    public static final KernelSignature CAST_F16_TO_F32 = KernelSignature.of("cast", "cast_f16_to_f32", PTR, PTR, I64);
+    public static final KernelSignature CAST_FP8_TO_F32 = KernelSignature.of("cast", "cast_fp8_to_f32",
+            PTR, PTR, I64, F32, I32);
     // classifier.cu
     public static final KernelSignature CLASSIFIER = KernelSignature.of("classifier", "classifier_forward_backward",
             PTR, PTR, PTR, I32, I32, I32, F32, I32);
@@ -54,6 +66,9 @@ public final class Kernels {
             "layernorm_backward_dinp", PTR, PTR, PTR, PTR, PTR, PTR, I32, I32);
     public static final KernelSignature LAYERNORM_BACKWARD_PARAMS = KernelSignature.of("layernorm",
             "layernorm_backward_params", PTR, PTR, PTR, PTR, PTR, PTR, I32, I32);
+    // matmul.cu
+    public static final KernelSignature MATMUL_BACKWARD_BIAS = KernelSignature.of("matmul", "matmul_backward_bias",
+            PTR, PTR, I32, I32);
     // norm.cu
     public static final KernelSignature SUM_OF_SQUARES = KernelSignature.of("norm", "sum_of_squares", PTR, PTR, I64);
     public static final KernelSignature AMAX = KernelSignature.of("norm", "amax", PTR, PTR, I64);
@@ -66,10 +81,11 @@ public final class Kernels {
 
     /** Every signature above. */
     public static final List<KernelSignature> ALL = List.of(ADAMW_F32, ADAMW_BF16, ATTENTION_FORWARD,
-            ATTENTION_BACKWARD_D, ATTENTION_BACKWARD_DQ, ATTENTION_BACKWARD_DKDV, CLASSIFIER, ENCODER_FORWARD,
+            ATTENTION_BACKWARD_D, ATTENTION_BACKWARD_DQ, ATTENTION_BACKWARD_DKDV, CAST_F32_TO_BF16, CAST_F32_TO_F16,
+            CAST_F32_TO_FP8, CAST_BF16_TO_F32, CAST_F16_TO_F32, CAST_FP8_TO_F32, CLASSIFIER, ENCODER_FORWARD,
             ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE, GELU_FORWARD, GELU_BACKWARD, LAYERNORM_FORWARD,
-            LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, SUM_OF_SQUARES, AMAX, HAS_NON_FINITE,
-            RESIDUAL_FORWARD, RESIDUAL_BACKWARD);
+            LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, MATMUL_BACKWARD_BIAS, SUM_OF_SQUARES, AMAX,
+            HAS_NON_FINITE, RESIDUAL_FORWARD, RESIDUAL_BACKWARD);
 
     /** The PTX text of {@code module}, from the class path. */
     public static String ptx(String module) {

@@ -1,16 +1,21 @@
 package io.accel4j.kernels;
 
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_SHORT;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.cuda.CudaContext;
+import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaProbe;
 import io.accel4j.cuda.DeviceBuffer;
 import java.lang.foreign.Arena;
@@ -51,6 +56,12 @@ class GpuOpsTest {
      * kernels in double reference measured ≤ 5e-7 at T 130); 1e-5 of the largest magnitude of each tensor is ~5× that.
      */
     private static final double ATTENTION_TOL = 1e-5;
+    /**
+     * fp32 dot products of K ≤ 203 terms |a·b| ≤ 1 in another order (cuBLASLt tiles vs. the CPU's vector lanes): worst
+     * case K·2⁻²⁴·Σ|a·b| ≈ 6e-4 absolute, typically √K·2⁻²⁴·… ≈ 1e-5; 2e-4·(1 + |ref|) covers outputs of order √K ≈ 8.
+     * TF32 (10 mantissa bits) would be off by ~1e-2 and fail.
+     */
+    private static final double MATMUL_TOL = 2e-4;
 
     private static CudaContext ctx;
     private static GpuOps gpu;
@@ -404,6 +415,180 @@ class GpuOpsTest {
         assertSameBits("attention dqkv, second run" + shape, down(gDqkv2), got, 4 * 3 * btc);
     }
 
+    // ---- matmul (cuBLASLt)
+
+    @Test
+    void matmulMatchesCpu() {
+        assumeTrue(CudaLibraries.cublasLt().found(),
+                CudaLibraries.cublasLt().notFoundMessage());
+        int N = 97, C = 131, OC = 203;
+        MemorySegment inp = floats((long) N * C, -1, 1, SEED), w = floats((long) OC * C, -1, 1, SEED + 1);
+        MemorySegment b = floats(OC, -1, 1, SEED + 2), dout = floats((long) N * OC, -1, 1, SEED + 3);
+        MemorySegment pDx = floats((long) N * C, -1, 1, SEED + 4), pDw = floats((long) OC * C, -1, 1, SEED + 5);
+        MemorySegment pDb = floats(OC, -1, 1, SEED + 6);
+        MemorySegment out = nans((long) N * OC), outNoBias = nans((long) N * OC);
+        MemorySegment dx = copy(pDx), dw = copy(pDw), db = copy(pDb), dx2 = copy(pDx), dw2 = copy(pDw);
+        cpu.matmulForward(out, inp, w, b, N, C, OC);
+        cpu.matmulForward(outNoBias, inp, w, null, N, C, OC);
+        cpu.matmulBackward(dx, dw, db, dout, inp, w, N, C, OC);
+        cpu.matmulBackward(dx2, dw2, null, dout, inp, w, N, C, OC);
+        MemorySegment gInp = up(inp), gW = up(w), gDout = up(dout), gB = up(b);
+        MemorySegment gOut = up(nans((long) N * OC)), gOutNoBias = up(nans((long) N * OC));
+        MemorySegment gDx = up(pDx), gDw = up(pDw), gDb = up(pDb), gDx2 = up(pDx), gDw2 = up(pDw);
+        for (int rep = 0; rep < 2; rep++) { // the second time with the cached plan
+            MemorySegment o = rep == 0 ? gOut : up(nans((long) N * OC));
+            gpu.matmulForward(o, gInp, gW, gB, N, C, OC);
+            assertClose("matmul out (run " + rep + ")", down(o), out, (long) N * OC, MATMUL_TOL);
+        }
+        gpu.matmulForward(gOutNoBias, gInp, gW, null, N, C, OC);
+        gpu.matmulBackward(gDx, gDw, gDb, gDout, gInp, gW, N, C, OC);
+        gpu.matmulBackward(gDx2, gDw2, null, gDout, gInp, gW, N, C, OC);
+        assertClose("matmul out, no bias", down(gOutNoBias), outNoBias, (long) N * OC, MATMUL_TOL);
+        assertClose("matmul dinp", down(gDx), dx, (long) N * C, MATMUL_TOL);
+        assertClose("matmul dweight", down(gDw), dw, (long) OC * C, MATMUL_TOL);
+        assertClose("matmul dbias", down(gDb), db, OC, COLUMN_TOL);
+        assertClose("matmul dinp, no bias", down(gDx2), dx2, (long) N * C, MATMUL_TOL);
+        assertClose("matmul dweight, no bias", down(gDw2), dw2, (long) OC * C, MATMUL_TOL);
+        // an operand at an odd float offset (4-byte aligned): a plan for that alignment, same numbers
+        MemorySegment shifted = up(nans((long) N * OC + 1));
+        MemorySegment gOut4 = shifted.asSlice(4);
+        gpu.matmulForward(gOut4, gInp, gW, gB, N, C, OC);
+        assertClose("matmul out at a 4-byte aligned address", down(shifted).asSlice(4), out, (long) N * OC,
+                MATMUL_TOL);
+    }
+
+    @Test
+    void matmulWithoutCublasLtSaysWhatIsMissing() {
+        assumeFalse(CudaLibraries.cublasLt().found(),
+                "libcublasLt is installed here: nothing is missing");
+        MemorySegment small = up(floats(10, -1, 1, SEED));
+        assertThatThrownBy(() -> gpu.matmulForward(small, small, small, null, 1, 1, 1))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageStartingWith("matmulForward on the GPU needs cuBLASLt: libcublasLt.so.13 not found");
+        assertThat(gpu.describe()).contains("no cuBLASLt");
+    }
+
+    // ---- casts: bit for bit the CPU's (core's DType.encode / decode)
+
+    /**
+     * n floats: random bit patterns (every exponent, subnormals, infinities, NaNs with payloads), random values in
+     * [-2·max, 2·max] of {@code type}, and the edge cases of every format (ties, overflow thresholds, the smallest
+     * subnormals and half of them, signed zeros).
+     */
+    private MemorySegment castInputs(long n, float max, long seed) {
+        SplittableRandom r = new SplittableRandom(seed);
+        float[] edges = {0f, -0f, 1f, -1f, Float.MIN_VALUE, -Float.MIN_NORMAL, Float.MAX_VALUE, Float.POSITIVE_INFINITY,
+            Float.NEGATIVE_INFINITY, Float.NaN, Float.intBitsToFloat(0xFFC0_0001), Float.intBitsToFloat(0x7F80_0001),
+            Float.intBitsToFloat(0x7FA0_1234), 448f, 464f, Math.nextUp(464f), Math.nextDown(464f), 480f, 57344f,
+            61440f, Math.nextDown(61440f), 65504f, 65520f, Math.nextDown(65520f), 0x1p-9f, 0x1p-10f,
+            Math.nextUp(0x1p-10f), 0x1.8p-9f, 0x1p-16f, 0x1p-17f, Math.nextUp(0x1p-17f), 0x1p-24f, 0x1p-25f,
+            0x1.8p-24f, 0x1.ffp127f, 0x1.fep127f, Math.nextDown(0x1.ffp127f), 1.00390625f, 1.01171875f, 1.0625f,
+            1.1875f, 1.125f, -1.0625f};
+        MemorySegment s = arena.allocate(JAVA_FLOAT, n);
+        for (long i = 0; i < n; i++) {
+            float x;
+            if (i < edges.length) {
+                x = edges[(int) i];
+            } else if (i % 2 == 0) {
+                x = Float.intBitsToFloat(r.nextInt());
+            } else {
+                x = (float) r.nextDouble(-2.0 * max, 2.0 * max);
+            }
+            s.setAtIndex(JAVA_FLOAT, i, x);
+        }
+        return s;
+    }
+
+    /** 16-bit codes equal, except that fp16 NaNs only need the sign (the JDK's NaN payload is platform-dependent). */
+    private static void assertSameHalves(String what, MemorySegment gpuOut, MemorySegment cpuOut, long n,
+                                         boolean fp16) {
+        for (long i = 0; i < n; i++) {
+            int g = gpuOut.getAtIndex(JAVA_SHORT, i) & 0xFFFF;
+            int c = cpuOut.getAtIndex(JAVA_SHORT, i) & 0xFFFF;
+            boolean sameNan = fp16 && (c & 0x7FFF) > 0x7C00 && (g & 0x7FFF) > 0x7C00 && (c & 0x8000) == (g & 0x8000);
+            if (g != c && !sameNan) {
+                throw new AssertionError(String.format("%s[%d]: gpu 0x%04x, cpu 0x%04x (seed %d)", what, i, g, c,
+                        SEED));
+            }
+        }
+    }
+
+    @Test
+    void castsToBf16AndFp16MatchCpuBitForBit() {
+        long n = (1 << 20) + 11;
+        for (DType t : List.of(DType.BF16, DType.FP16)) {
+            MemorySegment x = castInputs(n, t.maxFinite(), SEED + t.ordinal());
+            MemorySegment c = arena.allocate(2 * n, 16);
+            cpu.castFromFp32(c, t, x, n);
+            DeviceBuffer d = ctx.allocate(2 * n);
+            buffers.add(d);
+            d.fill((byte) 0x55);
+            gpu.castFromFp32(GpuOps.device(d), t, up(x), n);
+            assertSameHalves("castFromFp32 " + t, down(GpuOps.device(d)), c, n, t == DType.FP16);
+        }
+        MemorySegment x = castInputs(1001, 1, SEED);
+        MemorySegment g = up(nans(1001));
+        gpu.castFromFp32(g, DType.FP32, up(x), 1001);
+        assertSameBits("castFromFp32 FP32 (a copy)", down(g), x, 4 * 1001);
+    }
+
+    @Test
+    void castsToFp8MatchCpuBitForBitWithTheAmax() {
+        long n = (1 << 20) + 13;
+        for (DType t : List.of(DType.FP8_E4M3, DType.FP8_E5M2)) {
+            for (float scale : new float[] {1f, t.maxFinite() / 37.5f, 0.75f}) {
+                MemorySegment x = castInputs(n, t.maxFinite(), SEED + t.ordinal());
+                MemorySegment c = arena.allocate(n, 16);
+                float cpuAmax = cpu.castToFp8(c, t, x, n, scale);
+                DeviceBuffer d = ctx.allocate(n);
+                buffers.add(d);
+                d.fill((byte) 0x55);
+                float gpuAmax = gpu.castToFp8(GpuOps.device(d), t, up(x), n, scale);
+                assertSameBits("castToFp8 " + t + " scale " + scale, down(GpuOps.device(d)), c, n);
+                assertThat(Float.floatToRawIntBits(gpuAmax)).as("amax, %s scale %s", t, scale)
+                        .isEqualTo(Float.floatToRawIntBits(cpuAmax));
+            }
+        }
+        assertThat(gpu.castToFp8(up(nans(4)), DType.FP8_E4M3, up(nans(4)), 0, 1f)).isZero();
+    }
+
+    @Test
+    void castsToFp32MatchCpuForEveryCode() {
+        // every 16-bit and every 8-bit code, twice over with an odd tail
+        long n16 = 2 * 65536 + 3, n8 = 2 * 256 + 5;
+        MemorySegment h = arena.allocate(2 * n16, 16), b = arena.allocate(n8, 16);
+        for (long i = 0; i < n16; i++) {
+            h.setAtIndex(JAVA_SHORT, i, (short) i);
+        }
+        for (long i = 0; i < n8; i++) {
+            b.set(JAVA_BYTE, i, (byte) i);
+        }
+        for (DType t : DType.values()) {
+            if (t == DType.FP32) {
+                continue;
+            }
+            long n = t.byteSize() == 2 ? n16 : n8;
+            MemorySegment src = t.byteSize() == 2 ? h : b;
+            for (float scaleInv : t.isFp8() ? new float[] {1f, 1f / 37.25f, 0x1p-20f} : new float[] {1f}) {
+                MemorySegment c = nans(n);
+                cpu.castToFp32(c, src, t, n, scaleInv);
+                MemorySegment g = up(nans(n));
+                gpu.castToFp32(g, up(src), t, n, scaleInv);
+                MemorySegment gh = down(g);
+                for (long i = 0; i < n; i++) {
+                    int gb = Float.floatToRawIntBits(gh.getAtIndex(JAVA_FLOAT, i));
+                    int cb = Float.floatToRawIntBits(c.getAtIndex(JAVA_FLOAT, i));
+                    boolean sameNan = t == DType.FP16 && Float.isNaN(Float.intBitsToFloat(gb))
+                            && Float.isNaN(Float.intBitsToFloat(cb)) && (gb < 0) == (cb < 0);
+                    if (gb != cb && !sameNan) {
+                        throw new AssertionError(String.format("castToFp32 %s scaleInv %s code 0x%x: gpu 0x%08x,"
+                                + " cpu 0x%08x", t, scaleInv, i, gb, cb));
+                    }
+                }
+            }
+        }
+    }
+
     // ---- arguments and what is not on the GPU yet
 
     @Test
@@ -413,8 +598,6 @@ class GpuOpsTest {
                 .hasMessageContaining("out holds 40 bytes, needs 11");
         assertThatThrownBy(() -> gpu.residualForward(small, small, small, -1))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("n must be >= 0");
-        assertThatThrownBy(() -> gpu.matmulForward(small, small, small, small, 1, 1, 1))
-                .isInstanceOf(UnsupportedOperationException.class).hasMessageContaining("not yet on the GPU");
         assertThatThrownBy(() -> gpu.attentionForward(small, small, small, 1, 1, 264, 2))
                 .isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("head sizes up to 128, got hs = C/NH = 264/2 = 132");
@@ -422,6 +605,14 @@ class GpuOpsTest {
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("C (10) must be divisible by NH (3)");
         assertThatThrownBy(() -> gpu.attentionBackward(small, small, small, small, small, 1, 2, 4, 1))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dqkv holds 40 bytes, needs 24 × 4");
+        assertThatThrownBy(() -> gpu.matmulForward(small, small, small, small, 2, 2, 3))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("weight holds 40 bytes, needs 6");
+        assertThatThrownBy(() -> gpu.castFromFp32(small, DType.FP8_E4M3, small, 1))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("use castToFp8");
+        assertThatThrownBy(() -> gpu.castToFp8(small, DType.FP8_E4M3, small, 1, 0f))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("scale must be finite and > 0");
+        assertThatThrownBy(() -> gpu.castFromFp32(small.asSlice(4), DType.BF16, small, 4))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overlaps");
         assertThat(gpu.describe()).startsWith("cuda: ");
     }
 }

@@ -32,7 +32,7 @@ class KernelPtxTest {
     private static final Path COMMITTED = Path.of("src/main/resources/io/accel4j/kernels/ptx");
 
     /** {@code tool} on the PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin, or null. */
-    private static Path findTool(String tool) {
+    static Path findTool(String tool) {
         List<String> dirs = new ArrayList<>(List.of(System.getenv().getOrDefault("PATH", "").split(":")));
         if (System.getenv("CUDA_HOME") != null) {
             dirs.add(System.getenv("CUDA_HOME") + "/bin");
@@ -48,7 +48,7 @@ class KernelPtxTest {
     }
 
     /** Runs {@code command}, returns stdout+stderr; fails the test on a non-zero exit. */
-    private static String run(List<String> command, Map<String, String> env) throws IOException, InterruptedException {
+    static String run(List<String> command, Map<String, String> env) throws IOException, InterruptedException {
         ProcessBuilder pb = new ProcessBuilder(command).redirectErrorStream(true);
         pb.environment().putAll(env);
         Process p = pb.start();

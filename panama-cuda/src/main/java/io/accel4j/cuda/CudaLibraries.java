@@ -37,6 +37,10 @@ public final class CudaLibraries {
     /** cuBLAS's file names (CUDA 13, then 12), the versioned ones first. */
     public static final List<String> CUBLAS = List.of("libcublas.so.13", "libcublas.so.12", "libcublas.so");
 
+    /** cuBLASLt's file names (CUDA 13, then 12), the versioned ones first. */
+    public static final List<String> CUBLASLT =
+            List.of("libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so");
+
     /** NCCL's file names, the versioned one first. */
     public static final List<String> NCCL = List.of("libnccl.so.2", "libnccl.so");
 
@@ -66,6 +70,10 @@ public final class CudaLibraries {
         static final Search SEARCH = find(CUBLAS, System.getenv(), defaultFolders(System.getenv()));
     }
 
+    private static final class CublasLtHolder {
+        static final Search SEARCH = find(CUBLASLT, System.getenv(), defaultFolders(System.getenv()));
+    }
+
     private static final class NcclHolder {
         static final Search SEARCH = find(NCCL, System.getenv(), defaultFolders(System.getenv()));
     }
@@ -78,6 +86,11 @@ public final class CudaLibraries {
     /** cuBLAS, searched once per JVM; never throws. */
     public static Search cublas() {
         return CublasHolder.SEARCH;
+    }
+
+    /** cuBLASLt, searched once per JVM; never throws. */
+    public static Search cublasLt() {
+        return CublasLtHolder.SEARCH;
     }
 
     /** NCCL, searched once per JVM; never throws. */

@@ -40,6 +40,11 @@ public final class Downcall {
         return new Downcall(symbol, descriptor, CudaLibraries::cublas);
     }
 
+    /** A function of cuBLASLt ({@code libcublasLt.so.13} or {@code .12}). */
+    static Downcall cublasLt(String symbol, FunctionDescriptor descriptor) {
+        return new Downcall(symbol, descriptor, CudaLibraries::cublasLt);
+    }
+
     /** A function of NCCL ({@code libnccl.so.2}). */
     static Downcall nccl(String symbol, FunctionDescriptor descriptor) {
         return new Downcall(symbol, descriptor, CudaLibraries::nccl);
