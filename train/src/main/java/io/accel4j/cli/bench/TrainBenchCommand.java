@@ -87,7 +87,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
             + "(fp16: the rounding only, no loss scaling) (default: ${DEFAULT-VALUE}).")
     DType precision;
     @Option(names = "--profile", description = "Also print, per thread count, a per-op table of the timed steps: "
-            + "calls, total ms, % of the step, GFLOP/s or GB/s.")
+            + "calls, total ms, %% of the step, GFLOP/s or GB/s.")
     boolean profile;
 
     /** One thread count's result. */

@@ -158,7 +158,7 @@ public final class TrainCommand implements Callable<Integer> {
             + "update); 0: plain data parallelism. The results are the same (default: ${DEFAULT-VALUE}).")
     int zero;
     @Option(names = "--profile", description = "After the run, print a per-op table of every kernel call rank 0 "
-            + "made (validation included): calls, ms, % of the run, GFLOP/s or GB/s.")
+            + "made (validation included): calls, ms, %% of the run, GFLOP/s or GB/s.")
     boolean profile;
     @Option(names = "--metrics-out", paramLabel = "FILE", description = "One JSON object per step "
             + "(default: RUN_DIR/metrics.jsonl).")

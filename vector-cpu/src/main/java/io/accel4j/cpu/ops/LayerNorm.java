@@ -9,7 +9,6 @@ import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
 import java.util.Objects;
 import jdk.incubator.vector.FloatVector;
-import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
@@ -64,6 +63,7 @@ public final class LayerNorm {
     private static void forwardRows(MemorySegment out, MemorySegment mean, MemorySegment rstd, MemorySegment inp,
                                     MemorySegment weight, MemorySegment bias, int C, int r0, int r1) {
         int bound = Simd.SCALAR ? 0 : C - C % L;
+        float[] lanes = new float[L];
         for (int r = r0; r < r1; r++) {
             long row = (long) r * C * FB;
             // pass 1: the mean
@@ -78,7 +78,8 @@ public final class LayerNorm {
                 for (; c < bound; c += L) {
                     acc0 = acc0.add(FloatVector.fromMemorySegment(S, inp, row + c * FB, LE));
                 }
-                sum = acc0.add(acc1).reduceLanes(VectorOperators.ADD);
+                acc0.add(acc1).intoArray(lanes, 0);
+                sum = inOrder(lanes);
             }
             for (; c < C; c++) {
                 sum += inp.get(F32, row + c * FB);
@@ -103,8 +104,10 @@ public final class LayerNorm {
                     d0 = d0.add(e0);
                     q0 = e0.fma(e0, q0);
                 }
-                sd = d0.add(d1).reduceLanes(VectorOperators.ADD);
-                sq = q0.add(q1).reduceLanes(VectorOperators.ADD);
+                d0.add(d1).intoArray(lanes, 0);
+                sd = inOrder(lanes);
+                q0.add(q1).intoArray(lanes, 0);
+                sq = inOrder(lanes);
             }
             for (; c < C; c++) {
                 float e = inp.get(F32, row + c * FB) - m;
@@ -157,6 +160,7 @@ public final class LayerNorm {
                                      MemorySegment mean, MemorySegment rstd, float[] partial, int pw, int C,
                                      int r0, int r1) {
         int bound = Simd.SCALAR ? 0 : C - C % L;
+        float[] lanes = new float[L];
         int pb = pw + C;
         for (int r = r0; r < r1; r++) {
             long row = (long) r * C * FB;
@@ -173,8 +177,10 @@ public final class LayerNorm {
                     accG = accG.add(g);
                     accGx = g.fma(xhat, accGx);
                 }
-                gSum = accG.reduceLanes(VectorOperators.ADD);
-                gxSum = accGx.reduceLanes(VectorOperators.ADD);
+                accG.intoArray(lanes, 0);
+                gSum = inOrder(lanes);
+                accGx.intoArray(lanes, 0);
+                gxSum = inOrder(lanes);
             }
             for (; c < C; c++) {
                 float xhat = (inp.get(F32, row + c * FB) - m) * s;
@@ -250,5 +256,19 @@ public final class LayerNorm {
                 }
             }
         }
+    }
+
+    /**
+     * {@code Σ lanes[j]} for j = 0, 1, …: the lanes of a vector accumulator summed in a fixed order.
+     * {@code reduceLanes(ADD)} may add in any order, and does differ between the interpreter, C1 and C2, so a run
+     * whose kernels were compiled at other moments would round differently (seen: losses differing after a few steps
+     * of the same training run).
+     */
+    private static float inOrder(float[] lanes) {
+        float s = 0f;
+        for (float x : lanes) {
+            s += x;
+        }
+        return s;
     }
 }
