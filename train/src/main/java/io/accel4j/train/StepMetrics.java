@@ -47,6 +47,43 @@ public record StepMetrics(int step, double trainLoss, double valLoss, double ste
         return sb.append('}').toString();
     }
 
+    /**
+     * Reads back a line {@link #toJson} wrote (absent fields are NaN, or false/0 for the fp16 ones).
+     *
+     * @throws IllegalArgumentException when the line is not such an object, naming what is wrong
+     */
+    public static StepMetrics fromJson(String line) {
+        String t = line.strip();
+        if (!t.startsWith("{") || !t.endsWith("}")) {
+            throw new IllegalArgumentException("not a metrics line (a JSON object): " + line);
+        }
+        java.util.Map<String, String> f = new java.util.HashMap<>();
+        for (String kv : t.substring(1, t.length() - 1).split(",")) {
+            int colon = kv.indexOf(':');
+            if (colon < 0 || !kv.startsWith("\"") || kv.charAt(colon - 1) != '"') {
+                throw new IllegalArgumentException("not a metrics field: '" + kv + "' in " + line);
+            }
+            f.put(kv.substring(1, colon - 1), kv.substring(colon + 1));
+        }
+        if (!f.containsKey("step")) {
+            throw new IllegalArgumentException("a metrics line without a step: " + line);
+        }
+        try {
+            return new StepMetrics(Integer.parseInt(f.get("step")), number(f, "train_loss"), number(f, "val_loss"),
+                    number(f, "step_ms"), number(f, "tokens_per_s"), (float) number(f, "lr"),
+                    number(f, "grad_norm"), (float) number(f, "loss_scale"), Boolean.parseBoolean(f.get("skipped")),
+                    f.containsKey("skipped_steps") ? Integer.parseInt(f.get("skipped_steps")) : 0);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("a metrics line with a malformed number (" + e.getMessage() + "): "
+                    + line, e);
+        }
+    }
+
+    private static double number(java.util.Map<String, String> fields, String name) {
+        String v = fields.get(name);
+        return v == null ? Double.NaN : Double.parseDouble(v);
+    }
+
     private static double round(double x, int digits) {
         if (!Double.isFinite(x)) {
             return x;

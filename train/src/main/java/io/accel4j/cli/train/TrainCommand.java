@@ -150,6 +150,10 @@ public final class TrainCommand implements Callable<Integer> {
             + "gradients in buckets of X MiB, each started as soon as backward has produced it; 0: one all-reduce "
             + "after backward (default: ${DEFAULT-VALUE}).")
     double bucketMb;
+    @Option(names = "--collective-timeout", paramLabel = "SECONDS", defaultValue = "300", description = "With several "
+            + "ranks: how long a collective waits for the others before failing with an error that names it, the "
+            + "rank and the time waited (a rank that died or hangs) (default: ${DEFAULT-VALUE}).")
+    double collectiveTimeout;
     @Mixin
     MemoryOptions memory;
     @Option(names = "--zero", paramLabel = "0|1|2|3", defaultValue = "0", description = "With --ranks: ZeRO "
@@ -200,7 +204,7 @@ public final class TrainCommand implements Callable<Integer> {
         if (launch.lead()) {
             memory.trial(cfg, modelConfig, worldRanks, launch.mpi() ? nThreads : Math.max(1, nThreads / ranks), w);
         }
-        MpiCommunicator world = launch.mpi() ? launch.connect(Communicator.DEFAULT_TIMEOUT) : null;
+        MpiCommunicator world = launch.mpi() ? launch.connect(timeout()) : null;
         String now = LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss"));
         Path dir = out != null ? out : resume != null ? resume : Path.of("runs",
                 world == null ? now : Launch.agree(world, now));
@@ -233,7 +237,7 @@ public final class TrainCommand implements Callable<Integer> {
             int perRank = Math.max(1, nThreads / ranks);
             Path tp = trainPath, vp = valPath;
             DefaultDataset.Splits d = data;
-            try (InProcessGroup group = InProcessGroup.create(ranks)) {
+            try (InProcessGroup group = InProcessGroup.create(ranks, timeout())) {
                 group.run(comm -> {
                     train(comm, perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
                             comm.rank() == 0 ? w : new PrintWriter(Writer.nullWriter()));
@@ -335,7 +339,15 @@ public final class TrainCommand implements Callable<Integer> {
         }
     }
 
+    /** --collective-timeout as a duration (checked in {@link #config}). */
+    private java.time.Duration timeout() {
+        return java.time.Duration.ofMillis(Math.round(collectiveTimeout * 1000));
+    }
+
     private TrainConfig config() {
+        if (!(collectiveTimeout >= 0.001) || collectiveTimeout > 1e7) {
+            throw usage("--collective-timeout must be between 0.001 and 1e7 seconds, got " + collectiveTimeout);
+        }
         if (samples < 0 || evalProblems < 0) {
             throw usage("--samples and --eval-problems must be >= 0, got " + samples + " and " + evalProblems);
         }
@@ -484,7 +496,8 @@ public final class TrainCommand implements Callable<Integer> {
         if (metrics.toAbsolutePath().getParent() != null) {
             Files.createDirectories(metrics.toAbsolutePath().getParent());
         }
-        List<StepMetrics> history = new ArrayList<>();
+        List<StepMetrics> history = new ArrayList<>(resume != null ? earlierSteps(metrics, trainer.step())
+                : List.of());
         try (BufferedWriter json = Files.newBufferedWriter(metrics, StandardCharsets.UTF_8, StandardOpenOption.CREATE,
                 resume != null ? StandardOpenOption.APPEND : StandardOpenOption.TRUNCATE_EXISTING,
                 StandardOpenOption.WRITE)) {
@@ -515,6 +528,29 @@ public final class TrainCommand implements Callable<Integer> {
     /** Whether the run checkpoints after the step just taken (besides the final checkpoint). */
     private boolean savesAfterStep(Trainer trainer) {
         return saveEvery > 0 && trainer.step() % saveEvery == 0 && !trainer.done();
+    }
+
+    /**
+     * When resuming: the steps before {@code resumedStep} that the metrics file already holds, so that the report
+     * and the loss curve cover the whole run, not only its resumed part. A line that cannot be read back is left out
+     * (the file is the user's too) and so is everything the interrupted run wrote after its checkpoint.
+     */
+    static List<StepMetrics> earlierSteps(Path metrics, int resumedStep) throws IOException {
+        if (!Files.exists(metrics)) {
+            return List.of();
+        }
+        List<StepMetrics> earlier = new ArrayList<>();
+        for (String line : Files.readAllLines(metrics, StandardCharsets.UTF_8)) {
+            try {
+                StepMetrics m = StepMetrics.fromJson(line);
+                if (m.step() < resumedStep) {
+                    earlier.add(m);
+                }
+            } catch (IllegalArgumentException e) {
+                // not one of ours: skip it
+            }
+        }
+        return earlier;
     }
 
     static String message(Throwable e) {

@@ -101,11 +101,26 @@ class TrainCommandTest {
     }
 
     @Test
+    void aResumedRunReportsAndPlotsTheStepsBeforeItsCheckpoint() throws IOException {
+        Path metrics = tmp.resolve("m.jsonl");
+        List<String> lines = new java.util.ArrayList<>();
+        for (int s = 0; s < 6; s++) { // the interrupted run got to step 5, its checkpoint is at 3
+            lines.add(new io.accel4j.train.StepMetrics(s, 5 - s, Double.NaN, 1, 1, 1e-3f, 1).toJson());
+        }
+        lines.add(2, "a line someone added");
+        Files.write(metrics, lines);
+        assertThat(TrainCommand.earlierSteps(metrics, 3)).extracting(io.accel4j.train.StepMetrics::step)
+                .containsExactly(0, 1, 2);
+        assertThat(TrainCommand.earlierSteps(tmp.resolve("none.jsonl"), 3)).isEmpty();
+    }
+
+    @Test
     void badFlagsAreUsageErrors() {
         for (String[] args : new String[][] {
             {"train", "--batch", "0"}, {"train", "--schedule", "linear"}, {"train", "--data-order", "random"},
             {"train", "--bogus"}, {"train", "--seq", "65", "--out", "x"}, {"train", "--grad-accum", "0"},
             {"train", "--model", "nosuch", "--out", "x"}, {"train", "--lr", "abc"}, {"train", "--precision", "fp8"},
+            {"train", "--collective-timeout", "0"}, {"train", "--collective-timeout", "NaN"},
             {"train", "--precision", "fp16", "--loss-scale", "3"}, {"train", "--loss-scale", "1024"},
             {"train", "--precision", "fp16", "--loss-scale-window", "0"}}) {
             Result r = run(fixOut(args));
