@@ -33,12 +33,9 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long a
      * the largest rank's, less its N fp64 norm partials.
      */
     public static MemoryPlan of(GptConfig config, int B, int T, Recompute recompute, int zeroStage, int ranks) {
-        long psi = new ParameterLayout(config).count(), fp32 = 4 * psi;
+        ZeroMemory states = ZeroMemory.fp32(zeroStage, ranks, new ParameterLayout(config).count());
         long tokens = Math.multiplyExact((long) B * T, (long) Integer.BYTES);
-        ZeroMemory z = ZeroMemory.fp32(zeroStage, ranks, psi);
-        long shard = 4 * z.shard();
-        long optimizer = zeroStage >= 1 ? 2 * shard : 2 * fp32;
-        return new MemoryPlan(fp32 + (zeroStage >= 3 ? shard : 0), fp32 + (zeroStage >= 2 ? shard : 0), optimizer,
+        return new MemoryPlan(states.heldParamBytes(), states.heldGradBytes(), states.heldOptimizerBytes(),
                 Gpt2.activationBytes(config, B, T, recompute), 2 * tokens + Float.BYTES);
     }
 

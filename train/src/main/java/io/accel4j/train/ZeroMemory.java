@@ -101,12 +101,31 @@ public record ZeroMemory(int stage, int ranks, long psi, Precision precision) {
      * @throws IllegalStateException unless {@link #precision} is {@link Precision#FP32}
      */
     public long heldByTrainer() {
+        return heldParamBytes() + heldGradBytes() + heldOptimizerBytes();
+    }
+
+    /** {@link #heldByTrainer()}'s parameters: the model's 4Ψ, plus the owned shard 4Ψ/N at stage 3. */
+    public long heldParamBytes() {
+        requireFp32();
+        return 4 * psi + (stage >= 3 ? 4 * shard() : 0);
+    }
+
+    /** {@link #heldByTrainer()}'s gradients: the model's 4Ψ, plus the averaged shard 4Ψ/N from stage 2. */
+    public long heldGradBytes() {
+        requireFp32();
+        return 4 * psi + (stage >= 2 ? 4 * shard() : 0);
+    }
+
+    /** {@link #heldByTrainer()}'s AdamW m and v: 8Ψ, or 8Ψ/N from stage 1. */
+    public long heldOptimizerBytes() {
+        requireFp32();
+        return 8 * (stage >= 1 ? shard() : psi);
+    }
+
+    private void requireFp32() {
         if (precision != Precision.FP32) {
             throw new IllegalStateException("the trainer trains in fp32; " + precision + " is only accounted");
         }
-        long full = 4 * psi, shardBytes = 4 * shard();
-        return full + full + (stage >= 1 ? 2 * shardBytes : 2 * full) + (stage >= 2 ? shardBytes : 0)
-                + (stage >= 3 ? shardBytes : 0);
     }
 
     /**
