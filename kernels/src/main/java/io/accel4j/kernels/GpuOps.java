@@ -414,6 +414,16 @@ public final class GpuOps implements Ops, AutoCloseable {
 
     // ---- reductions
 
+    /**
+     * The first {@code grid} per-block partials a reduction kernel wrote into {@link #partials}, copied into
+     * {@code arena} (waits for the kernel): elements of {@code layout}, combined by the caller in block order.
+     */
+    private MemorySegment partialsOnHost(Arena arena, ValueLayout layout, int grid) {
+        MemorySegment host = arena.allocate(layout, grid);
+        copyToHost(host, device(partials), layout.byteSize() * grid);
+        return host;
+    }
+
     @Override
     public double sumOfSquares(MemorySegment x, long n) {
         nonNegative("n", n); need("x", x, n, 4);
@@ -423,8 +433,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         int grid = blocks(n);
         launch(Kernels.SUM_OF_SQUARES, Dim.of(grid), Dim.of(BLOCK), device(partials), x, n);
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocate(ValueLayout.JAVA_DOUBLE, grid);
-            copyToHost(host, device(partials), 8L * grid);
+            MemorySegment host = partialsOnHost(arena, ValueLayout.JAVA_DOUBLE, grid);
             double sum = 0;
             for (int b = 0; b < grid; b++) {
                 sum += host.getAtIndex(ValueLayout.JAVA_DOUBLE, b);
@@ -442,8 +451,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         int grid = blocks(n);
         launch(Kernels.HAS_NON_FINITE, Dim.of(grid), Dim.of(BLOCK), device(partials), x, n);
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocate(ValueLayout.JAVA_INT, grid);
-            copyToHost(host, device(partials), 4L * grid);
+            MemorySegment host = partialsOnHost(arena, ValueLayout.JAVA_INT, grid);
             for (int b = 0; b < grid; b++) {
                 if (host.getAtIndex(ValueLayout.JAVA_INT, b) != 0) {
                     return true;
@@ -462,8 +470,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         int grid = blocks(n);
         launch(Kernels.AMAX, Dim.of(grid), Dim.of(BLOCK), device(partials), x, n);
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocate(ValueLayout.JAVA_FLOAT, grid);
-            copyToHost(host, device(partials), 4L * grid);
+            MemorySegment host = partialsOnHost(arena, ValueLayout.JAVA_FLOAT, grid);
             float max = 0f;
             for (int b = 0; b < grid; b++) {
                 float p = host.getAtIndex(ValueLayout.JAVA_FLOAT, b);
@@ -551,8 +558,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         launch(Kernels.CAST_F32_TO_FP8, Dim.of(grid), Dim.of(BLOCK), dst, device(partials), src, n, scale,
                 fp8Type == DType.FP8_E4M3 ? 1 : 0);
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocate(ValueLayout.JAVA_INT, grid);
-            copyToHost(host, device(partials), 4L * grid);
+            MemorySegment host = partialsOnHost(arena, ValueLayout.JAVA_INT, grid);
             int max = 0; // |x| as bits, NaN already left out by the kernel
             for (int b = 0; b < grid; b++) {
                 max = Math.max(max, host.getAtIndex(ValueLayout.JAVA_INT, b));
