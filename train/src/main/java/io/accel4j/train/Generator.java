@@ -109,7 +109,9 @@ public final class Generator implements AutoCloseable {
         }
     }
 
-    /** The first index of the largest of the V logits of the row (NaN never wins), as {@link Sampler#greedy}. */
+    /**
+     * The first index of the largest of the V logits of the row (NaN never wins); {@link Sampler#greedy} picks by it.
+     */
     static int argmax(MemorySegment logits, long row, int V) {
         int best = 0;
         float max = logits.getAtIndex(F32, row);

@@ -14,7 +14,6 @@ import java.util.Arrays;
 public final class Sampler implements AutoCloseable {
 
     private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
-    private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
 
     private final Gpt2 model;
     private final Arena arena = Arena.ofConfined();
@@ -42,16 +41,7 @@ public final class Sampler implements AutoCloseable {
             MemorySegment.copy(ctx, n - T, inputs, I32, 0, T);
             model.forward(inputs, null, 1, T);
             MemorySegment logits = model.logits();
-            long row = (long) (T - 1) * Vp;
-            int best = 0;
-            float max = logits.getAtIndex(F32, row);
-            for (int j = 1; j < V; j++) {
-                float x = logits.getAtIndex(F32, row + j);
-                if (x > max) {
-                    max = x;
-                    best = j;
-                }
-            }
+            int best = Generator.argmax(logits, (long) (T - 1) * Vp, V);
             ctx[n++] = best;
             if (best == stop) {
                 break;
