@@ -4,6 +4,7 @@ import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -56,7 +57,7 @@ public final class BatchSizeFinder {
             MemoryPlan one = MemoryPlan.of(config, 1, T, recompute, zeroStage, ranks);
             throw new IllegalArgumentException("not even one sequence of " + T + " tokens fits the memory budget of "
                     + budget + " bytes: batch 1 needs " + one.total() + " (parameters, gradients and optimizer state "
-                    + (one.parameters() + one.gradients() + one.optimizer()) + " of them)");
+                    + (one.modelStates() + one.working()) + " of them)");
         }
         if (globalBatch == null) {
             return new Choice(largest, gradAccum, largest,
@@ -91,12 +92,25 @@ public final class BatchSizeFinder {
     /** {@link #trialStep(GptConfig, Ops, int, int, Recompute)} for a rank sharding with ZeRO. */
     public static long trialStep(GptConfig config, Ops ops, int B, int T, Recompute recompute, int zeroStage,
                                  int ranks) {
-        try (Gpt2 model = new Gpt2(config, ops, B, T, recompute); Arena arena = Arena.ofShared()) {
-            long count = model.layout().count();
-            long shard = zeroStage == 0 ? count : ZeroMemory.fp32(zeroStage, ranks, count).shard();
+        ParameterLayout layout = new ParameterLayout(config);
+        long count = layout.count();
+        long shard = zeroStage == 0 ? count : zeroStage == 1 ? ZeroMemory.fp32(zeroStage, ranks, count).shard()
+                : UnitShards.largestShard(layout, ranks);
+        int largest = 0;
+        for (int r = 0; zeroStage >= 2 && r < ranks; r++) {
+            if (new UnitShards(layout, ranks, r).shardLength() == shard) {
+                largest = r;
+            }
+        }
+        // the communicator outlives the model, whose sharded weights may still have collectives queued on it
+        try (TrialCommunicator alone = new TrialCommunicator(largest, ranks);
+             Gpt2 model = new Gpt2(config, ops, B, T, recompute); Arena arena = Arena.ofShared()) {
+            ShardedWeights sharded = null;
+            if (zeroStage >= 2) { // the largest rank's shards and working buffers, as the trainer's ZeroOptimizer
+                sharded = new ShardedWeights(layout, alone, model.params(), zeroStage >= 3);
+                model.useWeights(sharded);
+            }
             MemorySegment m = arena.allocate(shard * Float.BYTES, 64), v = arena.allocate(shard * Float.BYTES, 64);
-            long shards = (zeroStage >= 2 ? arena.allocate(shard * Float.BYTES, 64).byteSize() : 0)
-                    + (zeroStage >= 3 ? arena.allocate(shard * Float.BYTES, 64).byteSize() : 0);
             long tokens = (long) B * T;
             MemorySegment inputs = arena.allocate(tokens * Integer.BYTES, 64);
             MemorySegment targets = arena.allocate(tokens * Integer.BYTES, 64);
@@ -108,11 +122,16 @@ public final class BatchSizeFinder {
             }
             model.zeroGrad();
             model.forwardBackward(inputs, targets, B, T, 1f / tokens);
+            if (sharded != null) {
+                sharded.finishGradients();
+            }
             // the step's last kernel; the model and its update are thrown away afterwards
             long shardBytes = shard * Float.BYTES;
-            ops.adamw(model.params().asSlice(0, shardBytes), model.grads().asSlice(0, shardBytes), m, v, 0, shard,
+            MemorySegment p = sharded != null && sharded.shardsParameters() ? sharded.paramShard() : model.params();
+            MemorySegment g = sharded != null ? sharded.gradShard() : model.grads();
+            ops.adamw(p.asSlice(0, shardBytes), g.asSlice(0, shardBytes), m, v, 0, shard,
                     new AdamWConfig(1e-4f, 0.9f, 0.999f, 1e-8f, 0f), 1, 1f);
-            return model.totalBytes() + m.byteSize() + v.byteSize() + shards + inputs.byteSize() + targets.byteSize()
+            return model.totalBytes() + m.byteSize() + v.byteSize() + inputs.byteSize() + targets.byteSize()
                     + scalar.byteSize();
         }
     }

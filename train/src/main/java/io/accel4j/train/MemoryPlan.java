@@ -12,14 +12,30 @@ import java.util.Locale;
  * that fits a budget. Not counted: the JVM heap (the data loaders' two (B·T+1)-token batches each, the kernels'
  * per-thread scratch) and the token files, which are memory-mapped.
  *
- * @param parameters  fp32 parameters, 4Ψ (+ the owned shard at ZeRO stage 3)
- * @param gradients   fp32 gradients, 4Ψ (+ the averaged shard from ZeRO stage 2)
+ * <p>With ZeRO the model states are the ZeRO paper's ({@link ZeroMemory}) up to the shards' rounding, plus ZeRO-2/3's
+ * working buffers: from stage 2 the shards are cut unit by unit ({@link UnitShards}), so the largest rank's shard is
+ * {@code Σ_u ⌈|u|/N⌉ ≤ ⌈Ψ/N⌉ + L + 1} elements; the working buffers hold one unit of embeddings (wte and wpe), two
+ * layers and the final LayerNorm ({@link UnitShards#workingElements}, W): at stage 2 for the gradients only, plus a
+ * scratch of the largest unit's chunk for accumulated micro-batches; at stage 3 for the gradients and as many for the
+ * gathered parameters. So per rank, fp32:
+ * <pre>
+ *  stage 0   4Ψ   + 4Ψ   + 8Ψ
+ *  stage 1   4Ψ   + 4Ψ   + 8Ψ/N
+ *  stage 2   4Ψ   + 4Ψ/N + 8Ψ/N  + 4W + 4⌈|wte,wpe|/N⌉
+ *  stage 3   4Ψ/N + 4Ψ/N + 8Ψ/N  + 8W
+ * </pre>
+ *
+ * @param parameters  fp32 parameters, 4Ψ (this rank's shard at ZeRO stage 3)
+ * @param gradients   fp32 gradients, 4Ψ (this rank's shard of the average from ZeRO stage 2)
  * @param optimizer   AdamW's fp32 first and second moments, 8Ψ (8Ψ/N from ZeRO stage 1)
+ * @param working     ZeRO-2/3's working buffers for the units in use (gathered parameters, gradients before their
+ *                    reduce-scatter); 0 below stage 2
  * @param activations the activations and their gradients for B·T positions, with the model's token buffers
  *                    ({@link Gpt2#activationBytes(GptConfig, int, int, Recompute)})
  * @param batch       the trainer's input and target token buffers and its one-float scratch
  */
-public record MemoryPlan(long parameters, long gradients, long optimizer, long activations, long batch) {
+public record MemoryPlan(long parameters, long gradients, long optimizer, long working, long activations,
+                         long batch) {
 
     /** The plan of a rank training {@code config} on micro-batches of {@code B × T} keeping {@code recompute}'s. */
     public static MemoryPlan of(GptConfig config, int B, int T, Recompute recompute) {
@@ -28,20 +44,32 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long a
 
     /**
      * {@link #of(GptConfig, int, int, Recompute)} for one of {@code ranks} ranks sharding with ZeRO stage
-     * {@code zeroStage} ({@link ZeroMemory#heldByTrainer()}: from stage 1 AdamW's moments cover the largest shard,
-     * stage 2 adds a gradient shard, stage 3 a parameter shard, to the model's full buffers). With ZeRO the figure is
-     * the largest rank's, less its N fp64 norm partials.
+     * {@code zeroStage} (see above). With ZeRO the figure is the largest rank's, less its N fp64 norm partials.
      */
     public static MemoryPlan of(GptConfig config, int B, int T, Recompute recompute, int zeroStage, int ranks) {
-        ZeroMemory states = ZeroMemory.fp32(zeroStage, ranks, new ParameterLayout(config).count());
+        ParameterLayout layout = new ParameterLayout(config);
+        long psi = layout.count();
+        long shard = zeroStage >= 2 ? UnitShards.largestShard(layout, ranks)
+                : zeroStage == 1 ? ZeroMemory.fp32(1, ranks, psi).shard() : psi;
+        long w = UnitShards.workingElements(layout);
+        long working = switch (zeroStage) {
+            case 2 -> 4 * (w + ShardedWeights.scratchElements(layout, ranks));
+            case 3 -> 2 * 4 * w;
+            default -> 0;
+        };
         long tokens = Math.multiplyExact((long) B * T, (long) Integer.BYTES);
-        return new MemoryPlan(states.heldParamBytes(), states.heldGradBytes(), states.heldOptimizerBytes(),
-                Gpt2.activationBytes(config, B, T, recompute), 2 * tokens + Float.BYTES);
+        return new MemoryPlan(4 * (zeroStage >= 3 ? shard : psi), 4 * (zeroStage >= 2 ? shard : psi), 8 * shard,
+                working, Gpt2.activationBytes(config, B, T, recompute), 2 * tokens + Float.BYTES);
+    }
+
+    /** The model states without the working buffers: parameters, gradients, AdamW's moments. */
+    public long modelStates() {
+        return parameters + gradients + optimizer;
     }
 
     /** The bytes in all. */
     public long total() {
-        return parameters + gradients + optimizer + activations + batch;
+        return parameters + gradients + optimizer + working + activations + batch;
     }
 
     /**
@@ -82,8 +110,10 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long a
     /** The plan as a few aligned lines, MiB with one decimal. */
     public String describe() {
         return String.format(Locale.ROOT, "parameters %10.1f MiB%ngradients  %10.1f MiB%noptimizer  %10.1f MiB "
-                        + "(AdamW m, v)%nactivations %9.1f MiB%nbatch      %10.1f MiB%ntotal      %10.1f MiB",
-                mib(parameters), mib(gradients), mib(optimizer), mib(activations), mib(batch), mib(total()));
+                        + "(AdamW m, v)%s%nactivations %9.1f MiB%nbatch      %10.1f MiB%ntotal      %10.1f MiB",
+                mib(parameters), mib(gradients), mib(optimizer), working == 0 ? ""
+                        : String.format(Locale.ROOT, "%nworking    %10.1f MiB (ZeRO's units in use)", mib(working)),
+                mib(activations), mib(batch), mib(total()));
     }
 
     private static double mib(long bytes) {

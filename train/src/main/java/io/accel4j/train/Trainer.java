@@ -12,6 +12,7 @@ import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.io.AtomicWrite;
 import io.accel4j.train.io.FileFormatException;
+import io.accel4j.train.model.FlatWeights;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
@@ -58,8 +59,11 @@ import java.util.Properties;
  * <p><b>ZeRO.</b> With {@link TrainConfig#zeroStage} 1..3, a {@link ZeroOptimizer} shards AdamW's moments (and from
  * stage 2 the averaged gradients, at stage 3 the parameters) over the ranks; the parameters, losses and norms are
  * those of plain DDP (see there). {@link #save} is then collective: every rank must call it, rank 0 gathers the
- * moments and writes the same whole-model checkpoint as without ZeRO, the other ranks write nothing;
- * {@link #resume} reads each rank's shard.
+ * moments (at stage 3 also the parameters) and writes the same whole-model checkpoint as without ZeRO, the other
+ * ranks write nothing; {@link #resume} reads each rank's shard. At stage 3 the model has no whole parameter buffer
+ * ({@link Gpt2#params()} throws): its forward gathers each unit, so {@link #validate} runs on every rank (the
+ * step's validation too; ranks other than 0 report NaN), {@link #copyParameters} gathers the whole vector, and
+ * {@link #checkReplicas} has nothing replicated to compare.
  */
 public final class Trainer implements AutoCloseable {
 
@@ -86,6 +90,8 @@ public final class Trainer implements AutoCloseable {
     private final ZeroOptimizer zero;
     private final LossScaler scaler;
     private int step;
+    /** {@link #gatherModel} ended the ZeRO-3 run. */
+    private boolean gathered;
 
     /**
      * A trainer of {@code model} (its parameters already set) on {@code trainFile}, validating on {@code valFile}
@@ -175,7 +181,7 @@ public final class Trainer implements AutoCloseable {
      * @throws IllegalStateException when the ranks' parameters differ
      */
     public void checkReplicas() {
-        if (comm != null) {
+        if (comm != null && !shardsParameters()) {
             ReplicaCheck.check(comm, model.params(), count);
         }
     }
@@ -197,6 +203,61 @@ public final class Trainer implements AutoCloseable {
     public long stateBytes() {
         return (zero == null ? m.byteSize() + v.byteSize() : zero.stateBytes()) + inputs.byteSize()
                 + targets.byteSize() + scalar.byteSize();
+    }
+
+    /** Whether ZeRO-3 shards the parameters: no rank has them whole, and running the model is a collective. */
+    public boolean shardsParameters() {
+        return zero != null && zero.shardsParameters();
+    }
+
+    /**
+     * Copies the whole parameter vector (Ψ fp32, the flat layout) into {@code dst}. At ZeRO stage 3 a collective that
+     * gathers every unit: every rank calls it, ranks that need no copy pass null.
+     */
+    public void copyParameters(MemorySegment dst) {
+        if (zero != null) {
+            zero.gatherParameters(dst);
+        } else if (dst != null) {
+            MemorySegment.copy(model.params(), 0, dst, 0, count * Float.BYTES);
+        }
+    }
+
+    /**
+     * Bytes this rank allocated for its model states: the model's weights (parameters and gradients, whole or
+     * ZeRO's shards, with ZeRO-2/3's {@link #workingBytes}) and AdamW's moments (whole or a shard).
+     */
+    public long modelStateBytes() {
+        return model.weights().bytes() + (zero == null ? m.byteSize() + v.byteSize() : zero.momentBytes());
+    }
+
+    /** Bytes of ZeRO-2/3's working buffers for the units in use, within {@link #modelStateBytes()} (else 0). */
+    public long workingBytes() {
+        return zero == null ? 0 : zero.workingBytes();
+    }
+
+    /**
+     * Ends a ZeRO-3 run for work that runs the model on one rank alone (sampling, a report): a collective that gathers
+     * the whole parameter vector, unit by unit; ranks passing {@code here} get the model back as flat buffers
+     * ({@link Gpt2#params()} works again, the sharded weights are freed), the others only send their shards. No
+     * step may follow. Below stage 3 it does nothing.
+     */
+    public void gatherModel(boolean here) {
+        if (!shardsParameters()) {
+            return;
+        }
+        FlatWeights whole = here ? new FlatWeights(model.layout()) : null;
+        try {
+            zero.gatherParameters(here ? whole.params() : null);
+        } catch (RuntimeException | Error e) {
+            if (whole != null) {
+                whole.close();
+            }
+            throw e;
+        }
+        if (here) {
+            model.useWeights(whole);
+        }
+        gathered = true;
     }
 
     /** The ZeRO stage (0: plain data parallelism, or one rank). */
@@ -262,8 +323,15 @@ public final class Trainer implements AutoCloseable {
      *                               gradients overflow at the smallest loss scale
      */
     public StepMetrics trainStep() {
+        if (gathered) {
+            throw new IllegalStateException("gatherModel ended this ZeRO-3 run: no more steps");
+        }
         int s = step;
-        double valLoss = validatesBefore(s) && rank() == 0 ? validate() : Double.NaN;
+        double valLoss = Double.NaN;
+        if (validatesBefore(s) && (rank() == 0 || shardsParameters())) { // stage 3: a collective
+            double v = validate();
+            valLoss = rank() == 0 ? v : Double.NaN;
+        }
         long t0 = System.nanoTime();
         float lossScale = scaler.scale();
         double loss;
@@ -356,7 +424,10 @@ public final class Trainer implements AutoCloseable {
                 v.asSlice(at, bytes), offset, length, c, t, gradScale);
     }
 
-    /** The mean loss over the first {@link #valBatches} batches of the val file (NaN without one). */
+    /**
+     * The mean loss over the first {@link #valBatches} batches of the val file (NaN without one). At ZeRO stage 3 a
+     * collective (the forward gathers the parameters): every rank calls it.
+     */
     public double validate() {
         if (val == null) {
             return Double.NaN;
@@ -380,9 +451,13 @@ public final class Trainer implements AutoCloseable {
         Path modelFile = dir.resolve("model_" + name + ".bin");
         Path stateFile = dir.resolve("state_" + name + ".bin");
         try (Arena gathered = Arena.ofConfined()) {
-            MemorySegment moments1 = m, moments2 = v;
+            MemorySegment moments1 = m, moments2 = v, params = null;
             if (zero != null) {
                 boolean root = rank() == 0;
+                if (shardsParameters()) { // the whole vector, only for the file
+                    params = root ? gathered.allocate(count * Float.BYTES, 64) : null;
+                    zero.gatherParameters(params);
+                }
                 moments1 = root ? gathered.allocate(count * Float.BYTES, 64) : null;
                 moments2 = root ? gathered.allocate(count * Float.BYTES, 64) : null;
                 zero.gatherMoments(moments1, moments2);
@@ -391,7 +466,11 @@ public final class Trainer implements AutoCloseable {
                 }
             }
             Files.createDirectories(dir);
-            model.save(modelFile);
+            if (params != null) {
+                LlmcCheckpoint.write(modelFile, model.config(), params, LlmcCheckpoint.VERSION_FP32);
+            } else {
+                model.save(modelFile);
+            }
             TrainState.write(stateFile, new TrainState.Header(step, cfg.batch(), cfg.seq(), cfg.gradAccum(),
                     model.config(), train.position().encode(), scaler.enabled() ? scaler.scale() : 0f,
                     scaler.cleanSteps(), scaler.skippedSteps()), moments1, moments2);
@@ -441,10 +520,11 @@ public final class Trainer implements AutoCloseable {
                 throw new FileFormatException(modelFile, "header", "describes " + loaded.config()
                         + ", but the model is " + want);
             }
-            MemorySegment.copy(loaded.params(), 0, model.params(), 0, model.parameterBytes());
-        }
-        if (zero != null) {
-            zero.parametersChanged();
+            if (zero != null) {
+                zero.setParameters(loaded.params());
+            } else {
+                MemorySegment.copy(loaded.params(), 0, model.params(), 0, model.parameterBytes());
+            }
         }
         try {
             DataLoader.State saved = DataLoader.State.decode(h.loaderState());

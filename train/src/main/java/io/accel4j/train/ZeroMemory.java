@@ -18,8 +18,9 @@ import java.util.Objects;
  * {@link io.accel4j.collectives.Chunks}' split, whose lengths differ by at most one. Activations, the communication
  * buffers and temporary buffers are not model states and are not counted (the paper's "residual states").
  *
- * <p>{@link #heldByTrainer()} is what this CPU trainer actually allocates for the same states, which is more at stages
- * 2 and 3: see there.
+ * <p>What this CPU trainer actually allocates is {@link MemoryPlan}'s (tested equal to its allocations): these states,
+ * up to the rounding of stage 2 and 3's per-unit shards ({@code ≤ L + 1} elements per state), plus the working buffers
+ * of the units in use from stage 2.
  *
  * @param stage     the ZeRO stage, 0..3
  * @param ranks     N ≥ 1
@@ -91,46 +92,8 @@ public record ZeroMemory(int stage, int ranks, long psi, Precision precision) {
     }
 
     /**
-     * Model-state bytes this CPU trainer really allocates per rank (fp32 only): the model ({@code Gpt2}) keeps its full
-     * parameter and gradient buffers at every stage (backward writes every gradient, forward reads the parameters
-     * from one flat buffer), so 4Ψ + 4Ψ always; AdamW's m and v are 8Ψ/N from stage 1; stage 2 adds the rank's
-     * averaged-gradient shard 4Ψ/N (the reduce-scatter's output), stage 3 also the owned parameter shard 4Ψ/N, which
-     * AdamW updates and which is gathered into the model's buffer (the working copy). A GPU implementation with
-     * bucketed reduce-scatter and per-layer parameter gathers reaches {@link #totalBytes()} plus its buckets.
-     *
-     * @throws IllegalStateException unless {@link #precision} is {@link Precision#FP32}
-     */
-    public long heldByTrainer() {
-        return heldParamBytes() + heldGradBytes() + heldOptimizerBytes();
-    }
-
-    /** {@link #heldByTrainer()}'s parameters: the model's 4Ψ, plus the owned shard 4Ψ/N at stage 3. */
-    public long heldParamBytes() {
-        requireFp32();
-        return 4 * psi + (stage >= 3 ? 4 * shard() : 0);
-    }
-
-    /** {@link #heldByTrainer()}'s gradients: the model's 4Ψ, plus the averaged shard 4Ψ/N from stage 2. */
-    public long heldGradBytes() {
-        requireFp32();
-        return 4 * psi + (stage >= 2 ? 4 * shard() : 0);
-    }
-
-    /** {@link #heldByTrainer()}'s AdamW m and v: 8Ψ, or 8Ψ/N from stage 1. */
-    public long heldOptimizerBytes() {
-        requireFp32();
-        return 8 * (stage >= 1 ? shard() : psi);
-    }
-
-    private void requireFp32() {
-        if (precision != Precision.FP32) {
-            throw new IllegalStateException("the trainer trains in fp32; " + precision + " is only accounted");
-        }
-    }
-
-    /**
      * One line for a run's start, e.g. {@code ZeRO-2 over 4 ranks (fp32 model states): per rank params 1.9 MiB +
-     * gradients 0.5 MiB + AdamW m,v 0.9 MiB = 3.3 MiB (plain DDP: 7.5 MiB); this CPU trainer holds 4.2 MiB}.
+     * gradients 0.5 MiB + AdamW m,v 0.9 MiB = 3.3 MiB (plain DDP: 7.5 MiB)}.
      */
     public String describe() {
         ZeroMemory ddp = new ZeroMemory(0, ranks, psi, precision);
@@ -138,7 +101,16 @@ public record ZeroMemory(int stage, int ranks, long psi, Precision precision) {
                         + "gradients %s + AdamW m,v %s = %s (plain DDP: %s)", stage, ranks, ranks == 1 ? "" : "s",
                 precision.name().toLowerCase(Locale.ROOT), mib(paramBytes()), mib(gradBytes()),
                 mib(optimizerBytes()), mib(totalBytes()), mib(ddp.totalBytes()));
-        return precision == Precision.FP32 ? s + "; this CPU trainer holds " + mib(heldByTrainer()) : s;
+        return s;
+    }
+
+    /**
+     * {@link #describe()} and what the rank allocated for its model states: {@code held} bytes, of which
+     * {@code working} are working buffers ({@link MemoryPlan#working()}).
+     */
+    public String describe(long held, long working) {
+        return describe() + "; this rank holds " + mib(held) + (working > 0 ? " (" + mib(working)
+                + " of it working buffers for the units in use)" : "");
     }
 
     private static String mib(long bytes) {

@@ -25,17 +25,23 @@ import java.util.List;
  *   <li><b>Stage 1</b>: AdamW's m and v only for the shard. The gradients are all-reduced as in plain DDP (with the
  *       trainer's {@link GradientBuckets} overlap), AdamW updates the shard's parameters in the model's buffer, and an
  *       in-place {@code allGather} gives every rank the others' updated shards.</li>
- *   <li><b>Stage 2</b>: also the gradients: one {@code reduceScatter(AVG)} of the model's gradient buffer after
- *       backward leaves this rank only its shard's average, which AdamW reads. (The model's full gradient buffer is
- *       still allocated, as backward writes every gradient on the CPU; the reduce-scatter is not bucketed, so it does
- *       not overlap backward: --bucket-mb applies to stages 0 and 1.)</li>
- *   <li><b>Stage 3</b>: also the parameters: the rank owns its shard of the parameters persistently and AdamW updates
- *       only that; the model's parameter buffer is a working copy, filled by an out-of-place {@code allGather} of the
- *       owned shards. This is the un-overlapped form: the gather of the next step's forward/backward parameters is
- *       issued right after the update, for the whole model (so between steps the working copy holds the current
- *       parameters for validation, checkpoints and sampling), not per layer before each use.</li>
+ *   <li><b>Stage 2</b>: also the gradients, and the model's full gradient buffer is gone: the model's weights become
+ *       {@link ShardedWeights} (whole parameters), whose backward writes each unit's gradients (embeddings, each layer,
+ *       final LayerNorm) into a working buffer and reduce-scatters it ({@code AVG}) into the rank's gradient shard
+ *       right after the unit's backward, overlapping the next unit's. AdamW updates the rank's runs of the whole
+ *       parameter vector, which are then all-gathered unit by unit. --bucket-mb applies to stages 0 and 1.</li>
+ *   <li><b>Stage 3</b>: also the parameters, and the model's full buffers are gone: the model's weights become
+ *       {@link ShardedWeights} with sharded parameters, which keep only the rank's shard of the parameters and of the
+ *       averaged gradients, gather each unit just before its use in forward and again in backward into working
+ *       buffers, and reduce-scatter its gradients as at stage 2. From stage 2 the shards are split unit by unit
+ *       ({@link UnitShards}), not as one cut of the flat vector: a rank's shard is its chunk of every unit, and AdamW
+ *       walks it as runs of the flat layout ({@link UnitShards#pieces()}). Nothing is
+ *       gathered after the update: the next forward does it. Validation and sampling run the sharded model (a
+ *       collective: every rank runs them); checkpoints gather the whole parameter vector into a temporary on rank 0
+ *       ({@link #gatherParameters}).</li>
  * </ul>
- * Every stage computes the same numbers as plain DDP, bit for bit at stage 1 and, without clipping, at every stage:
+ * Every stage computes the same numbers as plain DDP, bit for bit at stage 1 and, without clipping, at stages 2 and 3
+ * with 2 ranks and one micro-batch per step:
  * the in-process ring's reduce-scatter sums each element in the same order as its all-reduce of the whole buffer
  * (DDP with {@code bucketBytes} 0; with 2 ranks any order, as a + b = b + a; MPI's reductions promise no order),
  * AdamW's result does not depend on how the range
@@ -43,7 +49,10 @@ import java.util.List;
  * the full averaged gradient: at stage 1 every rank has it; from stage 2 each rank's float64 sum of squares over its
  * shard is exchanged bit for bit (an {@code allGather} of the 8 bytes, not an fp32 reduction, which would round them)
  * and summed in rank order, so every rank gets the same float64 and the replicas stay identical; it equals DDP's
- * within the kernel's rounding ({@link #sumOfSquares}).
+ * within the kernel's rounding ({@link #sumOfSquares}). Stage 2 and 3's per-unit reduce-scatter cuts a unit where the
+ * whole-buffer one cuts the vector, and the ring starts each chunk's sum at the rank after the chunk's owner: with 3 or
+ * more ranks an element's N terms are added in another order (a rounding of the fp32 sum, ~1 ulp); with several
+ * micro-batches the sum over micro-batches of the ranks' averages replaces the average of the ranks' sums.
  *
  * <p>Checkpoints stay whole: {@link #gatherMoments} brings the shards of m and v to rank 0, which writes the plain
  * {@link TrainState}; {@link #readMoments} reads each rank's shard back — so a checkpoint of any stage resumes at any
@@ -59,23 +68,31 @@ final class ZeroOptimizer implements AutoCloseable {
     private final Gpt2 model;
     private final Ops ops;
     private final long count;
-    /** This rank's shard: elements [lo, lo + length). */
-    private final long lo;
+    /** Elements in this rank's shard. */
     private final long length;
-    private final List<DecayRanges.Range> runs;
+    /** This rank's shard, as runs of the flat layout: one below stage 3. */
+    private final List<UnitShards.Piece> pieces;
+    /** AdamW's runs: the pieces cut where weight decay starts or stops. */
+    private final List<Run> runs;
+    /** Stage ≥ 2: the model's weights, holding this rank's shards; null below. */
+    private final ShardedWeights sharded;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment m;
     private final MemorySegment v;
-    /** Stage ≥ 2: this rank's averaged gradients; null below. */
+    /** Stage ≥ 2: this rank's averaged gradients (the sharded weights'); null below. */
     private final MemorySegment gradShard;
-    /** Stage 3: the parameters this rank owns; null below. */
+    /** Stage 3: the parameters this rank owns (the sharded weights'); null below. */
     private final MemorySegment paramShard;
+
+    /** {@code length} elements at {@code flat} of the layout, at {@code shard} of this rank's shard. */
+    private record Run(long flat, long shard, long length, boolean decays) {}
     /** N float64 slots (2 fp32 each) for the norm's exchange. */
     private final MemorySegment partials;
 
     /**
      * Stage {@code stage} (1..3) for {@code model} (its parameters already the same on every rank) on {@code comm}'s
-     * ranks, AdamW's weight decay applied as {@code cfg} says.
+     * ranks, AdamW's weight decay applied as {@code cfg} says. From stage 2 the model's flat weights are replaced by
+     * {@link ShardedWeights} (and freed); {@link #close} does not give them back.
      */
     ZeroOptimizer(int stage, Communicator comm, Gpt2 model, TrainConfig cfg) {
         if (stage < 1 || stage > MAX_STAGE) {
@@ -87,27 +104,60 @@ final class ZeroOptimizer implements AutoCloseable {
         this.ops = model.ops();
         this.count = model.layout().count();
         int n = comm.size(), r = comm.rank();
-        this.lo = Chunks.start(count, n, r);
-        this.length = Chunks.length(count, n, r);
-        this.runs = DecayRanges.clip(DecayRanges.of(model.layout(), cfg), lo, lo + length);
+        this.pieces = piecesOf(r);
+        this.length = pieces.stream().mapToLong(UnitShards.Piece::length).sum();
+        List<DecayRanges.Range> decay = DecayRanges.of(model.layout(), cfg);
+        List<Run> rs = new java.util.ArrayList<>();
+        for (UnitShards.Piece p : pieces) {
+            for (DecayRanges.Range d : DecayRanges.clip(decay, p.flat(), p.flat() + p.length())) {
+                rs.add(new Run(d.offset(), p.shard() + d.offset() - p.flat(), d.length(), d.decays()));
+            }
+        }
+        this.runs = List.copyOf(rs);
         long bytes = length * Float.BYTES;
         try {
             this.m = arena.allocate(bytes, 64);
             this.v = arena.allocate(bytes, 64);
-            this.gradShard = stage >= 2 ? arena.allocate(bytes, 64) : null;
-            this.paramShard = stage >= 3 ? arena.allocate(bytes, 64) : null;
             this.partials = arena.allocate((long) n * Double.BYTES, 64);
+            if (stage >= 2) {
+                this.sharded = new ShardedWeights(model.layout(), comm, model.params(), stage >= 3);
+                model.useWeights(sharded);
+                this.gradShard = sharded.gradShard();
+                this.paramShard = sharded.paramShard();
+            } else {
+                this.sharded = null;
+                this.gradShard = null;
+                this.paramShard = null;
+            }
         } catch (RuntimeException | Error e) {
             arena.close();
             throw e;
         }
-        parametersChanged();
     }
 
-    /** Bytes this rank's shards take: m, v, the gradient and parameter shards by stage, the norm partials. */
+    /** Rank {@code q}'s shard as runs of the flat layout: from stage 2 its unit chunks, else chunk q of the vector. */
+    private List<UnitShards.Piece> piecesOf(int q) {
+        int n = comm.size();
+        return stage >= 2 ? new UnitShards(model.layout(), n, q).pieces()
+                : List.of(new UnitShards.Piece(Chunks.start(count, n, q), 0, Chunks.length(count, n, q)));
+    }
+
+    /**
+     * Bytes this optimizer allocated: m, v and the norm partials. (From stage 2 the gradient shard, and at stage 3
+     * the parameter shard, belong to the model's {@link ShardedWeights}.)
+     */
     long stateBytes() {
-        return m.byteSize() + v.byteSize() + (gradShard == null ? 0 : gradShard.byteSize())
-                + (paramShard == null ? 0 : paramShard.byteSize()) + partials.byteSize();
+        return m.byteSize() + v.byteSize() + partials.byteSize();
+    }
+
+    /** Bytes of AdamW's m and v shards. */
+    long momentBytes() {
+        return m.byteSize() + v.byteSize();
+    }
+
+    /** Bytes of stage 2/3's working buffers (0 below). */
+    long workingBytes() {
+        return sharded == null ? 0 : sharded.workingBytes();
     }
 
     /** The stage. */
@@ -125,21 +175,44 @@ final class ZeroOptimizer implements AutoCloseable {
         return ZeroMemory.fp32(stage, comm.size(), count);
     }
 
+    /** Whether the model's parameters are sharded (stage 3): no rank holds them whole. */
+    boolean shardsParameters() {
+        return sharded != null && sharded.shardsParameters();
+    }
+
     /**
-     * The model's parameters were set from outside (construction, resume): stage 3 takes its owned shard from them.
+     * Sets the parameters to {@code full} (Ψ fp32, the same on every rank; e.g. a checkpoint's): the model's buffer
+     * below stage 3, this rank's shard at stage 3.
      */
-    void parametersChanged() {
-        if (paramShard != null) {
-            MemorySegment.copy(model.params(), lo * Float.BYTES, paramShard, 0, length * Float.BYTES);
+    void setParameters(MemorySegment full) {
+        if (sharded != null) {
+            sharded.setParameters(full);
+        } else {
+            MemorySegment.copy(full, 0, model.params(), 0, count * Float.BYTES);
         }
     }
 
-    /** Stage ≥ 2, after backward: this rank's shard ← the ranks' average of it ({@code reduceScatter(AVG)}). */
+    /**
+     * Collective: rank passing {@code full} (Ψ fp32) receive the whole parameter vector there; the others pass null.
+     * At stage 3 every unit is gathered in turn; below, every rank has them and this only copies.
+     */
+    void gatherParameters(MemorySegment full) {
+        if (sharded != null) {
+            sharded.gatherParameters(full);
+        } else if (full != null) {
+            MemorySegment.copy(model.params(), 0, full, 0, count * Float.BYTES);
+        }
+    }
+
+    /**
+     * Stage ≥ 2, after backward: this rank's shard ← the ranks' average of it. The model's backward started one
+     * {@code reduceScatter(AVG)} per unit; this waits for them.
+     */
     void reduceGradients() {
-        if (gradShard == null) {
+        if (sharded == null) {
             throw new IllegalStateException("stage " + stage + " all-reduces the gradients; it does not shard them");
         }
-        comm.reduceScatter(model.grads(), gradShard, count, DType.FP32, ReduceOp.AVG);
+        sharded.finishGradients();
     }
 
     /**
@@ -184,50 +257,82 @@ final class ZeroOptimizer implements AutoCloseable {
 
     /**
      * AdamW step {@code t} on this rank's shard ({@code decay} for the decaying runs, {@code none} for the others),
-     * gradients multiplied by {@code gradScale}; then the model's parameter buffer is gathered from every rank's
-     * updated shard, so it holds the updated parameters on every rank.
+     * gradients multiplied by {@code gradScale}; then, below stage 3, the model's parameter buffer is gathered from
+     * every rank's updated shard, so it holds the updated parameters on every rank. At stage 3 the next use of each
+     * unit gathers it.
      */
     void update(AdamWConfig decay, AdamWConfig none, int t, float gradScale) {
-        for (DecayRanges.Range r : runs) {
-            long shardAt = (r.offset() - lo) * Float.BYTES, at = r.offset() * Float.BYTES;
+        for (Run r : runs) {
+            long shardAt = r.shard() * Float.BYTES, at = r.flat() * Float.BYTES;
             long bytes = r.length() * Float.BYTES;
             MemorySegment p = paramShard != null ? paramShard.asSlice(shardAt, bytes)
                     : model.params().asSlice(at, bytes);
             MemorySegment g = gradShard != null ? gradShard.asSlice(shardAt, bytes)
                     : model.grads().asSlice(at, bytes);
-            ops.adamw(p, g, m.asSlice(shardAt, bytes), v.asSlice(shardAt, bytes), r.offset(), r.length(),
+            ops.adamw(p, g, m.asSlice(shardAt, bytes), v.asSlice(shardAt, bytes), r.flat(), r.length(),
                     r.decays() ? decay : none, t, gradScale);
         }
-        MemorySegment mine = paramShard != null ? paramShard
-                : model.params().asSlice(lo * Float.BYTES, length * Float.BYTES); // in place
-        comm.allGather(mine, model.params(), count, DType.FP32);
+        if (shardsParameters()) {
+            sharded.parametersChanged();
+            return;
+        }
+        if (sharded != null) {
+            sharded.gatherUpdated();
+            return;
+        }
+        UnitShards.Piece mine = pieces.getFirst();
+        comm.allGather(model.params().asSlice(mine.flat() * Float.BYTES, length * Float.BYTES), model.params(), count,
+                DType.FP32); // in place
     }
 
     /**
-     * Collective: rank 0 receives every rank's shard of m and v into {@code fullM}, {@code fullV} (Ψ fp32 each);
-     * the other ranks send theirs and pass null.
+     * Collective: rank 0 receives every rank's shard of m and v into {@code fullM}, {@code fullV} (Ψ fp32 each, the
+     * flat layout); the other ranks send theirs and pass null. Rank 0 receives each shard into a temporary of the
+     * largest shard's size first.
      */
     void gatherMoments(MemorySegment fullM, MemorySegment fullV) {
         int n = comm.size();
-        for (MemorySegment[] pair : new MemorySegment[][] {{m, fullM}, {v, fullV}}) {
-            if (comm.rank() == 0) {
-                MemorySegment.copy(pair[0], 0, pair[1], lo * Float.BYTES, length * Float.BYTES);
-                for (int q = 1; q < n; q++) {
-                    long len = Chunks.length(count, n, q);
-                    if (len > 0) {
-                        comm.recv(pair[1].asSlice(Chunks.start(count, n, q) * Float.BYTES, len * Float.BYTES), len,
-                                DType.FP32, q);
-                    }
-                }
-            } else if (length > 0) {
-                comm.send(pair[0], length, DType.FP32, 0);
+        if (comm.rank() != 0) {
+            if (length > 0) {
+                comm.send(m, length, DType.FP32, 0);
+                comm.send(v, length, DType.FP32, 0);
             }
+            return;
+        }
+        unpack(pieces, m, fullM);
+        unpack(pieces, v, fullV);
+        try (Arena tmp = Arena.ofConfined()) {
+            for (int q = 1; q < n; q++) {
+                List<UnitShards.Piece> theirs = piecesOf(q);
+                long len = theirs.stream().mapToLong(UnitShards.Piece::length).sum();
+                if (len == 0) {
+                    continue;
+                }
+                MemorySegment buf = tmp.allocate(len * Float.BYTES, 64);
+                for (MemorySegment full : new MemorySegment[] {fullM, fullV}) {
+                    comm.recv(buf, len, DType.FP32, q);
+                    unpack(theirs, buf, full);
+                }
+            }
+        }
+    }
+
+    /** Copies a shard laid out as {@code pieces} into its places of the flat {@code full}. */
+    private static void unpack(List<UnitShards.Piece> pieces, MemorySegment shard, MemorySegment full) {
+        for (UnitShards.Piece p : pieces) {
+            MemorySegment.copy(shard, p.shard() * Float.BYTES, full, p.flat() * Float.BYTES, p.length() * Float.BYTES);
         }
     }
 
     /** Reads this rank's shard of m and v from the whole-model state file {@code file}; returns its header. */
     TrainState.Header readMoments(Path file) throws IOException {
-        return TrainState.read(file, model.config(), m, v, lo, length);
+        TrainState.Header h = null;
+        for (UnitShards.Piece p : pieces) {
+            long at = p.shard() * Float.BYTES, bytes = p.length() * Float.BYTES;
+            h = TrainState.read(file, model.config(), m.asSlice(at, bytes), v.asSlice(at, bytes), p.flat(),
+                    p.length());
+        }
+        return h != null ? h : TrainState.read(file, model.config(), m, v, 0, 0);
     }
 
     @Override

@@ -3,6 +3,7 @@ package io.accel4j.train;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.SampleOrder;
@@ -13,6 +14,8 @@ import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -20,6 +23,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /** {@link MemoryPlan} against what a model and trainer really allocate, and {@link BatchSizeFinder}'s choices. */
 class MemoryPlanTest {
@@ -72,19 +76,81 @@ class MemoryPlanTest {
 
     @Test
     void zeroShardsTheOptimizerThenTheGradientsThenTheParameters() {
-        int B = 2, ranks = 3;
+        int B = 2, ranks = 3, C = CONFIG.C(), L = CONFIG.L();
         long psi = new ParameterLayout(CONFIG).count(), shard = (psi + ranks - 1) / ranks;
+        // the working buffers' units, from the shapes: wte + wpe, a layer (12C² + 13C), lnfw + lnfb
+        long embeddings = (long) CONFIG.Vp() * C + (long) CONFIG.maxT() * C, layer = 12L * C * C + 13L * C;
+        long working = embeddings + 2 * layer + 2L * C;
         MemoryPlan[] p = new MemoryPlan[4];
         for (int stage = 0; stage <= 3; stage++) {
             p[stage] = MemoryPlan.of(CONFIG, B, T, Recompute.NONE, stage, ranks);
             assertThat(BatchSizeFinder.trialStep(CONFIG, ops, B, T, Recompute.NONE, stage, ranks))
                     .as("trial at stage %d", stage).isEqualTo(p[stage].total());
+            // the paper's model states (4Ψ + 4Ψ + 8Ψ sharded by stage), up to each of the L + 2 units' chunks
+            // rounding up separately from stage 2: ≤ L + 1 more elements than ⌈Ψ/N⌉ per sharded state
+            long paper = ZeroMemory.fp32(stage, ranks, psi).totalBytes();
+            assertThat(p[stage].modelStates() - paper).as("stage %d's rounding", stage)
+                    .isBetween(0L, stage < 2 ? 0L : 16L * (L + 1));
         }
         assertThat(p[0]).isEqualTo(MemoryPlan.of(CONFIG, B, T, Recompute.NONE));
+        assertThat(p[0].working()).isZero();
         assertThat(p[1].optimizer()).isEqualTo(8 * shard);
-        assertThat(p[2].gradients()).isEqualTo(4 * psi + 4 * shard);
-        assertThat(p[3].parameters()).isEqualTo(4 * psi + 4 * shard);
-        assertThat(p[3].total() - p[0].total()).isEqualTo(8 * shard + 8 * shard - 8 * psi);
+        assertThat(p[1].working()).isZero();
+        assertThat(p[2].parameters()).isEqualTo(4 * psi);
+        assertThat(p[2].gradients()).isEqualTo(p[3].gradients()).isEqualTo(p[3].parameters())
+                .isBetween(4 * shard, 4 * (shard + L + 1));
+        // stage 2: gradients of the units in use (with one layer also a layer's chunk: see below)
+        assertThat(p[2].working()).isEqualTo(4 * working);
+        // stage 3: as many again for the gathered parameters
+        assertThat(p[3].working()).isEqualTo(8 * working);
+    }
+
+    @Test
+    void withOneLayerZeroTwoKeepsAScratchChunk() {
+        GptConfig one = new GptConfig(12, 11, 16, 1, 2, 8);
+        int C = one.C(), ranks = 3;
+        long layer = 12L * C * C + 13L * C, working = (long) one.Vp() * C + (long) one.maxT() * C + layer + 2L * C;
+        assertThat(MemoryPlan.of(one, 2, T, Recompute.NONE, 2, ranks).working())
+                .isEqualTo(4 * working + 4 * ((layer + ranks - 1) / ranks));
+        assertThat(MemoryPlan.of(one, 2, T, Recompute.NONE, 3, ranks).working()).isEqualTo(8 * working);
+    }
+
+    @ParameterizedTest(name = "ZeRO-{0} over 3 ranks, L = {1}")
+    @CsvSource({"0, 3", "1, 3", "2, 3", "3, 3", "2, 1", "3, 1"})
+    void theZeroPlanIsWhatTheLargestRankAllocates(int stage, int L) throws IOException {
+        int B = 2, ranks = 3;
+        GptConfig config = new GptConfig(CONFIG.maxT(), CONFIG.V(), CONFIG.Vp(), L, CONFIG.NH(), CONFIG.C());
+        MemoryPlan plan = MemoryPlan.of(config, B, T, Recompute.NONE, stage, ranks);
+        Path file = tmp.resolve("zero" + stage + "-" + L + ".bin");
+        Random r = new Random(5);
+        int[] tokens = new int[300];
+        for (int i = 0; i < tokens.length; i++) {
+            tokens[i] = r.nextInt(CONFIG.V());
+        }
+        TokenFile.write(file, tokens);
+        TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(2).lr(1e-3f).bucketBytes(0)
+                .dataOrder(SampleOrder.Mode.SEQUENTIAL).zeroStage(stage).build();
+        List<long[]> seen;
+        try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(30))) {
+            seen = g.run(comm -> {
+                try (Parallel one = new Parallel(1); TokenFile train = TokenFile.open(file);
+                     Gpt2 model = new Gpt2(config, new CpuOps(one), B, T)) {
+                    model.initialise(1);
+                    try (Trainer t = new Trainer(model, cfg, train, null, comm)) {
+                        t.trainStep(); // nothing is allocated per step
+                        return new long[] {model.totalBytes() + t.stateBytes(), t.workingBytes(),
+                            t.modelStateBytes()};
+                    }
+                }
+            });
+        }
+        long partials = stage == 0 ? 0 : ranks * Double.BYTES; // the norm's exchange, not in the plan
+        long most = seen.stream().mapToLong(a -> a[0]).max().orElseThrow();
+        assertThat(most - partials).as("the largest rank's allocations").isEqualTo(plan.total());
+        for (long[] a : seen) {
+            assertThat(a[1]).as("working buffers").isEqualTo(plan.working());
+            assertThat(a[2]).as("model states").isLessThanOrEqualTo(plan.modelStates() + plan.working());
+        }
     }
 
     @Test

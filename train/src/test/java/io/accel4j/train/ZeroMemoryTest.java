@@ -54,27 +54,15 @@ class ZeroMemoryTest {
     }
 
     @Test
-    void whatTheTrainerHolds() {
-        long psi = 1001;
-        int n = 4;
-        long s = 4 * 251; // bytes of the largest fp32 shard
-        assertThat(ZeroMemory.fp32(0, n, psi).heldByTrainer()).isEqualTo(16 * psi);
-        assertThat(ZeroMemory.fp32(1, n, psi).heldByTrainer()).isEqualTo(8 * psi + 2 * s);
-        assertThat(ZeroMemory.fp32(2, n, psi).heldByTrainer()).isEqualTo(8 * psi + 3 * s);
-        assertThat(ZeroMemory.fp32(3, n, psi).heldByTrainer()).isEqualTo(8 * psi + 4 * s);
-        assertThatThrownBy(() -> new ZeroMemory(1, n, psi, Precision.MIXED).heldByTrainer())
-                .isInstanceOf(IllegalStateException.class);
-    }
-
-    @Test
     void gpt2SmallsLine() {
         long psi = GptConfig.preset("gpt2").parameterCount();
         assertThat(psi).isEqualTo(124_475_904L);
         String line = ZeroMemory.fp32(2, 4, psi).describe();
         // 4Ψ = 474.8 MiB; Ψ/4 fp32 = 118.7 MiB, m,v 237.4 MiB; DDP 16Ψ = 1899.4 MiB
         assertThat(line).isEqualTo("ZeRO-2 over 4 ranks (fp32 model states): per rank params 474.8 MiB + gradients "
-                + "118.7 MiB + AdamW m,v 237.4 MiB = 831.0 MiB (plain DDP: 1899.4 MiB); this CPU trainer holds "
-                + "1305.8 MiB");
+                + "118.7 MiB + AdamW m,v 237.4 MiB = 831.0 MiB (plain DDP: 1899.4 MiB)");
+        assertThat(ZeroMemory.fp32(3, 2, psi).describe(3L << 20, 1L << 20)).endsWith("; this rank holds 3.0 MiB "
+                + "(1.0 MiB of it working buffers for the units in use)");
     }
 
     @Test

@@ -3,13 +3,14 @@ package io.accel4j.train;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.offset;
 
-import io.accel4j.collectives.Chunks;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.ParameterLayout;
+import io.accel4j.train.model.Weights;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -39,20 +40,24 @@ class ZeroOptimizerTest {
                      Arena a = Arena.ofShared()) {
                     long count = m.layout().count();
                     Random r = new Random(seed + comm.rank());
+                    MemorySegment grads = a.allocate(count * Float.BYTES, 64);
                     for (long i = 0; i < count; i++) { // magnitudes over 6 decades, as gradients have
-                        m.grads().setAtIndex(F32, i, (float) (r.nextGaussian() * Math.pow(10, -r.nextInt(6))));
+                        grads.setAtIndex(F32, i, (float) (r.nextGaussian() * Math.pow(10, -r.nextInt(6))));
                     }
                     MemorySegment copy = a.allocate(count * Float.BYTES, 64);
-                    MemorySegment.copy(m.grads(), 0, copy, 0, copy.byteSize());
+                    MemorySegment.copy(grads, 0, copy, 0, copy.byteSize());
                     comm.allReduce(copy, count, DType.FP32, ReduceOp.AVG);
                     double ddp = m.ops().sumOfSquares(copy, count);
+                    backward(m, grads);
                     z.reduceGradients();
                     double zero = z.sumOfSquares();
                     boolean finite = z.hasNonFinite();
                     // rank 2 overflows in rank 0's shard: rank 0 sees it in its shard, every rank in the flag
                     if (comm.rank() == 2) {
-                        m.grads().setAtIndex(F32, Chunks.length(count, n, 0) / 2, Float.POSITIVE_INFINITY);
+                        UnitShards.Piece first = new UnitShards(m.layout(), n, 0).pieces().getFirst();
+                        grads.setAtIndex(F32, first.flat() + first.length() / 2, Float.POSITIVE_INFINITY);
                     }
+                    backward(m, grads);
                     z.reduceGradients();
                     return new Seen(zero, ddp, finite, z.hasNonFinite());
                 }
@@ -63,6 +68,20 @@ class ZeroOptimizerTest {
             assertThat(s.zeroNorm()).as("seed %d", seed).isCloseTo(s.ddpNorm(), offset(NORM_REL * s.ddpNorm()));
             assertThat(s.finiteFlag()).isFalse();
             assertThat(s.overflowFlag()).isTrue();
+        }
+    }
+
+    /** What a backward does to ZeRO-2's weights: each unit's gradients, from {@code flat}, then reduce-scattered. */
+    private static void backward(Gpt2 m, MemorySegment flat) {
+        Weights w = m.weights();
+        w.zeroGrad();
+        for (ParameterLayout.Unit u : m.layout().units()) {
+            w.beginGradients(u.index());
+            for (ParameterLayout.Segment s : u.segments()) {
+                MemorySegment.copy(flat, s.offset() * Float.BYTES, w.grad(s.param(), s.layer()), 0,
+                        s.count() * Float.BYTES);
+            }
+            w.gradientsDone(u.index());
         }
     }
 }

@@ -269,7 +269,7 @@ public final class TrainCommand implements Callable<Integer> {
                     gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
                             .toLowerCase(java.util.Locale.ROOT), comm == null ? "" : " per rank");
             if (trainer.ranks() > 1) {
-                w.println(trainer.memory().describe());
+                w.println(trainer.memory().describe(trainer.modelStateBytes(), trainer.workingBytes()));
             }
             w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath,
                     train.size(), val == null ? "" : String.format(", validation %s: %,d tokens", valPath,
@@ -290,9 +290,13 @@ public final class TrainCommand implements Callable<Integer> {
                         trainer.save(dir);
                     }
                 }
+                if (trainer.shardsParameters()) { // ZeRO-3: running the model is a collective
+                    trainer.validate(); // rank 0's final validation
+                }
                 if (saves) {
                     trainer.save(dir);
                 }
+                trainer.gatherModel(false); // ZeRO-3: rank 0 samples for its report alone
                 return;
             }
             Progress progress = new Progress(w, cfg.steps(), trainer.step());
@@ -300,6 +304,7 @@ public final class TrainCommand implements Callable<Integer> {
             long start = System.nanoTime();
             List<StepMetrics> history = run(trainer, dir, progress);
             long runNanos = System.nanoTime() - start;
+            trainer.gatherModel(true); // ZeRO-3: the report's samples run the model on this rank alone
             // taken before the report, whose sample completions also run the model
             List<ProfilingOps.Entry> profile = profiler[0] == null ? null : profiler[0].entries();
             outcome = Report.finish(w, trainer, history, progress, dir, data, seed, samples, evalProblems);

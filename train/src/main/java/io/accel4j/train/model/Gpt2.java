@@ -22,11 +22,12 @@ import java.util.function.IntConsumer;
  * a final LayerNorm; logits {@code lnf·wteᵀ} (the LM head is tied to the token embedding and has no bias) over the
  * padded vocabulary, of which the softmax sees only the first V columns.
  *
- * <p>Memory: the parameters and their gradients are two flat fp32 buffers laid out by {@link ParameterLayout}; the
- * activations for {@code maxB·maxT} positions and their gradients one more ({@link Activations}, llm.c's
- * {@code ActivationTensors} with the attention's (L,B,NH,T) log-sum-exp instead of T×T scores). All are allocated
- * once, in one shared arena that {@link #close} frees. A step is {@link #zeroGrad}, {@link #forward} with targets,
- * {@link #backward}; or {@link #forwardBackward}, which skips the forward's separate loss pass. With activation
+ * <p>Memory: the parameters and their gradients are two flat fp32 buffers laid out by {@link ParameterLayout}
+ * ({@link FlatWeights}; ZeRO-3 replaces them by shards through {@link #useWeights}, and the model reaches them only
+ * through {@link Weights}, unit by unit); the activations for {@code maxB·maxT} positions and their gradients one
+ * more ({@link Activations}, llm.c's {@code ActivationTensors} with the attention's (L,B,NH,T) log-sum-exp instead of
+ * T×T scores). All are allocated once; {@link #close} frees them. A step is {@link #zeroGrad}, {@link #forward} with
+ * targets, {@link #backward}; or {@link #forwardBackward}, which skips the forward's separate loss pass. With activation
  * checkpointing ({@link Recompute}) the forward keeps fewer activations and backward recomputes the rest, with the
  * same bits.
  *
@@ -46,8 +47,7 @@ public final class Gpt2 implements AutoCloseable {
     private final int maxT;
     private final Recompute recompute;
     private final Arena arena;
-    private final MemorySegment params;
-    private final MemorySegment grads;
+    private Weights weights;
     private final Activations acts;
     private final MemorySegment inputs;
     private final MemorySegment targets;
@@ -78,13 +78,15 @@ public final class Gpt2 implements AutoCloseable {
         this.layout = new ParameterLayout(config);
         this.arena = Arena.ofShared();
         try {
-            this.params = arena.allocate(layout.fp32Bytes(), 64);
-            this.grads = arena.allocate(layout.fp32Bytes(), 64);
+            this.weights = new FlatWeights(layout);
             this.acts = new Activations(config, maxB, maxT, recompute, arena);
             long tokens = (long) maxB * maxT * Integer.BYTES;
             this.inputs = arena.allocate(tokens, 64);
             this.targets = arena.allocate(tokens, 64);
         } catch (RuntimeException | OutOfMemoryError e) {
+            if (weights != null) {
+                weights.close();
+            }
             arena.close();
             throw e;
         }
@@ -107,19 +109,19 @@ public final class Gpt2 implements AutoCloseable {
         try (Arena tmp = Arena.ofConfined()) {
             LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(file, tmp);
             Gpt2 model = new Gpt2(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()), recompute);
-            MemorySegment.copy(loaded.params(), 0, model.params, 0, model.layout.fp32Bytes());
+            MemorySegment.copy(loaded.params(), 0, model.params(), 0, model.layout.fp32Bytes());
             return model;
         }
     }
 
     /** Writes the parameters as an llm.c checkpoint (fp32, version 3), atomically. */
     public void save(Path file) throws IOException {
-        LlmcCheckpoint.write(file, config, params, LlmcCheckpoint.VERSION_FP32);
+        LlmcCheckpoint.write(file, config, params(), LlmcCheckpoint.VERSION_FP32);
     }
 
     /** Sets the parameters to GPT-2's initialisation from {@code seed} ({@link ParameterInit#gpt2}). */
     public void initialise(long seed) {
-        ParameterInit.gpt2(layout, params, seed);
+        ParameterInit.gpt2(layout, params(), seed);
     }
 
     /** The model's shape. */
@@ -161,14 +163,49 @@ public final class Gpt2 implements AutoCloseable {
         return operands;
     }
 
-    /** The parameters: {@code layout().count()} fp32, native order. */
+    /**
+     * The parameters: {@code layout().count()} fp32, native order.
+     *
+     * @throws IllegalStateException when the weights do not hold them whole ({@link Weights#wholeParams()}: ZeRO-3
+     *                               shards them)
+     */
     public MemorySegment params() {
-        return params;
+        MemorySegment p = weights.wholeParams();
+        if (p == null) {
+            throw new IllegalStateException("the parameters are sharded over the ranks (ZeRO-3, "
+                    + weights.getClass().getSimpleName() + "): no rank holds them whole");
+        }
+        return p;
     }
 
-    /** The parameter gradients, laid out as {@link #params()}. */
+    /** The parameter gradients, laid out as {@link #params()}; only with {@link FlatWeights} (not with ZeRO-2/3). */
     public MemorySegment grads() {
-        return grads;
+        return flat().grads();
+    }
+
+    /** Where the parameters and gradients live ({@link FlatWeights} unless {@link #useWeights} changed it). */
+    public Weights weights() {
+        return weights;
+    }
+
+    /**
+     * From now on reads the parameters from and writes the gradients to {@code next}, which the model owns from here
+     * on; the current weights are closed (their memory freed). For ZeRO-3, which replaces the flat buffers by shards.
+     */
+    public void useWeights(Weights next) {
+        Objects.requireNonNull(next, "next");
+        Weights old = weights;
+        weights = next;
+        state = State.EMPTY;
+        old.close();
+    }
+
+    private FlatWeights flat() {
+        if (weights instanceof FlatWeights f) {
+            return f;
+        }
+        throw new IllegalStateException("the gradients are not one flat buffer here: " + weights.getClass()
+                .getSimpleName() + " holds them (ZeRO-2 and 3 shard them over the ranks)");
     }
 
     /** Bytes of the parameters (the gradients take as many again). */
@@ -186,9 +223,9 @@ public final class Gpt2 implements AutoCloseable {
         return acts.floats() * Float.BYTES + 2 * inputs.byteSize();
     }
 
-    /** Bytes this model allocated: the parameters, their gradients, and {@link #activationBytes()}. */
+    /** Bytes this model allocated: its {@link #weights()} (parameters, gradients) and {@link #activationBytes()}. */
     public long totalBytes() {
-        return 2 * parameterBytes() + activationBytes();
+        return weights.bytes() + activationBytes();
     }
 
     /**
@@ -203,7 +240,7 @@ public final class Gpt2 implements AutoCloseable {
 
     /** Zeroes the parameter gradients; {@link #backward} adds into them. */
     public void zeroGrad() {
-        zero(grads);
+        weights.zeroGrad();
     }
 
     /**
@@ -217,8 +254,8 @@ public final class Gpt2 implements AutoCloseable {
             return Double.NaN;
         }
         int BT = B * T;
-        return ops.classifierForward(acts.slice(LOSSES, BT), acts.slice(LOGITS, BT), this.targets, BT, config.V(),
-                config.Vp());
+        return ops.classifierForward(acts.slice(LOSSES, BT), acts.slice(LOGITS, BT), this.targets, BT,
+                config.V(), config.Vp());
     }
 
     /**
@@ -263,16 +300,31 @@ public final class Gpt2 implements AutoCloseable {
         GptConfig c = config;
         int BT = B * T, C = c.C(), L = c.L(), NH = c.NH();
         MemorySegment logits = acts.slice(LOGITS, BT);
+        int fin = layout.finalUnit();
+        weights.acquire(ParameterLayout.EMBEDDING);
+        weights.prefetch(fin);
         double loss = ops.classifierForwardBackward(logits, acts.slice(LOSSES, BT), targets, BT, c.V(), c.Vp(),
                 dlossScale);
         MemorySegment dres = acts.zeroed(DRESIDUAL, BT);
         MemorySegment dln = acts.zeroed(DLN, BT);
         MemorySegment lastResidual = acts.slice(RESIDUAL3, L - 1, BT);
-        ops.matmulBackward(dln, p(grads, Param.WTE), null, logits, acts.slice(LNF, BT), p(params, Param.WTE),
-                BT, C, c.Vp(), operands);
-        ops.layernormBackward(dres, p(grads, Param.LNFW), p(grads, Param.LNFB), dln, lastResidual,
-                p(params, Param.LNFW), acts.slice(LNF_MEAN, BT), acts.slice(LNF_RSTD, BT), BT, C);
+        weights.beginGradients(ParameterLayout.EMBEDDING);
+        ops.matmulBackward(dln, weights.grad(Param.WTE, -1), null, logits, acts.slice(LNF, BT),
+                weights.param(Param.WTE, -1), BT, C, c.Vp(), operands);
+        weights.release(ParameterLayout.EMBEDDING);
+        weights.acquire(fin);
+        weights.prefetch(ParameterLayout.layerUnit(L - 1));
+        weights.beginGradients(fin);
+        ops.layernormBackward(dres, weights.grad(Param.LNFW, -1), weights.grad(Param.LNFB, -1), dln, lastResidual,
+                weights.param(Param.LNFW, -1), acts.slice(LNF_MEAN, BT), acts.slice(LNF_RSTD, BT), BT, C);
+        weights.release(fin);
+        weights.gradientsDone(fin);
         for (int l = L - 1; l >= 0; l--) {
+            int unit = ParameterLayout.layerUnit(l);
+            weights.acquire(unit);
+            if (l > 0) {
+                weights.prefetch(ParameterLayout.layerUnit(l - 1));
+            }
             MemorySegment residual = l == 0 ? acts.slice(ENCODED, BT) : acts.slice(RESIDUAL3, l - 1, BT);
             if (l < L - 1) { // the top layer's activations are still those of the forward
                 switch (recompute) {
@@ -282,36 +334,41 @@ public final class Gpt2 implements AutoCloseable {
                     case LAYER -> layerForward(l, residual, false);
                 }
             }
+            weights.beginGradients(unit);
             // the MLP: dres is d(residual3) = d(fcproj)
             MemorySegment dfchGelu = acts.zeroed(DFCH_GELU, BT);
-            ops.matmulBackward(dfchGelu, p(grads, Param.FCPROJW, l), p(grads, Param.FCPROJB, l), dres,
-                    acts.slice(FCH_GELU, l, BT), p(params, Param.FCPROJW, l), BT, 4 * C, C, operands);
+            ops.matmulBackward(dfchGelu, weights.grad(Param.FCPROJW, l), weights.grad(Param.FCPROJB, l), dres,
+                    acts.slice(FCH_GELU, l, BT), weights.param(Param.FCPROJW, l), BT, 4 * C, C, operands);
             MemorySegment dfch = acts.zeroed(DFCH, BT);
             ops.geluBackward(dfch, acts.slice(FCH, l, BT), dfchGelu, (long) BT * 4 * C);
             dln = acts.zeroed(DLN, BT);
-            ops.matmulBackward(dln, p(grads, Param.FCW, l), p(grads, Param.FCB, l), dfch, acts.slice(LN2, l, BT),
-                    p(params, Param.FCW, l), BT, C, 4 * C, operands);
-            ops.layernormBackward(dres, p(grads, Param.LN2W, l), p(grads, Param.LN2B, l), dln,
-                    acts.slice(RESIDUAL2, l, BT), p(params, Param.LN2W, l), acts.slice(LN2_MEAN, l, BT),
+            ops.matmulBackward(dln, weights.grad(Param.FCW, l), weights.grad(Param.FCB, l), dfch,
+                    acts.slice(LN2, l, BT), weights.param(Param.FCW, l), BT, C, 4 * C, operands);
+            ops.layernormBackward(dres, weights.grad(Param.LN2W, l), weights.grad(Param.LN2B, l), dln,
+                    acts.slice(RESIDUAL2, l, BT), weights.param(Param.LN2W, l), acts.slice(LN2_MEAN, l, BT),
                     acts.slice(LN2_RSTD, l, BT), BT, C);
             // attention: dres is now d(residual2) = d(attproj)
             MemorySegment datty = acts.zeroed(DATTY, BT);
-            ops.matmulBackward(datty, p(grads, Param.ATTPROJW, l), p(grads, Param.ATTPROJB, l), dres,
-                    acts.slice(ATTY, l, BT), p(params, Param.ATTPROJW, l), BT, C, C, operands);
+            ops.matmulBackward(datty, weights.grad(Param.ATTPROJW, l), weights.grad(Param.ATTPROJB, l), dres,
+                    acts.slice(ATTY, l, BT), weights.param(Param.ATTPROJW, l), BT, C, C, operands);
             MemorySegment dqkv = acts.zeroed(DQKV, BT);
             ops.attentionBackward(dqkv, datty, acts.slice(QKV, l, BT), acts.slice(ATTY, l, BT),
                     acts.slice(LSE, l, BT), B, T, C, NH);
             dln = acts.zeroed(DLN, BT);
-            ops.matmulBackward(dln, p(grads, Param.QKVW, l), p(grads, Param.QKVB, l), dqkv, acts.slice(LN1, l, BT),
-                    p(params, Param.QKVW, l), BT, C, 3 * C, operands);
-            ops.layernormBackward(dres, p(grads, Param.LN1W, l), p(grads, Param.LN1B, l), dln, residual,
-                    p(params, Param.LN1W, l), acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), BT, C);
+            ops.matmulBackward(dln, weights.grad(Param.QKVW, l), weights.grad(Param.QKVB, l), dqkv,
+                    acts.slice(LN1, l, BT), weights.param(Param.QKVW, l), BT, C, 3 * C, operands);
+            ops.layernormBackward(dres, weights.grad(Param.LN1W, l), weights.grad(Param.LN1B, l), dln, residual,
+                    weights.param(Param.LN1W, l), acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), BT, C);
             // dres is now d(residual3 of layer l−1), or d(encoded)
+            weights.release(unit);
+            weights.gradientsDone(unit);
             if (gradientsDone != null) {
                 gradientsDone.accept(l);
             }
         }
-        ops.encoderBackward(p(grads, Param.WTE), p(grads, Param.WPE), dres, inputs, B, T, C, c.V());
+        ops.encoderBackward(weights.grad(Param.WTE, -1), weights.grad(Param.WPE, -1), dres, inputs, B, T, C,
+                c.V());
+        weights.gradientsDone(ParameterLayout.EMBEDDING);
         if (gradientsDone != null) {
             gradientsDone.accept(-1);
         }
@@ -340,6 +397,7 @@ public final class Gpt2 implements AutoCloseable {
     /** Frees all memory; the model cannot be used afterwards. */
     @Override
     public void close() {
+        weights.close();
         if (arena.scope().isAlive()) {
             arena.close();
         }
@@ -362,16 +420,30 @@ public final class Gpt2 implements AutoCloseable {
         GptConfig c = config;
         int BT = B * T, C = c.C(), L = c.L(), NH = c.NH();
         MemorySegment encoded = acts.slice(ENCODED, BT);
-        ops.encoderForward(encoded, this.inputs, p(params, Param.WTE), p(params, Param.WPE), B, T, C, c.V());
+        int emb = ParameterLayout.EMBEDDING, fin = layout.finalUnit();
+        weights.acquire(emb);
+        weights.prefetch(ParameterLayout.layerUnit(0));
+        ops.encoderForward(encoded, this.inputs, weights.param(Param.WTE, -1), weights.param(Param.WPE, -1), B, T,
+                C, c.V());
+        weights.release(emb);
         MemorySegment residual = encoded;
         for (int l = 0; l < L; l++) {
+            int unit = ParameterLayout.layerUnit(l);
+            weights.acquire(unit);
+            weights.prefetch(l + 1 < L ? ParameterLayout.layerUnit(l + 1) : fin);
             layerForward(l, residual, true);
+            weights.release(unit);
             residual = acts.slice(RESIDUAL3, l, BT);
         }
         MemorySegment lnf = acts.slice(LNF, BT);
+        weights.acquire(fin);
+        weights.prefetch(emb);
         ops.layernormForward(lnf, acts.slice(LNF_MEAN, BT), acts.slice(LNF_RSTD, BT), residual,
-                p(params, Param.LNFW), p(params, Param.LNFB), BT, C);
-        ops.matmulForward(acts.slice(LOGITS, BT), lnf, p(params, Param.WTE), null, BT, C, c.Vp(), operands);
+                weights.param(Param.LNFW, -1), weights.param(Param.LNFB, -1), BT, C);
+        weights.release(fin);
+        weights.acquire(emb);
+        ops.matmulForward(acts.slice(LOGITS, BT), lnf, weights.param(Param.WTE, -1), null, BT, C, c.Vp(), operands);
+        weights.release(emb);
         state = targets == null ? State.FORWARD : State.FORWARD_WITH_TARGETS;
     }
 
@@ -387,21 +459,21 @@ public final class Gpt2 implements AutoCloseable {
         MemorySegment ln2 = acts.slice(LN2, l, BT), fch = acts.slice(FCH, l, BT);
         MemorySegment fchGelu = acts.slice(FCH_GELU, l, BT);
         ops.layernormForward(ln1, acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), residual,
-                p(params, Param.LN1W, l), p(params, Param.LN1B, l), BT, C);
-        ops.matmulForward(qkv, ln1, p(params, Param.QKVW, l), p(params, Param.QKVB, l), BT, C, 3 * C,
+                weights.param(Param.LN1W, l), weights.param(Param.LN1B, l), BT, C);
+        ops.matmulForward(qkv, ln1, weights.param(Param.QKVW, l), weights.param(Param.QKVB, l), BT, C, 3 * C,
                 operands);
         ops.attentionForward(atty, acts.slice(LSE, l, BT), qkv, B, T, C, config.NH());
-        ops.matmulForward(attproj, atty, p(params, Param.ATTPROJW, l), p(params, Param.ATTPROJB, l), BT, C, C,
+        ops.matmulForward(attproj, atty, weights.param(Param.ATTPROJW, l), weights.param(Param.ATTPROJB, l), BT, C, C,
                 operands);
         ops.residualForward(residual2, residual, attproj, (long) BT * C);
         ops.layernormForward(ln2, acts.slice(LN2_MEAN, l, BT), acts.slice(LN2_RSTD, l, BT), residual2,
-                p(params, Param.LN2W, l), p(params, Param.LN2B, l), BT, C);
-        ops.matmulForward(fch, ln2, p(params, Param.FCW, l), p(params, Param.FCB, l), BT, C, 4 * C,
+                weights.param(Param.LN2W, l), weights.param(Param.LN2B, l), BT, C);
+        ops.matmulForward(fch, ln2, weights.param(Param.FCW, l), weights.param(Param.FCB, l), BT, C, 4 * C,
                 operands);
         ops.geluForward(fchGelu, fch, (long) BT * 4 * C);
         if (toOutput) {
             MemorySegment fcproj = acts.slice(FCPROJ, l, BT);
-            ops.matmulForward(fcproj, fchGelu, p(params, Param.FCPROJW, l), p(params, Param.FCPROJB, l),
+            ops.matmulForward(fcproj, fchGelu, weights.param(Param.FCPROJW, l), weights.param(Param.FCPROJB, l),
                     BT, 4 * C, C, operands);
             ops.residualForward(acts.slice(RESIDUAL3, l, BT), residual2, fcproj, (long) BT * C);
         }
@@ -423,23 +495,5 @@ public final class Gpt2 implements AutoCloseable {
             }
             dst.setAtIndex(I32, i, tok);
         }
-    }
-
-    /** The whole tensor {@code p} of {@code buf}. */
-    private MemorySegment p(MemorySegment buf, Param p) {
-        ParameterLayout.Tensor t = layout.tensor(p);
-        return buf.asSlice(t.offset() * Float.BYTES, t.count() * Float.BYTES);
-    }
-
-    /** Layer {@code l}'s slice of the per-layer tensor {@code p} of {@code buf}. */
-    private MemorySegment p(MemorySegment buf, Param p, int l) {
-        ParameterLayout.Tensor t = layout.tensor(p);
-        long n = t.count() / config.L();
-        return buf.asSlice(t.layerOffset(l) * Float.BYTES, n * Float.BYTES);
-    }
-
-    /** Zeroes a host buffer (the one memory operation outside the kernel contract). */
-    private static void zero(MemorySegment s) {
-        s.fill((byte) 0);
     }
 }

@@ -22,6 +22,10 @@ import java.util.Locale;
  * </pre>
  *
  * Counts and offsets are elements (not bytes) and {@code long}: GPT-2 small has 124,475,904 of them.
+ *
+ * <p>A layer's weights are therefore not contiguous: they are twelve slices, one per per-layer tensor. {@link #units()}
+ * groups the tensors by when the model uses them — the embeddings, each layer, the final LayerNorm — each unit a list
+ * of contiguous {@link Segment}s (what ZeRO-3 gathers before a unit's use, {@code io.accel4j.train.UnitShards}).
  */
 public final class ParameterLayout {
 
@@ -61,9 +65,30 @@ public final class ParameterLayout {
         }
     }
 
+    /**
+     * A contiguous piece of a unit: {@code count} elements at {@code offset} of the flat buffer, tensor {@code param}'s
+     * slice for layer {@code layer} (-1 for a tensor that is not per layer), at {@code packed} in the unit's packing
+     * (its segments one after another).
+     */
+    public record Segment(Param param, int layer, long offset, long count, long packed) {}
+
+    /**
+     * The parameters the model uses together: {@link #EMBEDDING} (wte, wpe: the encoder and the tied LM head), layer
+     * l's twelve slices ({@link #layerUnit}), the final LayerNorm ({@link #finalUnit}: lnfw, lnfb).
+     *
+     * @param index    0 … L + 1
+     * @param segments in flat order, which is also their packed order
+     * @param count    elements in all
+     */
+    public record Unit(int index, List<Segment> segments, long count) {}
+
+    /** The unit of wte and wpe. */
+    public static final int EMBEDDING = 0;
+
     private final GptConfig config;
     private final List<Tensor> tensors;
     private final long count;
+    private final List<Unit> units;
 
     /** The layout of {@code config}'s parameters; an {@link ArithmeticException} if the count exceeds a long. */
     public ParameterLayout(GptConfig config) {
@@ -79,6 +104,60 @@ public final class ParameterLayout {
         }
         this.tensors = List.copyOf(list);
         this.count = offset;
+        List<Unit> us = new ArrayList<>(config.L() + 2);
+        us.add(unit(EMBEDDING, new Param[] {Param.WTE, Param.WPE}, -1));
+        Param[] perLayer = Arrays.copyOfRange(Param.values(), Param.LN1W.ordinal(), Param.LNFW.ordinal());
+        for (int l = 0; l < config.L(); l++) {
+            us.add(unit(layerUnit(l), perLayer, l));
+        }
+        us.add(unit(finalUnit(), new Param[] {Param.LNFW, Param.LNFB}, -1));
+        this.units = List.copyOf(us);
+    }
+
+    private Unit unit(int index, Param[] params, int layer) {
+        List<Segment> segs = new ArrayList<>(params.length);
+        long packed = 0;
+        for (Param p : params) {
+            Tensor t = tensor(p);
+            long n = layer < 0 ? t.count() : t.count() / config.L();
+            segs.add(new Segment(p, layer, layer < 0 ? t.offset() : t.layerOffset(layer), n, packed));
+            packed += n;
+        }
+        return new Unit(index, List.copyOf(segs), packed);
+    }
+
+    /** The L + 2 units in the order of the flat buffer: embeddings, layers 0 … L−1, final LayerNorm. */
+    public List<Unit> units() {
+        return units;
+    }
+
+    /** Layer {@code l}'s unit: {@code 1 + l}. */
+    public static int layerUnit(int l) {
+        return 1 + l;
+    }
+
+    /** The final LayerNorm's unit: {@code L + 1}. */
+    public int finalUnit() {
+        return config.L() + 1;
+    }
+
+    /** The unit holding tensor {@code p}'s slice for layer {@code layer} (ignored for wte, wpe, lnfw, lnfb). */
+    public int unitOf(Param p, int layer) {
+        return switch (p) {
+            case WTE, WPE -> EMBEDDING;
+            case LNFW, LNFB -> finalUnit();
+            default -> layerUnit(layer);
+        };
+    }
+
+    /** Where tensor {@code p}'s slice for {@code layer} starts in its unit's packing ({@link Segment#packed}). */
+    public long packedOffset(Param p, int layer) {
+        for (Segment s : units.get(unitOf(p, layer)).segments()) {
+            if (s.param() == p) {
+                return s.packed();
+            }
+        }
+        throw new AssertionError(p);
     }
 
     /**

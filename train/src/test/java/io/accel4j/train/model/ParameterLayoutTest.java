@@ -53,6 +53,39 @@ class ParameterLayoutTest {
     }
 
     @Test
+    void theUnitsCoverTheLayoutOnceInFlatOrder() {
+        GptConfig c = new GptConfig(5, 7, 9, 3, 2, 4);
+        ParameterLayout layout = new ParameterLayout(c);
+        List<ParameterLayout.Unit> units = layout.units();
+        assertThat(units).hasSize(c.L() + 2);
+        assertThat(layout.finalUnit()).isEqualTo(c.L() + 1);
+        long[] owner = new long[(int) layout.count()];
+        java.util.Arrays.fill(owner, -1);
+        for (ParameterLayout.Unit u : units) {
+            long packed = 0;
+            for (ParameterLayout.Segment s : u.segments()) {
+                assertThat(s.packed()).as("%s packed after the segments before it", s).isEqualTo(packed);
+                assertThat(layout.unitOf(s.param(), s.layer())).isEqualTo(u.index());
+                assertThat(layout.packedOffset(s.param(), s.layer())).isEqualTo(s.packed());
+                for (long i = s.offset(); i < s.offset() + s.count(); i++) {
+                    assertThat(owner[(int) i]).as("element %d in one unit", i).isEqualTo(-1);
+                    owner[(int) i] = u.index();
+                }
+                packed += s.count();
+            }
+            assertThat(u.count()).isEqualTo(packed);
+        }
+        assertThat(owner).doesNotContain(-1L);
+        // a layer is its 12 slices: 12C² + 13C; the embeddings wte + wpe; the final LayerNorm 2C
+        int C = c.C();
+        assertThat(units.get(ParameterLayout.layerUnit(1)).count()).isEqualTo(12L * C * C + 13L * C);
+        assertThat(units.get(ParameterLayout.EMBEDDING).count()).isEqualTo((long) c.Vp() * C + (long) c.maxT() * C);
+        assertThat(units.get(layout.finalUnit()).count()).isEqualTo(2L * C);
+        assertThat(units.get(ParameterLayout.layerUnit(2)).segments().get(0).offset())
+                .isEqualTo(layout.tensor(Param.LN1W).layerOffset(2));
+    }
+
+    @Test
     void overflowingSizesAreArithmeticExceptions() {
         assertThatThrownBy(() -> ParameterLayout.count(1, 1, Integer.MAX_VALUE, Integer.MAX_VALUE))
                 .isInstanceOf(ArithmeticException.class);

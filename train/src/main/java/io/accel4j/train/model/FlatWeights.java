@@ -1,0 +1,95 @@
+package io.accel4j.train.model;
+
+import io.accel4j.train.model.ParameterLayout.Param;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * The parameters and their gradients as two flat fp32 buffers laid out by {@link ParameterLayout}, in their own
+ * shared arena; the unit brackets of {@link Weights} do nothing ({@link #zeroGrad} zeroes the gradients, which backward
+ * then adds into across micro-batches).
+ */
+public final class FlatWeights implements Weights {
+
+    private final ParameterLayout layout;
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment params;
+    private final MemorySegment grads;
+
+    /** Zeroed buffers for {@code layout}'s parameters and gradients. */
+    public FlatWeights(ParameterLayout layout) {
+        this.layout = layout;
+        try {
+            this.params = arena.allocate(layout.fp32Bytes(), 64);
+            this.grads = arena.allocate(layout.fp32Bytes(), 64);
+        } catch (RuntimeException | OutOfMemoryError e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    /** The parameters: {@code layout.count()} fp32. */
+    public MemorySegment params() {
+        return params;
+    }
+
+    /** The gradients, laid out as {@link #params()}. */
+    public MemorySegment grads() {
+        return grads;
+    }
+
+    @Override
+    public MemorySegment wholeParams() {
+        return params;
+    }
+
+    @Override
+    public MemorySegment param(Param p, int layer) {
+        return slice(params, p, layer);
+    }
+
+    @Override
+    public MemorySegment grad(Param p, int layer) {
+        return slice(grads, p, layer);
+    }
+
+    private MemorySegment slice(MemorySegment buf, Param p, int layer) {
+        ParameterLayout.Tensor t = layout.tensor(p);
+        return switch (p) {
+            case WTE, WPE, LNFW, LNFB -> buf.asSlice(t.offset() * Float.BYTES, t.count() * Float.BYTES);
+            default -> buf.asSlice(t.layerOffset(layer) * Float.BYTES, t.count() / layout.config().L() * Float.BYTES);
+        };
+    }
+
+    @Override
+    public void acquire(int unit) { }
+
+    @Override
+    public void prefetch(int unit) { }
+
+    @Override
+    public void release(int unit) { }
+
+    @Override
+    public void zeroGrad() {
+        grads.fill((byte) 0);
+    }
+
+    @Override
+    public void beginGradients(int unit) { }
+
+    @Override
+    public void gradientsDone(int unit) { }
+
+    @Override
+    public long bytes() {
+        return params.byteSize() + grads.byteSize();
+    }
+
+    @Override
+    public void close() {
+        if (arena.scope().isAlive()) {
+            arena.close();
+        }
+    }
+}
