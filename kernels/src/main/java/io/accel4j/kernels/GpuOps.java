@@ -1,6 +1,7 @@
 package io.accel4j.kernels;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.core.ops.Ops;
@@ -26,9 +27,10 @@ import java.util.Objects;
  * device at construction).
  *
  * <p><b>Every {@link MemorySegment} passed is a device view</b>: a segment whose address is a device address and
- * whose size is the buffer's (see {@link #device(DeviceBuffer)}); it must never be read on the host. Work is queued
- * on the default stream in call order; the methods that return a value ({@link #classifierForward}, the
- * reductions) copy a few bytes back and so wait for everything queued before them.
+ * whose size is the buffer's (see {@link #device(DeviceBuffer)}, or allocate through {@link #memory()}, whose copies
+ * are the way data crosses to and from the host); it must never be read on the host. Work is queued on the default
+ * stream in call order; the methods that return a value ({@link #classifierForward}, the reductions) copy a few bytes
+ * back and so wait for everything queued before them.
  *
  * <p>On the GPU now: encoder fwd/bwd, layernorm fwd/bwd, GELU fwd/bwd, residual fwd/bwd, the fused classifier,
  * AdamW (fp32 and fp32-master + bf16 copy, bit-identical to the CPU kernel), sum of squares, amax, non-finite check,
@@ -49,6 +51,7 @@ public final class GpuOps implements Ops, AutoCloseable {
     private static final int WTE_BUCKETS = 32;
 
     private final CudaContext context;
+    private final CudaMemory memory;
     private final List<CudaModule> modules = new ArrayList<>();
     private final Map<String, CudaKernel> kernels = new HashMap<>();
     private final DeviceBuffer partials;
@@ -65,6 +68,7 @@ public final class GpuOps implements Ops, AutoCloseable {
      */
     public GpuOps(CudaContext context) {
         this.context = Objects.requireNonNull(context, "context");
+        this.memory = new CudaMemory(context);
         try {
             for (String name : Kernels.MODULES) {
                 modules.add(context.loadPtx(Kernels.ptx(name)));
@@ -96,6 +100,12 @@ public final class GpuOps implements Ops, AutoCloseable {
     /** A device view of {@code buffer}: what every segment argument of this class must be. */
     public static MemorySegment device(DeviceBuffer buffer) {
         return MemorySegment.ofAddress(buffer.address()).reinterpret(buffer.byteSize());
+    }
+
+    /** This device's memory ({@link CudaMemory}): where the segments passed to every op come from. */
+    @Override
+    public DeviceMemory memory() {
+        return memory;
     }
 
     @Override

@@ -33,12 +33,14 @@ public final class Generator implements AutoCloseable {
     private final Gpt2 model;
     private final Arena arena = Arena.ofConfined();
     private final MemorySegment inputs;
+    private final MemorySegment logits;
     private final Choice choice;
 
     /** A generator over {@code model} (its maxB ≥ 1 is enough). */
     public Generator(Gpt2 model) {
         this.model = Objects.requireNonNull(model, "model");
         this.inputs = arena.allocate((long) model.maxT() * Integer.BYTES);
+        this.logits = arena.allocate((long) model.config().V() * Float.BYTES);
         this.choice = new Choice(model.config().V());
     }
 
@@ -58,7 +60,7 @@ public final class Generator implements AutoCloseable {
      */
     public int[] generate(int[] prompt, int n, float temperature, int topK, long seed, IntConsumer onToken) {
         checkArguments(prompt.length, n, temperature, topK);
-        int V = model.config().V(), Vp = model.config().Vp();
+        int V = model.config().V();
         for (int i = 0; i < prompt.length; i++) {
             if (prompt[i] < 0 || prompt[i] >= V) {
                 throw new IllegalArgumentException("prompt[" + i + "] is token " + prompt[i]
@@ -72,10 +74,10 @@ public final class Generator implements AutoCloseable {
             int T = Math.min(len, model.maxT());
             MemorySegment.copy(ctx, len - T, inputs, I32, 0, T);
             model.forward(inputs, null, 1, T);
-            long row = (long) (T - 1) * Vp;
+            lastLogits(model, T, logits);
             int next = rng == null
-                    ? argmax(model.logits(), row, V)
-                    : choice.sample(model.logits(), row, temperature, topK, rng.nextFloat());
+                    ? argmax(logits, 0, V)
+                    : choice.sample(logits, 0, temperature, topK, rng.nextFloat());
             ctx[len++] = next;
             onToken.accept(next);
         }
@@ -107,6 +109,16 @@ public final class Generator implements AutoCloseable {
         if (topK < 0) {
             throw new IllegalArgumentException("top-k must be >= 0 (0: all tokens), got " + topK);
         }
+    }
+
+    /**
+     * Copies the V logits of position {@code T − 1} of the last forward (one sequence) from the model's memory into
+     * {@code host} (at least V floats).
+     */
+    static void lastLogits(Gpt2 model, int T, MemorySegment host) {
+        long V = model.config().V(), row = (long) (T - 1) * model.config().Vp();
+        model.memory().copyToHost(model.logits().asSlice(row * Float.BYTES, V * Float.BYTES),
+                host.asSlice(0, V * Float.BYTES));
     }
 
     /**

@@ -18,11 +18,13 @@ public final class Sampler implements AutoCloseable {
     private final Gpt2 model;
     private final Arena arena = Arena.ofConfined();
     private final MemorySegment inputs;
+    private final MemorySegment logits;
 
     /** A sampler of {@code model}, which needs maxB ≥ 1. */
     public Sampler(Gpt2 model) {
         this.model = model;
         this.inputs = arena.allocate((long) model.maxT() * Integer.BYTES);
+        this.logits = arena.allocate((long) model.config().V() * Float.BYTES);
     }
 
     /**
@@ -35,13 +37,13 @@ public final class Sampler implements AutoCloseable {
         }
         int[] ctx = Arrays.copyOf(prompt, prompt.length + maxNew);
         int n = prompt.length;
-        int V = model.config().V(), Vp = model.config().Vp();
+        int V = model.config().V();
         for (int k = 0; k < maxNew; k++) {
             int T = Math.min(n, model.maxT());
             MemorySegment.copy(ctx, n - T, inputs, I32, 0, T);
             model.forward(inputs, null, 1, T);
-            MemorySegment logits = model.logits();
-            int best = Generator.argmax(logits, (long) (T - 1) * Vp, V);
+            Generator.lastLogits(model, T, logits);
+            int best = Generator.argmax(logits, 0, V);
             ctx[n++] = best;
             if (best == stop) {
                 break;

@@ -3,6 +3,8 @@ package io.accel4j.train;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
@@ -64,6 +66,11 @@ import java.util.Properties;
  * ({@link Gpt2#params()} throws): its forward gathers each unit, so {@link #validate} runs on every rank (the
  * step's validation too; ranks other than 0 report NaN), {@link #copyParameters} gathers the whole vector, and
  * {@link #checkReplicas} has nothing replicated to compare.
+ *
+ * <p><b>Memory.</b> AdamW's moments live beside the parameters in the model's memory ({@link Gpt2#memory()}: the
+ * host's on the CPU, the device's on a GPU); the loaders fill a host batch that the model's forward copies in, and
+ * only values come back (losses, norms). Checkpoints cross through host copies when the memory is a device's. Data
+ * parallelism and ZeRO run their collectives on host memory, so they need a CPU model.
  */
 public final class Trainer implements AutoCloseable {
 
@@ -77,7 +84,11 @@ public final class Trainer implements AutoCloseable {
     private final DataLoader val;
     private final DataLoader.State valStart;
     private final int valBatches;
+    /** Host memory: the batch the loaders fill (copied into the model by its forward) and the loss scratch. */
     private final Arena arena = Arena.ofShared();
+    /** The model's memory, and the arena of AdamW's moments in it. */
+    private final DeviceMemory memory;
+    private final DeviceArena moments;
     private final MemorySegment m;
     private final MemorySegment v;
     private final MemorySegment inputs;
@@ -124,6 +135,11 @@ public final class Trainer implements AutoCloseable {
             valFile.checkVocabulary(V);
         }
         this.count = model.layout().count();
+        this.memory = model.memory();
+        if (this.comm != null && !memory.hostAccessible()) {
+            throw new IllegalArgumentException("data parallelism over " + ranks + " ranks averages gradients in host "
+                    + "memory, but the model is in " + memory.describe() + ": train one rank on this device");
+        }
         if (cfg.zeroStage() > 0 && this.comm == null) {
             throw new IllegalArgumentException("ZeRO stage " + cfg.zeroStage() + " shards over the ranks: it needs a "
                     + "communicator of more than one rank (got " + ranks + ")");
@@ -132,6 +148,7 @@ public final class Trainer implements AutoCloseable {
         this.scaler = new LossScaler(cfg.precision());
         DataLoader t = null, vl = null;
         ZeroOptimizer z = null;
+        this.moments = memory.arena();
         try {
             t = new DataLoader(trainFile, cfg.batch(), cfg.seq(), rank, ranks, cfg.dataOrder(), cfg.seed());
             if (valFile != null && cfg.valBatches() > 0) {
@@ -139,8 +156,8 @@ public final class Trainer implements AutoCloseable {
             }
             long bytes = count * Float.BYTES;
             z = cfg.zeroStage() == 0 ? null : new ZeroOptimizer(cfg.zeroStage(), this.comm, model, cfg);
-            this.m = z == null ? arena.allocate(bytes, 64) : null;
-            this.v = z == null ? arena.allocate(bytes, 64) : null;
+            this.m = z == null ? moments.allocate(bytes) : null;
+            this.v = z == null ? moments.allocate(bytes) : null;
             long tokens = (long) cfg.batch() * cfg.seq() * Integer.BYTES;
             this.inputs = arena.allocate(tokens, 64);
             this.targets = arena.allocate(tokens, 64);
@@ -157,6 +174,7 @@ public final class Trainer implements AutoCloseable {
             if (vl != null) {
                 vl.close();
             }
+            moments.close();
             arena.close();
             throw e;
         }
@@ -245,7 +263,7 @@ public final class Trainer implements AutoCloseable {
         if (!shardsParameters()) {
             return;
         }
-        FlatWeights whole = here ? new FlatWeights(model.layout()) : null;
+        FlatWeights whole = here ? new FlatWeights(model.layout(), model.memory()) : null;
         try {
             zero.gatherParameters(here ? whole.params() : null);
         } catch (RuntimeException | Error e) {
@@ -464,6 +482,9 @@ public final class Trainer implements AutoCloseable {
                 if (!root) {
                     return modelFile;
                 }
+            } else if (!memory.hostAccessible()) {
+                moments1 = onHost(m, gathered);
+                moments2 = onHost(v, gathered);
             }
             Files.createDirectories(dir);
             if (params != null) {
@@ -508,7 +529,7 @@ public final class Trainer implements AutoCloseable {
         }
         Path modelFile = dir.resolve(modelName), stateFile = dir.resolve(stateName);
         GptConfig want = model.config();
-        TrainState.Header h = zero != null ? zero.readMoments(stateFile) : TrainState.read(stateFile, want, m, v);
+        TrainState.Header h = zero != null ? zero.readMoments(stateFile) : readMoments(stateFile, want);
         if (h.B() != cfg.batch() || h.T() != cfg.seq() || h.gradAccum() != cfg.gradAccum()) {
             throw new FileFormatException(stateFile, "header[3..5] (B, T, grad accumulation)", "is " + h.B() + ", "
                     + h.T() + ", " + h.gradAccum() + ", but this run uses " + cfg.batch() + ", " + cfg.seq() + ", "
@@ -523,7 +544,7 @@ public final class Trainer implements AutoCloseable {
             if (zero != null) {
                 zero.setParameters(loaded.params());
             } else {
-                MemorySegment.copy(loaded.params(), 0, model.params(), 0, model.parameterBytes());
+                model.copyParamsFromHost(loaded.params());
             }
         }
         try {
@@ -546,6 +567,27 @@ public final class Trainer implements AutoCloseable {
         checkReplicas();
     }
 
+    /** AdamW's moments from {@code stateFile} into {@link #m} and {@link #v}, through host staging off the CPU. */
+    private TrainState.Header readMoments(Path stateFile, GptConfig want) throws IOException {
+        if (memory.hostAccessible()) {
+            return TrainState.read(stateFile, want, m, v);
+        }
+        try (Arena staging = Arena.ofConfined()) {
+            MemorySegment hm = staging.allocate(m.byteSize(), 64), hv = staging.allocate(v.byteSize(), 64);
+            TrainState.Header h = TrainState.read(stateFile, want, hm, hv);
+            memory.copyToDevice(hm, m);
+            memory.copyToDevice(hv, v);
+            return h;
+        }
+    }
+
+    /** A host copy of device segment {@code device} in {@code staging}. */
+    private MemorySegment onHost(MemorySegment device, Arena staging) {
+        MemorySegment host = staging.allocate(device.byteSize(), 64);
+        memory.copyToHost(device, host);
+        return host;
+    }
+
     /** Stops the data loaders and frees the optimizer state (the model stays open). */
     @Override
     public void close() {
@@ -556,6 +598,7 @@ public final class Trainer implements AutoCloseable {
         if (val != null) {
             val.close();
         }
+        moments.close();
         if (arena.scope().isAlive()) {
             arena.close();
         }

@@ -9,8 +9,10 @@
  * <ul>
  *   <li>Buffers are {@link java.lang.foreign.MemorySegment}s holding flat row-major arrays: fp32 unless a parameter
  *       says otherwise, tokens and targets as int32, little-endian. For the CPU backend they are host memory; a
- *       device backend takes segments whose address is a device pointer from its own allocator. A segment must hold
- *       at least the elements the sizes imply (more is allowed); element 0 is at the segment's start.</li>
+ *       device backend takes segments whose address is a device pointer from its own allocator,
+ *       {@link io.accel4j.core.ops.Ops#memory()}, whose copies are the only way data crosses to and from the host
+ *       ({@link io.accel4j.core.memory.DeviceMemory}). A segment must hold at least the elements the sizes imply
+ *       (more is allowed); element 0 is at the segment's start.</li>
  *   <li>Forward calls overwrite their outputs. <b>Backward calls add</b> ({@code +=}) into every gradient buffer they
  *       are given, as llm.c does, so a gradient reaching a tensor by two paths needs no extra buffer; the caller
  *       zeroes gradients before a step's first backward. Inputs are only read.</li>

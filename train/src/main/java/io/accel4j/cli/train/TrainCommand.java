@@ -7,7 +7,7 @@ import io.accel4j.collectives.MpiCommunicator;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.core.DType;
 import io.accel4j.core.ops.Ops;
-import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.cuda.Cuda;
 import io.accel4j.train.profile.ProfileReport;
 import io.accel4j.train.profile.ProfilingOps;
 import io.accel4j.train.Precision;
@@ -45,13 +45,14 @@ import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
 /**
- * {@code accel4j train}: trains a GPT-2 on the CPU. With no arguments, the README's main job: the tiny model on the
- * generated {@link DefaultDataset} (two-digit additions), about two minutes on two cores, then a summary, sample
- * completions of held-out problems and the accuracy. Leaves in the run directory the data it generated,
- * {@code metrics.jsonl}, {@code loss.png} and the checkpoint ({@link Trainer#save}).
+ * {@code accel4j train}: trains a GPT-2 on the CPU, or with {@code --device cuda} on a GPU ({@link Backend}). With no
+ * arguments, the README's main job: the tiny model on the generated {@link DefaultDataset} (two-digit additions),
+ * about two minutes on two cores, then a summary, sample completions of held-out problems and the accuracy. Leaves in
+ * the run directory the data it generated, {@code metrics.jsonl}, {@code loss.png} and the checkpoint
+ * ({@link Trainer#save}).
  */
 @Command(name = "train", sortOptions = false,
-        description = {"Train a GPT-2 on the CPU (llm.c's model and file formats).",
+        description = {"Train a GPT-2 on the CPU or a GPU (llm.c's model and file formats).",
             "With no arguments: a tiny model learns two-digit addition from a generated dataset in about two minutes."})
 public final class TrainCommand implements Callable<Integer> {
 
@@ -138,6 +139,10 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--loss-scale-window", paramLabel = "N", description = "fp16: clean steps before the loss scale "
             + "doubles; an overflow skips the step and halves it (default: 1000).")
     Integer lossScaleWindow;
+    @Option(names = "--device", paramLabel = "cpu|cuda", defaultValue = "cpu", converter = Backend.Devices.class,
+            description = "Where the kernels run: cpu (Vector API), or cuda (the GPU kernels on device 0, in its "
+                    + "memory: one rank, fp32; an error when no GPU is usable) (default: ${DEFAULT-VALUE}).")
+    Backend.Device device;
     @Option(names = "--threads", paramLabel = "N", description = "Kernel threads (default: all processors).")
     Integer threads;
     @Option(names = "--ranks", paramLabel = "N", defaultValue = "1", description = "Data-parallel ranks in this "
@@ -195,6 +200,7 @@ public final class TrainCommand implements Callable<Integer> {
             throw usage("--zero " + asked.zeroStage() + " shards the model states over data-parallel ranks: it needs "
                     + "--ranks 2 or more, or mpirun -np 2 or more");
         }
+        checkDevice(launch, asked);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
         PrintWriter w = spec.commandLine().getOut();
@@ -257,7 +263,8 @@ public final class TrainCommand implements Callable<Integer> {
         boolean lead = comm == null || comm.rank() == 0;
         ProfilingOps[] profiler = new ProfilingOps[1];
         try (Parallel pool = new Parallel(nThreads);
-             Gpt2 gpt = createModel(ops(pool, lead, profiler), cfg, modelFile, modelConfig);
+             Backend backend = Backend.open(device, pool);
+             Gpt2 gpt = createModel(ops(backend, lead, profiler), cfg, modelFile, modelConfig);
              TokenFile train = open(trainPath, "train");
              TokenFile val = valPath == null ? null : open(valPath, "validation");
              Trainer trainer = new Trainer(gpt, cfg, train, val, comm)) {
@@ -324,14 +331,36 @@ public final class TrainCommand implements Callable<Integer> {
         }
     }
 
-    /** The CPU backend, wrapped in a {@link ProfilingOps} (kept in {@code profiler[0]}) for rank 0 with --profile. */
-    private Ops ops(Parallel pool, boolean lead, ProfilingOps[] profiler) {
-        Ops cpu = new CpuOps(pool);
+    /** The backend's kernels, in a {@link ProfilingOps} (kept in {@code profiler[0]}) for rank 0 with --profile. */
+    private Ops ops(Backend backend, boolean lead, ProfilingOps[] profiler) {
+        Ops ops = backend.ops();
         if (profile && lead) {
-            profiler[0] = new ProfilingOps(cpu);
+            profiler[0] = new ProfilingOps(ops);
             return profiler[0];
         }
-        return cpu;
+        return ops;
+    }
+
+    /**
+     * With --device cuda: a usage error for what the GPU path does not do yet, then a runtime error unless a GPU is
+     * usable (before anything is written).
+     */
+    private void checkDevice(Launch launch, TrainConfig cfg) {
+        if (device != Backend.Device.CUDA) {
+            return;
+        }
+        String unsupported = launch.mpi() || ranks > 1
+                ? (launch.mpi() ? "mpirun ranks" : "--ranks " + ranks) + " (data parallelism averages gradients in "
+                        + "host memory)"
+                : cfg.precision().operands() != DType.FP32
+                ? "--precision " + cfg.precision().label() + " (the GPU matmuls take fp32 operands only)"
+                : memory.findBatchSize ? "--find-batch-size (it plans host memory and runs a CPU trial step)"
+                : profile ? "--profile (it times calls on the host; GPU calls return before their work is done)"
+                : null;
+        if (unsupported != null) {
+            throw usage("--device cuda does not support " + unsupported + " yet: use --device cpu for it");
+        }
+        Backend.check(device, Cuda::probe);
     }
 
     /** In-process ranks, or one rank per process under mpirun ({@link Launch}); a contradiction is a usage error. */

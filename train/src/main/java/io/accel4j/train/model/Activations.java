@@ -1,6 +1,7 @@
 package io.accel4j.train.model;
 
-import java.lang.foreign.Arena;
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.memory.DeviceMemory;
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
 
@@ -35,21 +36,23 @@ final class Activations {
     private final long[] offset;      // first float of each region
     private final long floats;
     private final MemorySegment memory;
+    private final DeviceMemory device;
 
     /** The per-layer tensors that {@link Recompute#LAYER} holds for one layer (all but the layer's output). */
     private static final int[] RECOMPUTED_BY_LAYER = {LN1, LN1_MEAN, LN1_RSTD, QKV, ATTY, LSE, ATTPROJ, RESIDUAL2,
         LN2, LN2_MEAN, LN2_RSTD, FCH, FCH_GELU, FCPROJ};
 
     /**
-     * The layout for {@code maxB·maxT} positions keeping what {@code recompute} says, its memory allocated (64-byte
-     * aligned) in {@code arena}.
+     * The layout for {@code maxB·maxT} positions keeping what {@code recompute} says, its memory allocated in
+     * {@code arena}, one of {@code device}'s.
      */
-    Activations(GptConfig c, int maxB, int maxT, Recompute recompute, Arena arena) {
+    Activations(GptConfig c, int maxB, int maxT, Recompute recompute, DeviceMemory device, DeviceArena arena) {
+        this.device = device;
         perPosition = perPosition(c);
         layers = layers(c, recompute);
         offset = offsets(perPosition, layers, Math.multiplyExact((long) maxB, maxT));
         floats = offset[perPosition.length];
-        memory = arena.allocate(Math.multiplyExact(floats, (long) Float.BYTES), 64);
+        memory = arena.allocate(Math.multiplyExact(floats, (long) Float.BYTES));
     }
 
     /**
@@ -126,7 +129,7 @@ final class Activations {
     /** Gradient tensor {@code t} for {@code bt} positions, zeroed (backward calls add into it). */
     MemorySegment zeroed(int t, long bt) {
         MemorySegment s = slice(t, 0, bt);
-        s.fill((byte) 0);
+        device.zero(s);
         return s;
     }
 

@@ -1,27 +1,31 @@
 package io.accel4j.train.model;
 
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.train.model.ParameterLayout.Param;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
 /**
- * The parameters and their gradients as two flat fp32 buffers laid out by {@link ParameterLayout}, in their own
- * shared arena; the unit brackets of {@link Weights} do nothing ({@link #zeroGrad} zeroes the gradients, which backward
+ * The parameters and their gradients as two flat fp32 buffers laid out by {@link ParameterLayout}, in an arena of
+ * their own in the backend's memory (host memory on the CPU, device memory on a GPU); the unit brackets of {@link Weights} do nothing ({@link #zeroGrad} zeroes the gradients, which backward
  * then adds into across micro-batches).
  */
 public final class FlatWeights implements Weights {
 
     private final ParameterLayout layout;
-    private final Arena arena = Arena.ofShared();
+    private final DeviceMemory memory;
+    private final DeviceArena arena;
     private final MemorySegment params;
     private final MemorySegment grads;
 
-    /** Zeroed buffers for {@code layout}'s parameters and gradients. */
-    public FlatWeights(ParameterLayout layout) {
+    /** Zeroed buffers for {@code layout}'s parameters and gradients in {@code memory}. */
+    public FlatWeights(ParameterLayout layout, DeviceMemory memory) {
         this.layout = layout;
+        this.memory = memory;
+        this.arena = memory.arena();
         try {
-            this.params = arena.allocate(layout.fp32Bytes(), 64);
-            this.grads = arena.allocate(layout.fp32Bytes(), 64);
+            this.params = arena.allocate(layout.fp32Bytes());
+            this.grads = arena.allocate(layout.fp32Bytes());
         } catch (RuntimeException | OutOfMemoryError e) {
             arena.close();
             throw e;
@@ -72,7 +76,7 @@ public final class FlatWeights implements Weights {
 
     @Override
     public void zeroGrad() {
-        grads.fill((byte) 0);
+        memory.zero(grads);
     }
 
     @Override
@@ -88,8 +92,6 @@ public final class FlatWeights implements Weights {
 
     @Override
     public void close() {
-        if (arena.scope().isAlive()) {
-            arena.close();
-        }
+        arena.close();
     }
 }

@@ -3,6 +3,8 @@ package io.accel4j.train.model;
 import static io.accel4j.train.model.Activations.*;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
@@ -26,10 +28,13 @@ import java.util.function.IntConsumer;
  * ({@link FlatWeights}; ZeRO-3 replaces them by shards through {@link #useWeights}, and the model reaches them only
  * through {@link Weights}, unit by unit); the activations for {@code maxB·maxT} positions and their gradients one
  * more ({@link Activations}, llm.c's {@code ActivationTensors} with the attention's (L,B,NH,T) log-sum-exp instead of
- * T×T scores). All are allocated once; {@link #close} frees them. A step is {@link #zeroGrad}, {@link #forward} with
- * targets, {@link #backward}; or {@link #forwardBackward}, which skips the forward's separate loss pass. With activation
- * checkpointing ({@link Recompute}) the forward keeps fewer activations and backward recomputes the rest, with the
- * same bits.
+ * T×T scores). All are allocated once in the backend's memory ({@link Ops#memory()}: host memory for the CPU, device
+ * memory for a GPU); {@link #close} frees them. The model never reads or writes that memory on the host: tokens go
+ * in, parameters in and out (initialisation, checkpoints) only through the memory's explicit copies, or in place
+ * when the memory is the host's ({@link DeviceMemory#hostAccessible()}). A step is {@link #zeroGrad},
+ * {@link #forward} with targets, {@link #backward}; or {@link #forwardBackward}, which skips the forward's separate
+ * loss pass. With activation checkpointing ({@link Recompute}) the forward keeps fewer activations and backward
+ * recomputes the rest, with the same bits.
  *
  * <p>Backward adds into the parameter gradients (so micro-batches accumulate until the next {@code zeroGrad}). The
  * residual adds are not called backward: their gradient is the identity, so the residual stream's gradient
@@ -46,7 +51,8 @@ public final class Gpt2 implements AutoCloseable {
     private final int maxB;
     private final int maxT;
     private final Recompute recompute;
-    private final Arena arena;
+    private final DeviceMemory memory;
+    private final DeviceArena arena;
     private Weights weights;
     private final Activations acts;
     private final MemorySegment inputs;
@@ -76,13 +82,14 @@ public final class Gpt2 implements AutoCloseable {
         this.maxB = maxB;
         this.maxT = maxT;
         this.layout = new ParameterLayout(config);
-        this.arena = Arena.ofShared();
+        this.memory = ops.memory();
+        this.arena = memory.arena();
         try {
-            this.weights = new FlatWeights(layout);
-            this.acts = new Activations(config, maxB, maxT, recompute, arena);
+            this.weights = new FlatWeights(layout, memory);
+            this.acts = new Activations(config, maxB, maxT, recompute, memory, arena);
             long tokens = (long) maxB * maxT * Integer.BYTES;
-            this.inputs = arena.allocate(tokens, 64);
-            this.targets = arena.allocate(tokens, 64);
+            this.inputs = arena.allocate(tokens);
+            this.targets = arena.allocate(tokens);
         } catch (RuntimeException | OutOfMemoryError e) {
             if (weights != null) {
                 weights.close();
@@ -109,19 +116,61 @@ public final class Gpt2 implements AutoCloseable {
         try (Arena tmp = Arena.ofConfined()) {
             LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(file, tmp);
             Gpt2 model = new Gpt2(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()), recompute);
-            MemorySegment.copy(loaded.params(), 0, model.params(), 0, model.layout.fp32Bytes());
+            try {
+                model.copyParamsFromHost(loaded.params());
+            } catch (RuntimeException e) {
+                model.close();
+                throw e;
+            }
             return model;
         }
     }
 
     /** Writes the parameters as an llm.c checkpoint (fp32, version 3), atomically. */
     public void save(Path file) throws IOException {
-        LlmcCheckpoint.write(file, config, params(), LlmcCheckpoint.VERSION_FP32);
+        try (Arena staging = Arena.ofConfined()) {
+            MemorySegment host = params(); // on the CPU written as it is, else staged
+            if (!memory.hostAccessible()) {
+                host = staging.allocate(layout.fp32Bytes(), 64);
+                copyParamsToHost(host);
+            }
+            LlmcCheckpoint.write(file, config, host, LlmcCheckpoint.VERSION_FP32);
+        }
     }
 
     /** Sets the parameters to GPT-2's initialisation from {@code seed} ({@link ParameterInit#gpt2}). */
     public void initialise(long seed) {
-        ParameterInit.gpt2(layout, params(), seed);
+        if (memory.hostAccessible()) {
+            ParameterInit.gpt2(layout, params(), seed); // in place: no second copy of the parameters on the CPU
+            return;
+        }
+        try (Arena staging = Arena.ofConfined()) {
+            MemorySegment host = staging.allocate(layout.fp32Bytes(), 64);
+            ParameterInit.gpt2(layout, host, seed);
+            copyParamsFromHost(host);
+        }
+    }
+
+    /**
+     * Sets the parameters from {@code host} (host memory, {@code layout().count()} fp32 in native order; more bytes
+     * are ignored).
+     */
+    public void copyParamsFromHost(MemorySegment host) {
+        checkParamsOnHost("host", host);
+        memory.copyToDevice(host.asSlice(0, layout.fp32Bytes()), params());
+    }
+
+    /** Copies the parameters into {@code host} (host memory of at least {@link #parameterBytes()}). */
+    public void copyParamsToHost(MemorySegment host) {
+        checkParamsOnHost("host", host);
+        memory.copyToHost(params(), host.asSlice(0, layout.fp32Bytes()));
+    }
+
+    private void checkParamsOnHost(String name, MemorySegment host) {
+        if (Objects.requireNonNull(host, name).byteSize() < layout.fp32Bytes()) {
+            throw new IllegalArgumentException(name + " has " + host.byteSize() + " bytes, the " + layout.count()
+                    + " fp32 parameters need " + layout.fp32Bytes());
+        }
     }
 
     /** The model's shape. */
@@ -149,6 +198,11 @@ public final class Gpt2 implements AutoCloseable {
         return ops;
     }
 
+    /** The backend's memory, which holds {@link #params()}, {@link #grads()} and the activations. */
+    public DeviceMemory memory() {
+        return memory;
+    }
+
     /**
      * Sets the precision every matmul forms its products in, forward and backward (FP32, the default; BF16 or FP16:
      * operands rounded to it, fp32 accumulation — see {@link MatmulOps}). Parameters, gradients and activations stay
@@ -164,7 +218,8 @@ public final class Gpt2 implements AutoCloseable {
     }
 
     /**
-     * The parameters: {@code layout().count()} fp32, native order.
+     * The parameters: {@code layout().count()} fp32, native order, in {@link #memory()} (a device segment: on the
+     * host, read and write them through {@link #copyParamsToHost} and {@link #copyParamsFromHost}).
      *
      * @throws IllegalStateException when the weights do not hold them whole ({@link Weights#wholeParams()}: ZeRO-3
      *                               shards them)
@@ -178,7 +233,10 @@ public final class Gpt2 implements AutoCloseable {
         return p;
     }
 
-    /** The parameter gradients, laid out as {@link #params()}; only with {@link FlatWeights} (not with ZeRO-2/3). */
+    /**
+     * The parameter gradients, laid out as {@link #params()}, in {@link #memory()}; only with {@link FlatWeights}
+     * (not with ZeRO-2/3).
+     */
     public MemorySegment grads() {
         return flat().grads();
     }
@@ -377,7 +435,7 @@ public final class Gpt2 implements AutoCloseable {
 
     /**
      * The logits of the last forward, {@code (B, T, Vp)} fp32 (columns V…Vp−1 are padding), valid until the next
-     * backward or forward.
+     * backward or forward; a device segment of {@link #memory()}.
      */
     public MemorySegment logits() {
         if (state != State.FORWARD && state != State.FORWARD_WITH_TARGETS) {
@@ -386,7 +444,7 @@ public final class Gpt2 implements AutoCloseable {
         return acts.slice(LOGITS, (long) B * T);
     }
 
-    /** The per-position losses {@code (B, T)} of the last forward with targets. */
+    /** The per-position losses {@code (B, T)} of the last forward with targets, in {@link #memory()}. */
     public MemorySegment losses() {
         if (state == State.EMPTY || state == State.FORWARD) {
             throw new IllegalStateException("no losses: the last forward had no targets");
@@ -398,9 +456,7 @@ public final class Gpt2 implements AutoCloseable {
     @Override
     public void close() {
         weights.close();
-        if (arena.scope().isAlive()) {
-            arena.close();
-        }
+        arena.close();
     }
 
     /** The forward without the loss: copies and checks the tokens, ends with the logits. */
@@ -479,7 +535,7 @@ public final class Gpt2 implements AutoCloseable {
         }
     }
 
-    /** Copies B·T tokens into {@code dst}, each checked to be in [0, V). */
+    /** Copies B·T tokens from the host into {@code dst}, each checked (on the host) to be in [0, V) first. */
     private void copyTokens(String name, MemorySegment src, MemorySegment dst, int B, int T) {
         long n = (long) B * T;
         if (src.byteSize() < n * Integer.BYTES) {
@@ -493,7 +549,7 @@ public final class Gpt2 implements AutoCloseable {
                 throw new IllegalArgumentException(name + "[b=" + i / T + ", t=" + i % T + "] is token " + tok
                         + ", outside the model's vocabulary [0, " + V + ")");
             }
-            dst.setAtIndex(I32, i, tok);
         }
+        memory.copyToDevice(src.asSlice(0, n * Integer.BYTES), dst);
     }
 }

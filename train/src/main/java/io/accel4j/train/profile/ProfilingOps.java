@@ -1,6 +1,7 @@
 package io.accel4j.train.profile;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import java.lang.foreign.MemorySegment;
@@ -107,6 +108,14 @@ public final class ProfilingOps implements Ops {
         String d = delegate.describe();
         record("describe", t0, 0, 0);
         return d;
+    }
+
+    @Override
+    public DeviceMemory memory() {
+        long t0 = System.nanoTime();
+        DeviceMemory m = delegate.memory();
+        record("memory", t0, 0, 0);
+        return m;
     }
 
     @Override

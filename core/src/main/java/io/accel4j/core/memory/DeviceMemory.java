@@ -1,0 +1,71 @@
+package io.accel4j.core.memory;
+
+import java.lang.foreign.MemorySegment;
+
+/**
+ * The memory a backend computes in, and the only way data crosses between it and the host. A backend's segments
+ * ("device segments") come from {@link #arena()}; slices of them ({@link MemorySegment#asSlice}) are device
+ * segments too. Host code never reads or writes a device segment directly: it copies in with {@link #copyToDevice},
+ * out with {@link #copyToHost}, and moves or clears device data with {@link #copy} and {@link #zero}. Host segments
+ * are ordinary readable memory (heap or native).
+ *
+ * <p>For the CPU ({@link HostMemory}) device segments are host memory and every copy is a {@link MemorySegment#copy};
+ * for a GPU they are device views (a segment whose address is a device address, which the host must never
+ * dereference). Code written against this interface runs unchanged on either.
+ *
+ * <p>Ordering: each call is ordered after the backend's work queued before it and before the work queued after it;
+ * {@link #copyToHost} returns once the host segment holds the data, {@link #copyToDevice} once the host segment may
+ * be reused.
+ */
+public interface DeviceMemory {
+
+    /** A new scope of device allocations, freed together when it is closed. */
+    DeviceArena arena();
+
+    /**
+     * Copies all of {@code host} to the start of {@code device}.
+     *
+     * @throws IllegalArgumentException when {@code device} holds fewer bytes than {@code host}
+     */
+    void copyToDevice(MemorySegment host, MemorySegment device);
+
+    /**
+     * Fills all of {@code host} from the start of {@code device}.
+     *
+     * @throws IllegalArgumentException when {@code device} holds fewer bytes than {@code host}
+     */
+    void copyToHost(MemorySegment device, MemorySegment host);
+
+    /**
+     * Copies all of device segment {@code src} to the start of device segment {@code dst} (they must not overlap).
+     *
+     * @throws IllegalArgumentException when {@code dst} holds fewer bytes than {@code src}
+     */
+    void copy(MemorySegment src, MemorySegment dst);
+
+    /** Sets every byte of device segment {@code device} to zero. */
+    void zero(MemorySegment device);
+
+    /**
+     * Whether device segments are ordinary host memory that host-only code (the CPU collectives) may also read and
+     * write: true only for {@link HostMemory}.
+     */
+    boolean hostAccessible();
+
+    /** One line for logs, e.g. {@code host memory} or {@code CUDA device memory (NVIDIA H100)}. */
+    String describe();
+
+    /**
+     * Checks a copy's sizes for implementations: {@code src} and {@code dst} must both hold the {@code bytes} copied
+     * (an {@link IllegalArgumentException} naming the segment and both numbers otherwise).
+     */
+    static void checkCopy(String srcName, MemorySegment src, String dstName, MemorySegment dst, long bytes) {
+        for (int i = 0; i < 2; i++) {
+            MemorySegment s = i == 0 ? src : dst;
+            if (s.byteSize() < bytes) {
+                throw new IllegalArgumentException((i == 0 ? srcName : dstName) + " holds " + s.byteSize()
+                        + " bytes, the copy from " + srcName + " to " + dstName + " is " + bytes);
+            }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+package io.accel4j.core.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.accel4j.core.ops.Ops;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.reflect.Proxy;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+
+/** {@link HostMemory}: zeroed aligned allocations, copies that move exactly the bytes asked, checked sizes. */
+class HostMemoryTest {
+
+    private static final long SEED = 20261203L;
+    private final DeviceMemory memory = HostMemory.INSTANCE;
+
+    @Test
+    void allocationsAreZeroedAlignedAndFreedWithTheirArena() {
+        MemorySegment kept;
+        try (DeviceArena arena = memory.arena()) {
+            for (long n : new long[] {0, 1, 7, 4099}) {
+                MemorySegment s = arena.allocate(n);
+                assertThat(s.byteSize()).isEqualTo(n);
+                assertThat(s.address() % 64).as("alignment of %d bytes", n).isZero();
+                for (long i = 0; i < n; i++) {
+                    assertThat(s.get(ValueLayout.JAVA_BYTE, i)).as("byte %d of %d", i, n).isZero();
+                }
+            }
+            assertThatThrownBy(() -> arena.allocate(-1)).hasMessageContaining("bytes must be >= 0, got -1");
+            kept = arena.allocate(8);
+        }
+        assertThat(kept.scope().isAlive()).as("freed by close").isFalse();
+    }
+
+    @Test
+    void copiesMoveExactlyTheBytesAskedAndZeroClearsASlice() {
+        SplittableRandom r = new SplittableRandom(SEED);
+        int n = 1 + r.nextInt(300);
+        byte[] data = new byte[n];
+        for (int i = 0; i < n; i++) {
+            data[i] = (byte) r.nextInt(1, 256);
+        }
+        try (DeviceArena arena = memory.arena(); Arena host = Arena.ofConfined()) {
+            MemorySegment in = host.allocate(n), out = host.allocate(n + 5);
+            MemorySegment.copy(data, 0, in, ValueLayout.JAVA_BYTE, 0, n);
+            out.fill((byte) 0x55); // poison: the last 5 bytes must survive a copy of n
+            MemorySegment a = arena.allocate(n + 3), b = arena.allocate(n + 3);
+            memory.copyToDevice(in, a);
+            memory.copy(a.asSlice(0, n), b);
+            memory.copyToHost(b, out.asSlice(0, n));
+            assertThat(out.asSlice(0, n).toArray(ValueLayout.JAVA_BYTE)).as("seed %d", SEED).containsExactly(data);
+            assertThat(out.asSlice(n, 5).toArray(ValueLayout.JAVA_BYTE)).containsOnly((byte) 0x55);
+            assertThat(b.get(ValueLayout.JAVA_BYTE, n)).as("dst beyond the copy").isZero();
+
+            memory.zero(b.asSlice(1, n - 1));
+            assertThat(b.get(ValueLayout.JAVA_BYTE, 0)).isEqualTo(data[0]);
+            assertThat(b.asSlice(1, n - 1).toArray(ValueLayout.JAVA_BYTE)).containsOnly((byte) 0);
+
+            assertThatThrownBy(() -> memory.copyToDevice(host.allocate(n + 4), a))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("device holds " + (n + 3) + " bytes, the copy from host to device is " + (n + 4));
+            assertThatThrownBy(() -> memory.copyToHost(a, host.allocate(n + 4)))
+                    .hasMessage("device holds " + (n + 3) + " bytes, the copy from device to host is " + (n + 4));
+            assertThatThrownBy(() -> memory.copy(a, b.asSlice(0, n)))
+                    .hasMessage("dst holds " + n + " bytes, the copy from src to dst is " + (n + 3));
+        }
+    }
+
+    @Test
+    void aBackendComputesInHostMemoryUnlessItSaysOtherwise() {
+        Ops ops = (Ops) Proxy.newProxyInstance(Ops.class.getClassLoader(), new Class<?>[] {Ops.class},
+                (proxy, method, args) -> java.lang.reflect.InvocationHandler.invokeDefault(proxy, method, args));
+        assertThat(ops.memory()).isSameAs(HostMemory.INSTANCE);
+        assertThat(HostMemory.INSTANCE.hostAccessible()).isTrue();
+    }
+}

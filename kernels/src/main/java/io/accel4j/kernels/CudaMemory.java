@@ -1,0 +1,128 @@
+package io.accel4j.kernels;
+
+import static io.accel4j.cuda.CudaException.check;
+
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.memory.DeviceMemory;
+import io.accel4j.cuda.CudaContext;
+import io.accel4j.cuda.DeviceBuffer;
+import io.accel4j.cuda.bindings.cuda_h;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * {@link DeviceMemory} on one CUDA device: allocations are {@link DeviceBuffer}s handed out as device views
+ * ({@link GpuOps#device}: segments whose address is the device address, never dereferenced on the host), copies
+ * and fills are the driver's synchronous {@code cuMemcpy*} / {@code cuMemsetD8} on the legacy default stream, so
+ * they are ordered with {@link GpuOps}'s kernels, which run there too. Device addresses are 256-byte aligned.
+ */
+public final class CudaMemory implements DeviceMemory {
+
+    private final CudaContext context;
+
+    /** Device memory of {@code context} (which stays the caller's to close, after every arena). */
+    public CudaMemory(CudaContext context) {
+        this.context = Objects.requireNonNull(context, "context");
+    }
+
+    @Override
+    public DeviceArena arena() {
+        return new Arena();
+    }
+
+    /** The buffers of one arena, freed together. */
+    private final class Arena implements DeviceArena {
+
+        private final List<DeviceBuffer> buffers = new ArrayList<>();
+        private boolean closed;
+
+        @Override
+        public MemorySegment allocate(long bytes) {
+            if (bytes < 0) {
+                throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
+            }
+            if (closed) {
+                throw new IllegalStateException("this device arena is closed");
+            }
+            DeviceBuffer b = context.allocate(Math.max(1, bytes)); // cuMemAlloc refuses 0 bytes
+            buffers.add(b);
+            b.fill((byte) 0);
+            return GpuOps.device(b).asSlice(0, bytes);
+        }
+
+        @Override
+        public void close() {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            RuntimeException first = null;
+            for (DeviceBuffer b : buffers) {
+                try {
+                    b.close();
+                } catch (RuntimeException e) {
+                    if (first == null) {
+                        first = e;
+                    } else {
+                        first.addSuppressed(e);
+                    }
+                }
+            }
+            buffers.clear();
+            if (first != null) {
+                throw first;
+            }
+        }
+    }
+
+    @Override
+    public void copyToDevice(MemorySegment host, MemorySegment device) {
+        long n = host.byteSize();
+        DeviceMemory.checkCopy("host", host, "device", device, n);
+        if (n > 0) {
+            context.makeCurrent();
+            check("cuMemcpyHtoD_v2", cuda_h.cuMemcpyHtoD_v2(device.address(), host, n));
+        }
+    }
+
+    @Override
+    public void copyToHost(MemorySegment device, MemorySegment host) {
+        long n = host.byteSize();
+        DeviceMemory.checkCopy("device", device, "host", host, n);
+        if (n > 0) {
+            context.makeCurrent();
+            check("cuMemcpyDtoH_v2", cuda_h.cuMemcpyDtoH_v2(host, device.address(), n));
+        }
+    }
+
+    @Override
+    public void copy(MemorySegment src, MemorySegment dst) {
+        long n = src.byteSize();
+        DeviceMemory.checkCopy("src", src, "dst", dst, n);
+        if (n > 0) {
+            context.makeCurrent();
+            check("cuMemcpyDtoD_v2", cuda_h.cuMemcpyDtoD_v2(dst.address(), src.address(), n));
+        }
+    }
+
+    @Override
+    public void zero(MemorySegment device) {
+        long n = Objects.requireNonNull(device, "device").byteSize();
+        if (n > 0) {
+            context.makeCurrent();
+            check("cuMemsetD8_v2", cuda_h.cuMemsetD8_v2(device.address(), (byte) 0, n));
+        }
+    }
+
+    @Override
+    public boolean hostAccessible() {
+        return false;
+    }
+
+    @Override
+    public String describe() {
+        return "CUDA device memory (" + context.name() + ")";
+    }
+}
