@@ -98,29 +98,76 @@ extern "C" __global__ void cast_f32_to_f16(unsigned short* __restrict__ dst, con
     }
 }
 
+// max(amax, |x|) on the bit patterns (|x| compares as its bits); NaN left out.
+__device__ __forceinline__ unsigned int amax_bits(unsigned int amax, float x) {
+    unsigned int abs = f2u(x) & 0x7FFFFFFFu;
+    return abs <= 0x7F800000u ? max(amax, abs) : amax;
+}
+
+// partial[blockIdx.x] = the max of every thread's amax over a block of BLOCK threads (any shape, linear order).
+__device__ __forceinline__ void store_block_max(unsigned int amax, unsigned int* __restrict__ partial) {
+    __shared__ unsigned int scratch[BLOCK / 32];
+    int t = threadIdx.y * blockDim.x + threadIdx.x;
+    amax = __reduce_max_sync(0xffffffffu, amax);
+    if ((t & 31) == 0) scratch[t >> 5] = amax;
+    __syncthreads();
+    if (t == 0) {
+        unsigned int m = 0;
+        for (int w = 0; w < BLOCK / 32; w++) m = max(m, scratch[w]);
+        partial[blockIdx.x] = m;
+    }
+}
+
 // dst (n, fp8 codes) = round_satfinite(src · scale) as E4M3 (e4m3 != 0) or E5M2; partial[blockIdx.x] (gridDim.x
 // uints) = max |src| over the block's share as a bit pattern (|x| compares as its bits), NaN ignored, 0 when empty.
 // The host takes the max of the partials. Block size BLOCK.
 extern "C" __global__ void __launch_bounds__(BLOCK) cast_f32_to_fp8(unsigned char* __restrict__ dst,
         unsigned int* __restrict__ partial, const float* __restrict__ src, long long n, float scale, int e4m3) {
-    __shared__ unsigned int scratch[BLOCK / 32];
     __nv_fp8_interpretation_t kind = e4m3 ? __NV_E4M3 : __NV_E5M2;
     unsigned int amax = 0;
     long long stride = (long long) gridDim.x * blockDim.x;
     for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float x = src[i];
-        unsigned int abs = f2u(x) & 0x7FFFFFFFu;
-        if (abs <= 0x7F800000u) amax = max(amax, abs);
+        amax = amax_bits(amax, x);
         dst[i] = f32_to_fp8(x, scale, kind);
     }
-    amax = __reduce_max_sync(0xffffffffu, amax);
-    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = amax;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned int m = 0;
-        for (int w = 0; w < BLOCK / 32; w++) m = max(m, scratch[w]);
-        partial[blockIdx.x] = m;
+    store_block_max(amax, partial);
+}
+
+#define TILE 32
+// dst (R, C fp8 codes) = round_satfinite(src · scale) and dstT (C, R) = its transpose, for src (R, C) fp32 row-major,
+// E4M3 (e4m3 != 0) or E5M2; partial[blockIdx.x] (gridDim.x uints) = max |src| over the block's tiles as bits, NaN
+// ignored, 0 when none (as cast_f32_to_fp8). cuBLASLt's FP8 GEMMs take K-major operands only ("TN"), so a backward
+// pass needs both the codes and their transpose: one read of src gives both. TILE×TILE tiles through shared memory
+// (the transposed writes stay coalesced), block (TILE, BLOCK / TILE), grid-stride over the tiles in row-major order.
+extern "C" __global__ void __launch_bounds__(BLOCK) cast_transpose_f32_to_fp8(unsigned char* __restrict__ dst,
+        unsigned char* __restrict__ dstT, unsigned int* __restrict__ partial, const float* __restrict__ src, int R,
+        int C, float scale, int e4m3) {
+    __shared__ unsigned char tile[TILE][TILE + 1];
+    __nv_fp8_interpretation_t kind = e4m3 ? __NV_E4M3 : __NV_E5M2;
+    unsigned int amax = 0;
+    int tilesC = (C + TILE - 1) / TILE;
+    int tiles = ((R + TILE - 1) / TILE) * tilesC;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int r0 = (t / tilesC) * TILE, c0 = (t % tilesC) * TILE;
+        for (int i = threadIdx.y; i < TILE; i += blockDim.y) {
+            int r = r0 + i, c = c0 + threadIdx.x;
+            if (r < R && c < C) {
+                float x = src[(long long) r * C + c];
+                amax = amax_bits(amax, x);
+                unsigned char code = f32_to_fp8(x, scale, kind);
+                dst[(long long) r * C + c] = code;
+                tile[i][threadIdx.x] = code;
+            }
+        }
+        __syncthreads();
+        for (int i = threadIdx.y; i < TILE; i += blockDim.y) {
+            int c = c0 + i, r = r0 + threadIdx.x;
+            if (r < R && c < C) dstT[(long long) c * R + r] = tile[threadIdx.x][i];
+        }
+        __syncthreads();
     }
+    store_block_max(amax, partial);
 }
 
 // dst (n, fp32) = src (n, bf16 bits), exact. Grid-stride.

@@ -1,21 +1,40 @@
 package io.accel4j.kernels;
 
+import io.accel4j.core.DType;
+import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.cuda.CublasLtHandle;
 import io.accel4j.cuda.CublasLtMatmul;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaKernel;
 import io.accel4j.cuda.CudaKernel.Dim;
+import io.accel4j.cuda.CudaModule;
 import io.accel4j.cuda.DeviceBuffer;
 import io.accel4j.cuda.bindings.cublasLt_h;
 import io.accel4j.cuda.bindings.cublas_api_h;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Objects;
+import java.util.function.Function;
 
 /**
- * {@link GpuOps}' fp32 linear layer on cuBLASLt (FP32 compute, no TF32): a handle, a workspace, and the plans made so
- * far (cached by shape, bias address and operand alignments, least recently used closed beyond {@value #MAX_PLANS}).
- * Sizes are checked by the caller. Not thread-safe, like {@link GpuOps}.
+ * Linear layers and FP8 GEMMs on cuBLASLt (FP32 compute, no TF32): a handle, a workspace, device scratch for the
+ * rounded operands, and the plans made so far (cached by shape, types, epilogue pointers and operand alignments,
+ * least recently used closed beyond {@value #MAX_PLANS}). Every {@link MemorySegment} is a device view (see
+ * {@link GpuOps#device}); work is queued on the default stream. Not thread-safe.
+ *
+ * <p><b>API.</b> {@link #create} (its own PTX modules) or {@link GpuOps}' instance; then
+ * <ul>
+ *   <li>{@link #forward} / {@link #backward}: {@link MatmulOps}' linear layer with FP32, BF16 or FP16 operands;</li>
+ *   <li>{@link #fp8}: {@code out (M,N) (+)= aScaleInv·bScaleInv · a (M,K) · b (N,K)ᵀ} on FP8 codes, optionally
+ *       writing {@code max |out|} to a device float;</li>
+ *   <li>{@link #castTransposeToFp8}: FP8 codes of an fp32 matrix and of its transpose in one pass, returning its amax
+ *       (the K-major operands a backward pass needs).</li>
+ * </ul>
  *
  * <p><b>Row-major ↔ column-major.</b> A row-major (R, C) matrix is, byte for byte, the column-major (C, R) matrix
  * with leading dimension C: its transpose. So each row-major product {@code Y = X·W} is run as the column-major
@@ -32,22 +51,59 @@ import java.util.Map;
  *       the BGRADB epilogue of the dweight GEMM: it overwrites the bias gradient rather than adding to it, so it
  *       would need a scratch vector and an add kernel anyway; and not a GEMM with a ones vector, which needs a
  *       ones buffer as long as N.</li>
+ *   <li>FP8 {@code out (M,N) = a (M,K)·b (N,K)ᵀ} is {@code outᶜ (N×M) = (bᶜ)ᵀ (N×K)·aᶜ (K×M)}: m = N, n = M, k = K;
+ *       A = b stored K×N (ld K), transposed; B = a stored K×M (ld K): the "TN" layout FP8 requires — both operands
+ *       K-major. A backward pass needs transposed FP8 copies ({@link #castTransposeToFp8}): dinp (N,C) += dout·W takes
+ *       dout (N,OC) as a and Wᵀ (C,OC) as b, K = OC; dweight (OC,C) += doutᵀ·inp takes doutᵀ (OC,N) as a and inpᵀ
+ *       (C,N) as b, K = N.</li>
  * </ul>
+ *
+ * <p><b>BF16/FP16 operands</b> ({@link MatmulOps}' contract): each fp32 operand is first rounded into device scratch
+ * by cast.cu's kernels (round to nearest even, bit-identical to {@code Bf16.fromFloat}/{@code Fp16.fromFloat}, fp16
+ * overflowing to ±inf), then cuBLASLt multiplies the rounded values with FP32 compute into fp32 outputs; bias and
+ * dbias stay fp32 (dbias sums the unrounded dout). The CPU GEMM differs only in the order of the fp32 additions.
+ *
+ * <p><b>FP8 rules</b> (cuBLASLt, Ada and Hopper; checked here with this class's names, and by
+ * {@link CublasLtMatmul.Spec#check()}): K a multiple of 16; a row of {@code out} a multiple of 16 bytes (N a
+ * multiple of 4 for FP32, of 8 for BF16); {@code a}, {@code b}, {@code out} 16-byte aligned; not both E5M2
+ * (E4M3×E4M3 for forward products, E4M3×E5M2 or E5M2×E4M3 with E5M2 gradients); the GPU must be sm_89 or newer.
+ * The scales are the <em>dequantisation</em> factors, {@code 1/scale} of the cast that made each operand (an
+ * {@link io.accel4j.core.fp8.AmaxHistory}'s {@code scaleInv()}), as in the CPU FP8 GEMM ({@code Gemm.gemm}'s
+ * {@code scaleA}, {@code scaleB}).
  */
-final class GpuMatmul implements AutoCloseable {
+public final class GpuMatmul implements AutoCloseable {
 
     /** cuBLASLt's recommended workspace for Hopper (NVIDIA's cuBLAS docs: 32 MiB). */
     static final long WORKSPACE_BYTES = 32L << 20;
     /** Plans kept: a GPT-2 step has a few per layer and pass, each distinct by bias address. */
     static final int MAX_PLANS = 512;
+    /** Scratch slices start at multiples of this (cuBLASLt's preferred alignment). */
+    private static final long SLICE_ALIGN = 256;
+    private static final int CAST_BLOCK = 256;
+    private static final int CAST_MAX_BLOCKS = 1024;
 
-    private enum Kind { FORWARD, DINP, DWEIGHT }
+    private enum Kind { FORWARD, DINP, DWEIGHT, FP8 }
 
-    private record Key(Kind kind, int n, int c, int oc, long bias, int alignA, int alignB, int alignC, int alignD) {}
+    /** A plan's identity: everything its spec depends on. {@code extra} is the amax address of an FP8 plan. */
+    private record Key(Kind kind, int m, int n, int k, int typeA, int typeB, int typeD, long bias, long extra,
+                       int alignA, int alignB, int alignC, int alignD) {}
 
+    private final CudaContext context;
+    /** 89 for sm_89: FP8 needs at least that. */
+    private final int computeCapability;
+    private final List<CudaModule> ownedModules;
     private final CublasLtHandle lt;
     private final DeviceBuffer workspace;
+    /** The two FP8 dequantisation factors of the next {@link #fp8} (cuBLASLt's A scale, then B scale). */
+    private final DeviceBuffer fp8Scales;
     private final CudaKernel biasKernel;
+    private final CudaKernel toBf16;
+    private final CudaKernel toF16;
+    private final CudaKernel castTranspose;
+    /** cast_transpose_f32_to_fp8's per-block amax partials ({@value #CAST_MAX_BLOCKS} uints). */
+    private final DeviceBuffer partials;
+    /** The rounded operands of a BF16/FP16 product, grown to the largest call so far; null until then. */
+    private DeviceBuffer scratch;
     private final Map<Key, CublasLtMatmul> plans = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<Key, CublasLtMatmul> eldest) {
@@ -59,57 +115,286 @@ final class GpuMatmul implements AutoCloseable {
         }
     };
 
-    /** A handle and a workspace on {@code context}; {@code biasKernel} is {@code matmul_backward_bias}. */
-    GpuMatmul(CudaContext context, CudaKernel biasKernel) {
-        this.biasKernel = biasKernel;
-        this.lt = CublasLtHandle.create(context);
+    /**
+     * A matmul engine on {@code context} with its own copies of the PTX modules it launches (matmul.cu's bias
+     * gradient, cast.cu's roundings), closed with it. Needs {@code libcublasLt}: otherwise a
+     * {@link io.accel4j.cuda.CudaException} names where it was searched.
+     */
+    public static GpuMatmul create(CudaContext context) {
+        Objects.requireNonNull(context, "context");
+        List<CudaModule> modules = new ArrayList<>();
         try {
-            this.workspace = context.allocate(WORKSPACE_BYTES);
+            Map<String, CudaModule> byName = new LinkedHashMap<>();
+            for (String name : List.of(Kernels.MATMUL_BACKWARD_BIAS.module(), Kernels.CAST_F32_TO_BF16.module())) {
+                CudaModule m = context.loadPtx(Kernels.ptx(name));
+                modules.add(m);
+                byName.put(name, m);
+            }
+            return new GpuMatmul(context, s -> byName.get(s.module()).function(s.entry()), modules);
         } catch (RuntimeException e) {
-            lt.close();
+            modules.forEach(CudaModule::close);
             throw e;
         }
     }
 
+    /**
+     * A handle, a workspace and the kernels ({@code kernels} looks them up by signature) on {@code context};
+     * {@code ownedModules} are closed by {@link #close()} (empty when the caller owns the modules).
+     */
+    GpuMatmul(CudaContext context, Function<KernelSignature, CudaKernel> kernels, List<CudaModule> ownedModules) {
+        this.context = context;
+        this.ownedModules = List.copyOf(ownedModules);
+        this.biasKernel = kernels.apply(Kernels.MATMUL_BACKWARD_BIAS);
+        this.toBf16 = kernels.apply(Kernels.CAST_F32_TO_BF16);
+        this.toF16 = kernels.apply(Kernels.CAST_F32_TO_F16);
+        this.castTranspose = kernels.apply(Kernels.CAST_TRANSPOSE_F32_TO_FP8);
+        this.computeCapability = context.computeCapability();
+        this.lt = CublasLtHandle.create(context);
+        List<DeviceBuffer> made = new ArrayList<>();
+        try {
+            made.add(context.allocate(WORKSPACE_BYTES));
+            made.add(context.allocate(8));
+            made.add(context.allocate(4L * CAST_MAX_BLOCKS));
+        } catch (RuntimeException e) {
+            made.forEach(DeviceBuffer::close);
+            lt.close();
+            throw e;
+        }
+        this.workspace = made.get(0);
+        this.fp8Scales = made.get(1);
+        this.partials = made.get(2);
+    }
+
     /** {@code "cuBLASLt 120605"}. */
-    String describe() {
+    public String describe() {
         return "cuBLASLt " + lt.version();
     }
 
-    /** {@code out (N,OC) = inp (N,C)·weightᵀ + bias}; {@code bias} may be null. */
-    void forward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias, int N, int C, int OC) {
+    /**
+     * {@code out (N,OC) = inp (N,C)·weightᵀ + bias} with products of {@code operands} precision (FP32, BF16 or FP16,
+     * see {@link MatmulOps}); {@code bias} (OC) may be null.
+     */
+    public void forward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias, int N, int C,
+                        int OC, DType operands) {
+        MatmulOps.checkOperands(operands);
+        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        GpuOps.need("out", out, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
+        GpuOps.need("weight", weight, (long) OC * C, 4);
+        if (bias != null) {
+            GpuOps.need("bias", bias, OC, 4);
+        }
+        MemorySegment w = weight, x = inp;
+        if (operands != DType.FP32) {
+            long wAt = 0, xAt = slice((long) OC * C, 2);
+            MemorySegment base = scratch(xAt + (long) N * C * 2);
+            w = round(base, wAt, weight, (long) OC * C, operands);
+            x = round(base, xAt, inp, (long) N * C, operands);
+        }
         long b = bias == null ? 0 : bias.address();
-        CublasLtMatmul plan = plan(new Key(Kind.FORWARD, N, C, OC, b, align(weight), align(inp), align(out),
-                align(out)), key -> {
-            CublasLtMatmul.Spec s = spec(key, OC, N, C).transpose(true, false);
+        int t = cudaType(operands);
+        CublasLtMatmul plan = plan(new Key(Kind.FORWARD, OC, N, C, t, t, cublas_api_h.CUDA_R_32F, b, 0, align(w),
+                align(x), align(out), align(out)), key -> {
+            CublasLtMatmul.Spec s = spec(key).transpose(true, false);
             if (b != 0) {
                 s.epilogue(cublasLt_h.CUBLASLT_EPILOGUE_BIAS).bias(b, cublas_api_h.CUDA_R_32F);
             }
             return s;
         });
-        plan.run(null, weight.address(), inp.address(), out.address(), out.address(), 1f, 0f);
+        plan.run(null, w.address(), x.address(), out.address(), out.address(), 1f, 0f);
     }
 
-    /** {@code dinp += dout·weight}, {@code dweight += doutᵀ·inp}, {@code dbias += Σ_rows dout} (dbias may be null). */
-    void backward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
-                  MemorySegment inp, MemorySegment weight, int N, int C, int OC) {
-        CublasLtMatmul dx = plan(new Key(Kind.DINP, N, C, OC, 0, align(weight), align(dout), align(dinp),
-                align(dinp)), key -> spec(key, C, N, OC));
-        dx.run(null, weight.address(), dout.address(), dinp.address(), dinp.address(), 1f, 1f);
-        CublasLtMatmul dw = plan(new Key(Kind.DWEIGHT, N, C, OC, 0, align(inp), align(dout), align(dweight),
-                align(dweight)), key -> spec(key, C, OC, N).transpose(false, true));
-        dw.run(null, inp.address(), dout.address(), dweight.address(), dweight.address(), 1f, 1f);
+    /**
+     * {@code dinp += dout·weight}, {@code dweight += doutᵀ·inp}, {@code dbias += Σ_rows dout} (dbias may be null)
+     * with products of {@code operands} precision (see {@link MatmulOps}).
+     */
+    public void backward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                         MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
+        MatmulOps.checkOperands(operands);
+        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        GpuOps.need("dinp", dinp, (long) N * C, 4); GpuOps.need("dweight", dweight, (long) OC * C, 4);
+        GpuOps.need("dout", dout, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
+        GpuOps.need("weight", weight, (long) OC * C, 4);
+        if (dbias != null) {
+            GpuOps.need("dbias", dbias, OC, 4);
+        }
+        MemorySegment w = weight, x = inp, g = dout;
+        if (operands != DType.FP32) {
+            long wAt = 0, xAt = slice((long) OC * C, 2), gAt = xAt + slice((long) N * C, 2);
+            MemorySegment base = scratch(gAt + (long) N * OC * 2);
+            w = round(base, wAt, weight, (long) OC * C, operands);
+            x = round(base, xAt, inp, (long) N * C, operands);
+            g = round(base, gAt, dout, (long) N * OC, operands);
+        }
+        int t = cudaType(operands), f32 = cublas_api_h.CUDA_R_32F;
+        CublasLtMatmul dx = plan(new Key(Kind.DINP, C, N, OC, t, t, f32, 0, 0, align(w), align(g), align(dinp),
+                align(dinp)), GpuMatmul::spec);
+        dx.run(null, w.address(), g.address(), dinp.address(), dinp.address(), 1f, 1f);
+        CublasLtMatmul dw = plan(new Key(Kind.DWEIGHT, C, OC, N, t, t, f32, 0, 0, align(x), align(g),
+                align(dweight), align(dweight)), key -> spec(key).transpose(false, true));
+        dw.run(null, x.address(), g.address(), dweight.address(), dweight.address(), 1f, 1f);
         if (dbias != null) {
             Kernels.MATMUL_BACKWARD_BIAS.launch(biasKernel, Dim.of((OC + 31) / 32), Dim.of(32, 8), 0, null,
                     dbias, dout, N, OC);
         }
     }
 
-    private static CublasLtMatmul.Spec spec(Key key, int m, int n, int k) {
-        return CublasLtMatmul.spec(m, n, k).alignments(key.alignA(), key.alignB(), key.alignC(), key.alignD());
+    /**
+     * {@code out (M,N) (+)= aScaleInv·bScaleInv · Σ_k a[i,k]·b[j,k]}: FP8 codes {@code a} (M,K) and {@code b} (N,K),
+     * both row-major with K contiguous, multiplied with FP32 compute (no fast accumulation) into {@code out} (FP32
+     * or BF16): overwritten, or added to when {@code accumulate} (a backward pass's {@code +=}). When
+     * {@code amaxOut} is not null, cuBLASLt writes {@code max |out|} (one float) there.
+     * The class comment has the FP8 rules; the scale factors are uploaded to a device pair of this object before
+     * the GEMM is queued (a synchronous host-to-device copy, in order with the default stream).
+     *
+     * @throws IllegalArgumentException naming the argument and the numbers when a rule or a size does not hold
+     */
+    public void fp8(MemorySegment out, DType outType, boolean accumulate, MemorySegment a, DType aType,
+                    float aScaleInv, MemorySegment b, DType bType, float bScaleInv, MemorySegment amaxOut,
+                    int M, int N, int K) {
+        checkFp8(out, outType, a, aType, aScaleInv, b, bType, bScaleInv, amaxOut, M, N, K);
+        if (computeCapability < 89) {
+            throw new UnsupportedOperationException("FP8 GEMMs need compute capability 8.9 (Ada) or newer, this GPU is"
+                    + " sm_" + computeCapability);
+        }
+        long amax = amaxOut == null ? 0 : amaxOut.address();
+        try (Arena arena = Arena.ofConfined()) {
+            fp8Scales.copyFrom(arena.allocateFrom(ValueLayout.JAVA_FLOAT, bScaleInv, aScaleInv));
+        }
+        int d = cudaType(outType);
+        CublasLtMatmul plan = plan(new Key(Kind.FP8, N, M, K, cudaType(bType), cudaType(aType), d, 0, amax,
+                align(b), align(a), align(out), align(out)), key -> {
+            CublasLtMatmul.Spec s = spec(key).transpose(true, false).types(key.typeA(), key.typeB(), d, d)
+                    .scales(fp8Scales.address(), fp8Scales.address() + 4, 0);
+            return key.extra() == 0 ? s : s.amaxD(key.extra());
+        });
+        plan.run(null, b.address(), a.address(), out.address(), out.address(), 1f, accumulate ? 1f : 0f);
     }
 
-    private CublasLtMatmul plan(Key key, java.util.function.Function<Key, CublasLtMatmul.Spec> spec) {
+    /**
+     * {@code dst (R,C) = fp8(src (R,C)·scale)} and {@code dstT (C,R)} its transpose, as {@code fp8Type} (saturating,
+     * rounding bit-identical to {@link GpuOps#castToFp8}); returns {@code max |src|} (NaN ignored) for the tensor's
+     * {@link io.accel4j.core.fp8.AmaxHistory} — a copy back to the host, so it waits for the work queued before.
+     * The transposed codes are what {@link #fp8} needs for a backward pass: {@code dinp = dout·W} takes {@code Wᵀ}
+     * as {@code b}, {@code dweight = doutᵀ·inp} takes {@code doutᵀ} as {@code a} and {@code inpᵀ} as {@code b}.
+     */
+    public float castTransposeToFp8(MemorySegment dst, MemorySegment dstT, DType fp8Type, MemorySegment src, int R,
+                                    int C, float scale) {
+        Objects.requireNonNull(fp8Type, "fp8Type");
+        if (!fp8Type.isFp8()) {
+            throw new IllegalArgumentException("castTransposeToFp8 writes FP8_E4M3 or FP8_E5M2, got " + fp8Type);
+        }
+        GpuOps.positive("R", R); GpuOps.positive("C", C);
+        scaleFactor("scale", scale);
+        long n = (long) R * C;
+        GpuOps.need("dst", dst, n, 1); GpuOps.need("dstT", dstT, n, 1); GpuOps.need("src", src, n, 4);
+        int tiles = (int) Math.min(CAST_MAX_BLOCKS, ((R + 31L) / 32) * ((C + 31L) / 32));
+        Kernels.CAST_TRANSPOSE_F32_TO_FP8.launch(castTranspose, Dim.of(tiles), Dim.of(32, CAST_BLOCK / 32), 0, null,
+                dst, dstT, GpuOps.device(partials), src, R, C, scale, fp8Type == DType.FP8_E4M3 ? 1 : 0);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment host = arena.allocate(ValueLayout.JAVA_INT, tiles);
+            partials.copyTo(host); // synchronous: after the kernel
+            int max = 0; // |x| as bits, NaN already left out by the kernel
+            for (int b = 0; b < tiles; b++) {
+                max = Math.max(max, host.getAtIndex(ValueLayout.JAVA_INT, b));
+            }
+            return Float.intBitsToFloat(max);
+        }
+    }
+
+    /** {@link #fp8}'s preconditions, checked without a GPU (the segments' addresses are only compared). */
+    static void checkFp8(MemorySegment out, DType outType, MemorySegment a, DType aType, float aScaleInv,
+                         MemorySegment b, DType bType, float bScaleInv, MemorySegment amaxOut, int M, int N, int K) {
+        Objects.requireNonNull(outType, "outType");
+        Objects.requireNonNull(aType, "aType");
+        Objects.requireNonNull(bType, "bType");
+        GpuOps.positive("M", M); GpuOps.positive("N", N); GpuOps.positive("K", K);
+        if (!aType.isFp8() || !bType.isFp8()) {
+            throw new IllegalArgumentException("fp8 takes FP8_E4M3 or FP8_E5M2 operands, got a " + aType + ", b "
+                    + bType);
+        }
+        if (aType == DType.FP8_E5M2 && bType == DType.FP8_E5M2) {
+            throw new IllegalArgumentException("a and b cannot both be FP8_E5M2 (cuBLASLt has no E5M2 x E5M2 GEMM)");
+        }
+        if (outType != DType.FP32 && outType != DType.BF16) {
+            throw new IllegalArgumentException("fp8 writes FP32 or BF16, got " + outType);
+        }
+        if (K % 16 != 0) {
+            throw new IllegalArgumentException("K must be a multiple of 16 for FP8 (cuBLASLt), got " + K);
+        }
+        if ((long) N * outType.byteSize() % 16 != 0) {
+            throw new IllegalArgumentException("a row of out must be a multiple of 16 bytes for FP8 (cuBLASLt): N "
+                    + N + " × " + outType.byteSize() + " bytes of " + outType);
+        }
+        scaleFactor("aScaleInv", aScaleInv);
+        scaleFactor("bScaleInv", bScaleInv);
+        GpuOps.need("a", a, (long) M * K, 1); GpuOps.need("b", b, (long) N * K, 1);
+        GpuOps.need("out", out, (long) M * N, outType.byteSize());
+        aligned16("a", a);
+        aligned16("b", b);
+        aligned16("out", out);
+        if (amaxOut != null) {
+            GpuOps.need("amaxOut", amaxOut, 1, 4);
+        }
+    }
+
+    /** {@code cudaDataType} of a {@link DType}. */
+    static int cudaType(DType t) {
+        return switch (t) {
+            case FP32 -> cublas_api_h.CUDA_R_32F;
+            case BF16 -> cublas_api_h.CUDA_R_16BF;
+            case FP16 -> cublas_api_h.CUDA_R_16F;
+            case FP8_E4M3 -> cublas_api_h.CUDA_R_8F_E4M3;
+            case FP8_E5M2 -> cublas_api_h.CUDA_R_8F_E5M2;
+        };
+    }
+
+    private static void scaleFactor(String name, float v) {
+        if (!(v > 0 && v < Float.POSITIVE_INFINITY)) {
+            throw new IllegalArgumentException(name + " must be finite and > 0, got " + v);
+        }
+    }
+
+    private static void aligned16(String name, MemorySegment s) {
+        if (s.address() % 16 != 0) {
+            throw new IllegalArgumentException(name + " at 0x" + Long.toHexString(s.address()) + " is not 16-byte"
+                    + " aligned, as an FP8 GEMM needs (cuBLASLt)");
+        }
+    }
+
+    /** Bytes of a scratch slice of n elements of {@code bytesEach}, rounded up to {@value #SLICE_ALIGN}. */
+    private static long slice(long n, int bytesEach) {
+        return (n * bytesEach + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
+    }
+
+    /** The scratch buffer as a device view of at least {@code bytes}, reallocated (old contents lost) if smaller. */
+    private MemorySegment scratch(long bytes) {
+        if (scratch == null || scratch.byteSize() < bytes) {
+            if (scratch != null) {
+                context.synchronize(); // the queued GEMMs may still read it
+                scratch.close();
+                scratch = null;
+            }
+            scratch = context.allocate(bytes);
+        }
+        return GpuOps.device(scratch);
+    }
+
+    /** Queues {@code src} (n fp32) rounded to {@code type} into {@code base} at byte {@code at}; returns that view. */
+    private MemorySegment round(MemorySegment base, long at, MemorySegment src, long n, DType type) {
+        MemorySegment dst = base.asSlice(at, n * 2);
+        int grid = (int) Math.min(CAST_MAX_BLOCKS, (n + CAST_BLOCK - 1) / CAST_BLOCK);
+        KernelSignature s = type == DType.BF16 ? Kernels.CAST_F32_TO_BF16 : Kernels.CAST_F32_TO_F16;
+        s.launch(type == DType.BF16 ? toBf16 : toF16, Dim.of(grid), Dim.of(CAST_BLOCK), 0, null, dst, src, n);
+        return dst;
+    }
+
+    private static CublasLtMatmul.Spec spec(Key key) {
+        return CublasLtMatmul.spec(key.m(), key.n(), key.k())
+                .types(key.typeA(), key.typeB(), cublas_api_h.CUDA_R_32F, cublas_api_h.CUDA_R_32F)
+                .alignments(key.alignA(), key.alignB(), key.alignC(), key.alignD());
+    }
+
+    private CublasLtMatmul plan(Key key, Function<Key, CublasLtMatmul.Spec> spec) {
         CublasLtMatmul p = plans.get(key);
         if (p == null) {
             p = CublasLtMatmul.plan(lt, spec.apply(key), workspace);
@@ -126,7 +411,14 @@ final class GpuMatmul implements AutoCloseable {
     public void close() {
         plans.values().forEach(CublasLtMatmul::close);
         plans.clear();
+        if (scratch != null) {
+            scratch.close();
+            scratch = null;
+        }
+        partials.close();
+        fp8Scales.close();
         workspace.close();
         lt.close();
+        ownedModules.forEach(CudaModule::close);
     }
 }

@@ -35,9 +35,9 @@ import java.util.Objects;
  * <p>On the GPU now: encoder fwd/bwd, layernorm fwd/bwd, GELU fwd/bwd, residual fwd/bwd, the fused classifier,
  * AdamW (fp32 and fp32-master + bf16 copy, bit-identical to the CPU kernel), sum of squares, amax, non-finite check,
  * causal attention fwd/bwd (FlashAttention-2 in fp32, head size up to 128), the casts (bit-identical to core's
- * {@link DType#encode}), and the fp32 matmul on cuBLASLt ({@link GpuMatmul}; when {@code libcublasLt} is missing the
- * rest still works and matmul throws, naming the library and where it was searched; bf16/fp16 operands are not yet
- * on the GPU). Determinism: no kernel uses atomics; reductions combine fixed per-block partials in a fixed order,
+ * {@link DType#encode}), and the matmul on cuBLASLt with FP32, BF16 or FP16 operands ({@link GpuMatmul}; when
+ * {@code libcublasLt} is missing the rest still works and matmul throws, naming the library and where it was
+ * searched). Determinism: no kernel uses atomics; reductions combine fixed per-block partials in a fixed order,
  * with a grid that depends only on the sizes, so results do not vary from run to run (cuBLASLt is run-to-run
  * reproducible for a given plan on a given GPU). Sizes are checked against the segments' sizes; data is not (token
  * ids and targets must be in range: the kernels do not check).
@@ -84,7 +84,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         CudaLibraries.Search cublasLt = CudaLibraries.cublasLt();
         if (cublasLt.found()) {
             try {
-                matmul = new GpuMatmul(context, kernels.get(Kernels.MATMUL_BACKWARD_BIAS.entry()));
+                matmul = new GpuMatmul(context, s -> kernels.get(s.entry()), List.of());
             } catch (RuntimeException e) {
                 partials.close();
                 modules.forEach(CudaModule::close);
@@ -144,7 +144,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         return (int) Math.min(MAX_BLOCKS, (n + BLOCK - 1) / BLOCK);
     }
 
-    private static void need(String name, MemorySegment s, long elements, long bytesEach) {
+    static void need(String name, MemorySegment s, long elements, long bytesEach) {
         Objects.requireNonNull(s, name);
         if (s.byteSize() < elements * bytesEach) {
             throw new IllegalArgumentException(name + " holds " + s.byteSize() + " bytes, needs " + elements + " × "
@@ -152,7 +152,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         }
     }
 
-    private static void positive(String name, long v) {
+    static void positive(String name, long v) {
         if (v < 1) {
             throw new IllegalArgumentException(name + " must be >= 1, got " + v);
         }
@@ -490,32 +490,30 @@ public final class GpuOps implements Ops, AutoCloseable {
         }
     }
 
-    // ---- matmul (cuBLASLt, see GpuMatmul for the row-major → column-major mapping)
+    // ---- matmul (cuBLASLt; GpuMatmul checks the sizes and has the row-major → column-major mapping)
 
     @Override
     public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
                               int N, int C, int OC, DType operands) {
-        fp32Operands("matmul", operands);
-        positive("N", N); positive("C", C); positive("OC", OC);
-        need("out", out, (long) N * OC, 4); need("inp", inp, (long) N * C, 4); need("weight", weight, (long) OC * C, 4);
-        if (bias != null) {
-            need("bias", bias, OC, 4);
-        }
-        matmul("matmulForward").forward(out, inp, weight, bias, N, C, OC);
+        MatmulOps.checkOperands(operands);
+        matmul("matmulForward").forward(out, inp, weight, bias, N, C, OC, operands);
     }
 
     @Override
     public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                                MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
-        fp32Operands("matmul", operands);
-        positive("N", N); positive("C", C); positive("OC", OC);
-        need("dinp", dinp, (long) N * C, 4); need("dweight", dweight, (long) OC * C, 4);
-        need("dout", dout, (long) N * OC, 4); need("inp", inp, (long) N * C, 4);
-        need("weight", weight, (long) OC * C, 4);
-        if (dbias != null) {
-            need("dbias", dbias, OC, 4);
-        }
-        matmul("matmulBackward").backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+        MatmulOps.checkOperands(operands);
+        matmul("matmulBackward").backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, operands);
+    }
+
+    /**
+     * This backend's {@link GpuMatmul} (its FP8 GEMM and cast-transpose are beyond {@link MatmulOps}), shared with
+     * the matmul methods and closed with this object.
+     *
+     * @throws IllegalStateException naming the library when cuBLASLt is missing
+     */
+    public GpuMatmul gpuMatmul() {
+        return matmul("gpuMatmul");
     }
 
     /** The matmuls, or an error naming the missing library: no fallback to a slow kernel. */
@@ -525,14 +523,6 @@ public final class GpuOps implements Ops, AutoCloseable {
                     + " CUDA toolkit, or pip's nvidia-cublas) or point " + CudaLibraries.PATH_ENV + " at it");
         }
         return matmul;
-    }
-
-    /** The GPU matmuls take fp32 operands only, for now: bf16/fp16 rounding is not on the GPU yet. */
-    private static void fp32Operands(String op, DType operands) {
-        if (MatmulOps.checkOperands(operands) != DType.FP32) {
-            throw new UnsupportedOperationException(op + " with " + operands + " operands is not yet on the GPU "
-                    + "(issue 7): only FP32");
-        }
     }
 
     // ---- casts (cast.cu: bit-identical to DType.encode / decode)

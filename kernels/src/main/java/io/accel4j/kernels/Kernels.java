@@ -40,6 +40,8 @@ public final class Kernels {
     public static final KernelSignature CAST_F32_TO_F16 = KernelSignature.of("cast", "cast_f32_to_f16", PTR, PTR, I64);
     public static final KernelSignature CAST_F32_TO_FP8 = KernelSignature.of("cast", "cast_f32_to_fp8",
             PTR, PTR, PTR, I64, F32, I32);
+    public static final KernelSignature CAST_TRANSPOSE_F32_TO_FP8 = KernelSignature.of("cast",
+            "cast_transpose_f32_to_fp8", PTR, PTR, PTR, PTR, I32, I32, F32, I32);
     public static final KernelSignature CAST_BF16_TO_F32 = KernelSignature.of("cast", "cast_bf16_to_f32",
             PTR, PTR, I64);
     public static final KernelSignature CAST_F16_TO_F32 = KernelSignature.of("cast", "cast_f16_to_f32", PTR, PTR, I64);
@@ -82,10 +84,10 @@ public final class Kernels {
     /** Every signature above. */
     public static final List<KernelSignature> ALL = List.of(ADAMW_F32, ADAMW_BF16, ATTENTION_FORWARD,
             ATTENTION_BACKWARD_D, ATTENTION_BACKWARD_DQ, ATTENTION_BACKWARD_DKDV, CAST_F32_TO_BF16, CAST_F32_TO_F16,
-            CAST_F32_TO_FP8, CAST_BF16_TO_F32, CAST_F16_TO_F32, CAST_FP8_TO_F32, CLASSIFIER, ENCODER_FORWARD,
-            ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE, GELU_FORWARD, GELU_BACKWARD, LAYERNORM_FORWARD,
-            LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, MATMUL_BACKWARD_BIAS, SUM_OF_SQUARES, AMAX,
-            HAS_NON_FINITE, RESIDUAL_FORWARD, RESIDUAL_BACKWARD);
+            CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32, CAST_F16_TO_F32, CAST_FP8_TO_F32,
+            CLASSIFIER, ENCODER_FORWARD, ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE, GELU_FORWARD, GELU_BACKWARD,
+            LAYERNORM_FORWARD, LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, MATMUL_BACKWARD_BIAS,
+            SUM_OF_SQUARES, AMAX, HAS_NON_FINITE, RESIDUAL_FORWARD, RESIDUAL_BACKWARD);
 
     /** The PTX text of {@code module}, from the class path. */
     public static String ptx(String module) {

@@ -125,7 +125,11 @@ public final class CublasLtMatmul extends NativeResource {
             return this;
         }
 
-        /** FP8 scale factors (device addresses of one float each; 0: none, i.e. 1). */
+        /**
+         * FP8 scale factors (device addresses of one float each; 0: none, i.e. 1): {@code D = dScale·(alpha·aScale·
+         * bScale·op(A)·op(B) + …)}, so {@code aScale}, {@code bScale} are the <em>dequantisation</em> factors (the
+         * inverse of the scale the operand was encoded with) and {@code dScale} (FP8 D only) the encoding scale of D.
+         */
         public Spec scales(long a, long b, long d) {
             aScale = a;
             bScale = b;
@@ -133,7 +137,10 @@ public final class CublasLtMatmul extends NativeResource {
             return this;
         }
 
-        /** Where the amax of D is written (a device float; 0: not computed). */
+        /**
+         * Where the amax of D is written (a device float, {@code max |D|} before {@code dScale}; 0: not computed);
+         * FP8 operands only (cuBLASLt computes it in its FP8 kernels).
+         */
         public Spec amaxD(long address) {
             amaxD = address;
             return this;
@@ -215,7 +222,86 @@ public final class CublasLtMatmul extends NativeResource {
             if (aux != 0 && (auxLd < m || auxLd % 8 != 0)) {
                 throw new IllegalArgumentException("aux ld must be a multiple of 8 and >= m " + m + ", got " + auxLd);
             }
+            if (isFp8(aType) || isFp8(bType)) {
+                checkFp8();
+            } else if (aScale != 0 || bScale != 0 || dScale != 0 || amaxD != 0 || fastAccum) {
+                throw new IllegalArgumentException("scales, amax of D and fast accumulation are for FP8 operands, got"
+                        + " A type " + aType + ", B type " + bType);
+            }
             return this;
+        }
+
+        /**
+         * cuBLASLt's rules for FP8 operands (cuBLAS docs, {@code cublasLtMatmul}, Hopper and Ada): both operands FP8,
+         * not both E5M2; the "TN" layout (A transposed, B not), i.e. both stored with k as the contiguous dimension;
+         * FP32 compute; D FP32, BF16, FP16 or FP8, C as D except with an FP8 D (C then BF16 or FP16); a D scale only
+         * for an FP8 D; and the tensor-core alignment rules ("all matrix dimensions must meet the optimal requirements
+         * ... 16-byte alignment"): k, lda, ldb multiples of 16 (one byte each), m, ldc, ldd times C's and D's element
+         * size multiples of 16 bytes, every address 16-byte aligned. n is free.
+         */
+        private void checkFp8() {
+            if (!isFp8(aType) || !isFp8(bType)) {
+                throw new IllegalArgumentException("an FP8 matmul needs both A and B FP8 (types 28, 29), got A "
+                        + aType + ", B " + bType);
+            }
+            if (aType == cublas_api_h.CUDA_R_8F_E5M2 && bType == cublas_api_h.CUDA_R_8F_E5M2) {
+                throw new IllegalArgumentException("FP8 A and B cannot both be E5M2: E4M3 x E4M3, E4M3 x E5M2 or"
+                        + " E5M2 x E4M3");
+            }
+            if (!transA || transB) {
+                throw new IllegalArgumentException("FP8 needs A transposed and B not (\"TN\": both stored k-major),"
+                        + " got op " + (transA ? 'T' : 'N') + (transB ? 'T' : 'N'));
+            }
+            if (computeType != cublas_api_h.CUBLAS_COMPUTE_32F) {
+                throw new IllegalArgumentException("FP8 needs compute type CUBLAS_COMPUTE_32F ("
+                        + cublas_api_h.CUBLAS_COMPUTE_32F + "), got " + computeType);
+            }
+            multipleOf16("k", k);
+            multipleOf16("lda", lda());
+            multipleOf16("ldb", ldb());
+            for (int i = 0; i < 4; i++) {
+                if (alignments[i] < 16) {
+                    throw new IllegalArgumentException("FP8 needs " + "ABCD".charAt(i) + " 16-byte aligned, the spec"
+                            + " says " + alignments[i]);
+                }
+            }
+            boolean fp8D = isFp8(dType);
+            if (!fp8D && dType != cublas_api_h.CUDA_R_32F && dType != cublas_api_h.CUDA_R_16BF
+                    && dType != cublas_api_h.CUDA_R_16F) {
+                throw new IllegalArgumentException("FP8 D must be FP32, BF16, FP16 or FP8, got type " + dType);
+            }
+            boolean cOk = fp8D ? cType == cublas_api_h.CUDA_R_16BF || cType == cublas_api_h.CUDA_R_16F
+                    : cType == dType;
+            if (!cOk) {
+                throw new IllegalArgumentException("FP8 C type " + cType + " does not go with D type " + dType
+                        + (fp8D ? ": BF16 (14) or FP16 (2) with an FP8 D" : ": C must have D's type"));
+            }
+            if (dScale != 0 && !fp8D) {
+                throw new IllegalArgumentException("a D scale is for an FP8 D, got D type " + dType);
+            }
+            rowBytes("m", m, cType, "C");
+            rowBytes("m", m, dType, "D");
+            rowBytes("ldc", ldc(), cType, "C");
+            rowBytes("ldd", ldd(), dType, "D");
+        }
+
+        /** Tensor-core rule: {@code v · sizeof(type)} a multiple of 16 bytes. */
+        private static void rowBytes(String name, long v, int type, String matrix) {
+            int size = type == cublas_api_h.CUDA_R_32F ? 4 : isFp8(type) ? 1 : 2;
+            if (v * size % 16 != 0) {
+                throw new IllegalArgumentException("FP8 needs " + name + " × " + size + " bytes (" + matrix
+                        + " type " + type + ") a multiple of 16, got " + name + " " + v);
+            }
+        }
+
+        private static boolean isFp8(int type) {
+            return type == cublas_api_h.CUDA_R_8F_E4M3 || type == cublas_api_h.CUDA_R_8F_E5M2;
+        }
+
+        private static void multipleOf16(String name, long v) {
+            if (v % 16 != 0) {
+                throw new IllegalArgumentException("FP8 needs " + name + " a multiple of 16, got " + v);
+            }
         }
 
         private static void ld(String name, long ld, long rows) {

@@ -156,6 +156,54 @@ class CublasLtGpuTest {
         }
     }
 
+    /**
+     * GELU with cuBLASLt's epilogues: GELU_AUX_BIAS writes gelu(Aᵀ·B + bias) to D and the pre-activation to aux;
+     * DGELU then multiplies another product by gelu' of that aux. The reference is GPT-2's tanh form; cuBLASLt does
+     * not document which form it uses, and the erf form differs from it by < 5e-4 (gelu) and < 2e-3 (gelu'), so the
+     * tolerances below admit either while still catching a missing bias, a wrong aux or a wrong epilogue (O(1)).
+     */
+    @Test
+    void geluAuxBiasThenDgelu() {
+        int m = 64, n = 45, k = 131; // aux ld = m, a multiple of 8
+        SplittableRandom r = new SplittableRandom(SEED + 2);
+        float[] a = random(r, k * m), b = random(r, k * n), bias = random(r, m), g = random(r, k * n);
+        try (Arena arena = Arena.ofConfined();
+             DeviceBuffer da = upload(arena, a); DeviceBuffer db = upload(arena, b);
+             DeviceBuffer dg = upload(arena, g); DeviceBuffer dbias = upload(arena, bias);
+             DeviceBuffer dd = ctx.allocate(4L * m * n); DeviceBuffer aux = ctx.allocate(4L * m * n);
+             DeviceBuffer dgrad = ctx.allocate(4L * m * n);
+             CublasLtMatmul fwd = CublasLtMatmul.plan(lt, CublasLtMatmul.spec(m, n, k).transpose(true, false)
+                     .epilogue(cublasLt_h.CUBLASLT_EPILOGUE_GELU_AUX_BIAS).bias(dbias.address(),
+                             cublas_api_h.CUDA_R_32F).aux(aux.address(), m), workspace);
+             CublasLtMatmul bwd = CublasLtMatmul.plan(lt, CublasLtMatmul.spec(m, n, k).transpose(true, false)
+                     .epilogue(cublasLt_h.CUBLASLT_EPILOGUE_DGELU).aux(aux.address(), m), workspace)) {
+            dd.fillInts(Float.floatToRawIntBits(Float.NaN));
+            aux.fillInts(Float.floatToRawIntBits(Float.NaN));
+            dgrad.fillInts(Float.floatToRawIntBits(Float.NaN));
+            fwd.run(null, da.address(), db.address(), dd.address(), dd.address(), 1f, 0f);
+            bwd.run(null, da.address(), dg.address(), dgrad.address(), dgrad.address(), 1f, 0f);
+            ctx.synchronize();
+            double[] pre = new double[m * n], gelu = new double[m * n], dgelu = new double[m * n];
+            for (int j = 0; j < n; j++) {
+                for (int i = 0; i < m; i++) {
+                    double s = 0, t = 0;
+                    for (int p = 0; p < k; p++) {
+                        s += (double) a[i * k + p] * b[j * k + p];
+                        t += (double) a[i * k + p] * g[j * k + p];
+                    }
+                    double x = s + bias[i], c = Math.sqrt(2 / Math.PI), u = c * (x + 0.044715 * x * x * x);
+                    double th = Math.tanh(u);
+                    pre[j * m + i] = x;
+                    gelu[j * m + i] = 0.5 * x * (1 + th);
+                    dgelu[j * m + i] = t * (0.5 * (1 + th) + 0.5 * x * (1 - th * th) * c * (1 + 3 * 0.044715 * x * x));
+                }
+            }
+            assertClose("aux = Aᵀ·B + bias", download(arena, aux, m * n), pre, FP32_TOLERANCE);
+            assertClose("D = gelu(Aᵀ·B + bias)", download(arena, dd, m * n), gelu, 1e-3);
+            assertClose("D = (Aᵀ·G)·gelu'(aux)", download(arena, dgrad, m * n), dgelu, 5e-3);
+        }
+    }
+
     @Test
     void useAfterCloseIsRejectedAndFailuresNameTheStatus() {
         CublasLtMatmul mm = CublasLtMatmul.plan(lt, CublasLtMatmul.spec(8, 8, 8), workspace);

@@ -53,7 +53,8 @@ class CublasHeaderCheckTest {
         HeaderCheck.Compiled result = HeaderCheck.compile(gcc.toString(), List.of(include), file);
 
         assertThat(result.exitCode()).as("gcc:%n%s%n--- source ---%n%s", result.output(), c).isZero();
-        assertThat(c.toString()).contains("CUDA_R_8F_E4M3 == 28");
+        assertThat(c.toString()).contains("CUDA_R_8F_E4M3 == 28", "CUDA_R_8F_E5M2 == 29", "CUDA_R_16BF == 14",
+                "CUDA_R_16F == 2", "CUDA_R_32F == 0");
     }
 
     @Test
