@@ -8,8 +8,8 @@
 #   scripts/gpu-check.sh [run] [--require-gpu]
 #                                  on the GPU machine, from the repository root with panama-cuda/target, core/target,
 #                                  kernels/target and vector-cpu/target carried over: runs every panama-cuda test and
-#                                  the kernels' GpuOpsTest and GpuMatmulTest (GPU kernels and the bf16/fp8 GEMMs
-#                                  against the CPU ones) with that runtime and
+#                                  the kernels' GpuOpsTest, GpuMatmulTest and AttentionBf16GpuTest (GPU kernels, the
+#                                  bf16/fp8 GEMMs and the bf16 attention against the CPU ones) with that runtime and
 #                                  prints a table last (exit 1 on a failure, 3 with --require-gpu when the GPU tests
 #                                  were skipped).
 set -euo pipefail
@@ -42,7 +42,7 @@ case "${1:-run}" in
     cp="$cp:kernels/target/classes:kernels/target/test-classes:vector-cpu/target/classes:$out/lib/*"
     # shellcheck disable=SC2086
     exec "$java" $flags -cp "$cp" io.accel4j.cuda.GpuCheck --class io.accel4j.kernels.GpuOpsTest \
-        --class io.accel4j.kernels.GpuMatmulTest "$@"
+        --class io.accel4j.kernels.GpuMatmulTest --class io.accel4j.kernels.AttentionBf16GpuTest "$@"
     ;;
   *)
     echo "usage: scripts/gpu-check.sh prepare | run [--require-gpu]" >&2

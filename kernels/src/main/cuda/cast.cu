@@ -4,10 +4,12 @@
 // Rounding comes from the CUDA headers' intrinsics, checked against core's rules:
 //  - __float2bfloat16_rn / __float2half_rn are PTX cvt.rn.bf16.f32 / cvt.rn.f16.f32: IEEE round to nearest even,
 //    no flush to zero (no .ftz), overflow to ±inf — core's Bf16.fromFloat and Float.floatToFloat16.
-//  - __nv_cvt_float_to_fp8(x, __NV_SATFINITE, …) is, for this sm_80 PTX, cuda_fp8.hpp's software path (the sm_89
+//  - __nv_cvt_float_to_fp8(x, __NV_SATFINITE, …) is, for the sm_80 PTX, cuda_fp8.hpp's software path (the sm_89
 //    cvt.rn.satfinite instruction is behind __CUDA_ARCH__ >= 890): exact float→double, then RNE on the double with
 //    the same thresholds as core (E4M3: |x| > 464 → ±448, |x| ≤ 2^-10 → ±0; E5M2: |x| ≥ 61440 → ±57344,
-//    |x| ≤ 2^-17 → ±0; ±inf → ±max).
+//    |x| ≤ 2^-17 → ±0; ±inf → ±max). The sm_90a PTX (loaded on compute capability 9.0) takes the instructions
+//    (cvt.rn.satfinite.e4m3x2.f32 / e5m2x2, and cvt.rn.f16x2.e4m3x2 / e5m2x2 to decode): the same rounding, but
+//    CastHostCheckTest runs the software path only; GpuOpsTest checks the instructions on an H100/H200.
 // NaN is where CUDA and core differ, so NaN is handled here before any intrinsic sees it:
 //  - bf16: (bits >> 16) | 0x0040, sign and top payload kept, quiet bit set (Bf16.fromFloat); CUDA gives 0x7FFF.
 //  - fp16: sign | 0x7E00 | payload >> 13, the IEEE quieting that x86's F16C (the JDK's intrinsic) does; the JDK's

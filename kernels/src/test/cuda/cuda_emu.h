@@ -1,5 +1,6 @@
 // Runs CUDA C kernels on the CPU for checking indexing: one std::thread per CUDA thread, blocks one after another,
-// __syncthreads a block barrier, warp shuffles through a per-warp exchange slot between two warp barriers.
+// __syncthreads a block barrier, __syncwarp a warp barrier, warp shuffles through a per-warp exchange slot between
+// two warp barriers. emu/ holds stand-ins for <cuda_bf16.h> and <mma.h> (wmma) for kernels that include them.
 #pragma once
 #include <algorithm>
 #include <barrier>
@@ -15,9 +16,12 @@
 #define __launch_bounds__(...)
 #define __shared__
 #define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
 
 struct uint3e { unsigned x, y, z; };
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 inline thread_local uint3e threadIdx, blockIdx;
 inline uint3e gridDim, blockDim;
 using std::min;
@@ -35,6 +39,7 @@ struct EmuBlock {
 inline EmuBlock* emu_block;
 
 inline void __syncthreads() { emu_block->block.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_block->warps[threadIdx.x >> 5]->arrive_and_wait(); }
 
 template <typename F>
 inline auto emu_shfl(F v, int src) {

@@ -34,10 +34,11 @@ import java.util.Objects;
  *
  * <p>On the GPU now: encoder fwd/bwd, layernorm fwd/bwd, GELU fwd/bwd, residual fwd/bwd, the fused classifier,
  * AdamW (fp32 and fp32-master + bf16 copy, bit-identical to the CPU kernel), sum of squares, amax, non-finite check,
- * causal attention fwd/bwd (FlashAttention-2 in fp32, head size up to 128), the casts (bit-identical to core's
- * {@link DType#encode}), and the matmul on cuBLASLt with FP32, BF16 or FP16 operands ({@link GpuMatmul}; when
- * {@code libcublasLt} is missing the rest still works and matmul throws, naming the library and where it was
- * searched). Determinism: no kernel uses atomics; reductions combine fixed per-block partials in a fixed order,
+ * causal attention fwd/bwd (FlashAttention-2 in fp32, head size up to 128; bf16 on the tensor cores, causal or not,
+ * in {@link AttentionBf16Gpu}), the casts (bit-identical to core's {@link DType#encode}), and the matmul on cuBLASLt
+ * with FP32, BF16 or FP16 operands ({@link GpuMatmul}; when {@code libcublasLt} is missing the rest still works and
+ * matmul throws, naming the library and where it was searched). Determinism: no kernel uses atomics; reductions
+ * combine fixed per-block partials in a fixed order,
  * with a grid that depends only on the sizes, so results do not vary from run to run (cuBLASLt is run-to-run
  * reproducible for a given plan on a given GPU). Sizes are checked against the segments' sizes; data is not (token
  * ids and targets must be in range: the kernels do not check).
@@ -52,6 +53,8 @@ public final class GpuOps implements Ops, AutoCloseable {
 
     private final CudaContext context;
     private final CudaMemory memory;
+    /** The PTX set loaded ({@link Kernels#ptxArch}). */
+    private final String ptxArch;
     private final List<CudaModule> modules = new ArrayList<>();
     private final Map<String, CudaKernel> kernels = new HashMap<>();
     private final DeviceBuffer partials;
@@ -63,15 +66,17 @@ public final class GpuOps implements Ops, AutoCloseable {
     private final String matmulMissing;
 
     /**
-     * Loads every PTX module into {@code context} (which stays the caller's to close, after this) and, when
+     * Loads every PTX module into {@code context} (which stays the caller's to close, after this), the sm_90a PTX on
+     * a device of compute capability 9.0 and the portable sm_80 PTX on any other ({@link Kernels#ptxArch}), and, when
      * {@code libcublasLt} is found, creates a cuBLASLt handle and workspace for the matmuls.
      */
     public GpuOps(CudaContext context) {
         this.context = Objects.requireNonNull(context, "context");
         this.memory = new CudaMemory(context);
+        this.ptxArch = Kernels.ptxArch(context.computeCapability());
         try {
             for (String name : Kernels.MODULES) {
-                modules.add(context.loadPtx(Kernels.ptx(name)));
+                modules.add(context.loadPtx(Kernels.ptx(name, ptxArch)));
             }
             for (KernelSignature s : Kernels.ALL) {
                 kernels.put(s.entry(), modules.get(Kernels.MODULES.indexOf(s.module())).function(s.entry()));
@@ -110,7 +115,7 @@ public final class GpuOps implements Ops, AutoCloseable {
 
     @Override
     public String describe() {
-        return "cuda: " + context.name() + ", PTX sm_80, "
+        return "cuda: " + context.name() + ", PTX " + ptxArch + ", "
                 + (matmul == null ? "no cuBLASLt (matmul unavailable)" : matmul.describe());
     }
 
@@ -124,6 +129,16 @@ public final class GpuOps implements Ops, AutoCloseable {
         }
         partials.close();
         modules.forEach(CudaModule::close);
+    }
+
+    /** The context the kernels live in (for the launchers beside this class, e.g. {@link AttentionBf16Gpu}). */
+    CudaContext context() {
+        return context;
+    }
+
+    /** The loaded kernel of {@code s} (for the launchers beside this class). */
+    CudaKernel kernel(KernelSignature s) {
+        return Objects.requireNonNull(kernels.get(s.entry()), s.entry());
     }
 
     private void launch(KernelSignature s, Dim grid, Dim block, Object... args) {

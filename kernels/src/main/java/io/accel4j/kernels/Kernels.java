@@ -15,9 +15,12 @@ public final class Kernels {
 
     private Kernels() {}
 
-    /** The PTX modules, resources {@code io/accel4j/kernels/ptx/<name>.ptx}. */
+    /**
+     * The PTX modules, resources {@code io/accel4j/kernels/ptx/<name>.ptx} (sm_80) and
+     * {@code io/accel4j/kernels/ptx/sm_90a/<name>.ptx} (sm_90a).
+     */
     public static final List<String> MODULES =
-            List.of("adamw", "attention", "cast", "classifier", "encoder", "gelu", "layernorm", "matmul", "norm",
+            List.of("adamw", "attention", "attention_bf16", "cast", "classifier", "encoder", "gelu", "layernorm", "matmul", "norm",
                     "residual");
 
     // adamw.cu
@@ -34,6 +37,15 @@ public final class Kernels {
             "attention_backward_dq", PTR, PTR, PTR, PTR, PTR, I32, I32, I32, I32, F32);
     public static final KernelSignature ATTENTION_BACKWARD_DKDV = KernelSignature.of("attention",
             "attention_backward_dkdv", PTR, PTR, PTR, PTR, PTR, I32, I32, I32, I32, F32);
+    // attention_bf16.cu
+    public static final KernelSignature ATTENTION_BF16_FORWARD = KernelSignature.of("attention_bf16",
+            "attention_bf16_forward", PTR, PTR, PTR, I32, I32, I32, I32, F32, I32);
+    public static final KernelSignature ATTENTION_BF16_BACKWARD_D = KernelSignature.of("attention_bf16",
+            "attention_bf16_backward_d", PTR, PTR, PTR, I32, I32, I32, I32);
+    public static final KernelSignature ATTENTION_BF16_BACKWARD_DQ = KernelSignature.of("attention_bf16",
+            "attention_bf16_backward_dq", PTR, PTR, PTR, PTR, PTR, I32, I32, I32, I32, F32, I32);
+    public static final KernelSignature ATTENTION_BF16_BACKWARD_DKDV = KernelSignature.of("attention_bf16",
+            "attention_bf16_backward_dkdv", PTR, PTR, PTR, PTR, PTR, I32, I32, I32, I32, F32, I32);
     // cast.cu
     public static final KernelSignature CAST_F32_TO_BF16 = KernelSignature.of("cast", "cast_f32_to_bf16",
             PTR, PTR, I64);
@@ -83,15 +95,39 @@ public final class Kernels {
 
     /** Every signature above. */
     public static final List<KernelSignature> ALL = List.of(ADAMW_F32, ADAMW_BF16, ATTENTION_FORWARD,
-            ATTENTION_BACKWARD_D, ATTENTION_BACKWARD_DQ, ATTENTION_BACKWARD_DKDV, CAST_F32_TO_BF16, CAST_F32_TO_F16,
-            CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32, CAST_F16_TO_F32, CAST_FP8_TO_F32,
-            CLASSIFIER, ENCODER_FORWARD, ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE, GELU_FORWARD, GELU_BACKWARD,
-            LAYERNORM_FORWARD, LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, MATMUL_BACKWARD_BIAS,
+            ATTENTION_BACKWARD_D, ATTENTION_BACKWARD_DQ, ATTENTION_BACKWARD_DKDV, ATTENTION_BF16_FORWARD,
+            ATTENTION_BF16_BACKWARD_D, ATTENTION_BF16_BACKWARD_DQ, ATTENTION_BF16_BACKWARD_DKDV, CAST_F32_TO_BF16,
+            CAST_F32_TO_F16, CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32, CAST_F16_TO_F32,
+            CAST_FP8_TO_F32, CLASSIFIER, ENCODER_FORWARD, ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE, GELU_FORWARD,
+            GELU_BACKWARD, LAYERNORM_FORWARD, LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, MATMUL_BACKWARD_BIAS,
             SUM_OF_SQUARES, AMAX, HAS_NON_FINITE, RESIDUAL_FORWARD, RESIDUAL_BACKWARD);
 
-    /** The PTX text of {@code module}, from the class path. */
+    /** The portable PTX, for every device of compute capability 8.0 or later. */
+    public static final String PORTABLE_ARCH = "sm_80";
+    /** The arch-specific PTX for compute capability 9.0 (H100, H200): it runs on no other device. */
+    public static final String HOPPER_ARCH = "sm_90a";
+    /** Every PTX set committed, {@link #PORTABLE_ARCH} first. */
+    public static final List<String> ARCHS = List.of(PORTABLE_ARCH, HOPPER_ARCH);
+
+    /**
+     * The PTX set for a device of compute capability {@code major·10 + minor}: {@link #HOPPER_ARCH} for exactly 90
+     * (sm_90a PTX is not forward compatible: a 10.0 device cannot run it), {@link #PORTABLE_ARCH} otherwise.
+     */
+    public static String ptxArch(int computeCapability) {
+        return computeCapability == 90 ? HOPPER_ARCH : PORTABLE_ARCH;
+    }
+
+    /** The portable ({@link #PORTABLE_ARCH}) PTX text of {@code module}, from the class path. */
     public static String ptx(String module) {
-        String path = "ptx/" + module + ".ptx";
+        return ptx(module, PORTABLE_ARCH);
+    }
+
+    /** The PTX text of {@code module} for {@code arch} (one of {@link #ARCHS}), from the class path. */
+    public static String ptx(String module, String arch) {
+        if (!ARCHS.contains(arch)) {
+            throw new IllegalArgumentException("no PTX for " + arch + ": there is " + ARCHS);
+        }
+        String path = "ptx/" + (arch.equals(PORTABLE_ARCH) ? "" : arch + "/") + module + ".ptx";
         try (var in = Kernels.class.getResourceAsStream(path)) {
             if (in == null) {
                 throw new IllegalStateException("missing resource io/accel4j/kernels/" + path);

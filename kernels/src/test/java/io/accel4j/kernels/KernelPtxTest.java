@@ -21,15 +21,21 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The PTX pipeline without a GPU: the committed PTX is what {@code build-ptx.sh} makes from the sources (when nvcc
- * is here), {@code ptxas -arch=sm_90a} accepts every module without spills (when ptxas is here; the report goes to
- * {@code target/ptxas-report.txt}), and every {@code .entry} matches its {@link KernelSignature} in
- * {@link Kernels#ALL}. Runs in the module directory ({@code kernels/}), as Maven does.
+ * The PTX pipeline without a GPU, for both committed sets ({@link Kernels#ARCHS}: portable sm_80 and sm_90a): the
+ * committed PTX is what {@code build-ptx.sh} makes from the sources (when nvcc is here), {@code ptxas -arch=sm_90a}
+ * accepts every module without spills (when ptxas is here; the report goes to {@code target/ptxas-report.txt}),
+ * and every {@code .entry} matches its {@link KernelSignature} in {@link Kernels#ALL}. Runs in the module directory
+ * ({@code kernels/}), as Maven does.
  */
 class KernelPtxTest {
 
     private static final Path SOURCES = Path.of("src/main/cuda");
     private static final Path COMMITTED = Path.of("src/main/resources/io/accel4j/kernels/ptx");
+
+    /** Where build-ptx.sh puts {@code module}'s PTX for {@code arch}, relative to its output folder. */
+    static String ptxFile(String arch, String module) {
+        return (arch.equals(Kernels.PORTABLE_ARCH) ? "" : arch + "/") + module + ".ptx";
+    }
 
     /** {@code tool} on the PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin, or null. */
     static Path findTool(String tool) {
@@ -65,10 +71,24 @@ class KernelPtxTest {
                     .map(n -> n.substring(0, n.length() - 3)).sorted().toList();
             assertThat(sources).containsExactlyElementsOf(Kernels.MODULES);
         }
-        for (String m : Kernels.MODULES) {
-            // ISA 8.0 so that any driver panama-cuda accepts can JIT it (build-ptx.sh lowers nvcc 13's 9.0)
-            assertThat(Kernels.ptx(m)).as("%s.ptx", m).contains("\n.version 8.0\n", "\n.target sm_80\n");
+        for (String arch : Kernels.ARCHS) {
+            for (String m : Kernels.MODULES) {
+                // ISA 8.0 so that any driver panama-cuda accepts can JIT it (build-ptx.sh lowers nvcc 13's 9.0)
+                assertThat(Kernels.ptx(m, arch)).as("%s", ptxFile(arch, m))
+                        .contains("\n.version 8.0\n", "\n.target " + arch + "\n");
+            }
         }
+    }
+
+    @Test
+    void hopperPtxOnlyForComputeCapability90() {
+        assertThat(Kernels.ptxArch(90)).isEqualTo("sm_90a");
+        for (int cc : new int[] {80, 86, 89, 100, 103, 120}) {
+            assertThat(Kernels.ptxArch(cc)).as("compute capability %d", cc).isEqualTo("sm_80");
+        }
+        assertThat(Kernels.ptx("gelu", "sm_90a")).isNotEqualTo(Kernels.ptx("gelu"));
+        assertThatThrownBy(() -> Kernels.ptx("gelu", "sm_70")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("no PTX for sm_70");
     }
 
     @Test
@@ -76,19 +96,25 @@ class KernelPtxTest {
         Path nvcc = findTool("nvcc");
         assumeTrue(nvcc != null, "nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): staleness not checked");
         run(List.of("bash", "build-ptx.sh", tmp.toString()), Map.of("NVCC", nvcc.toString()));
-        for (String m : Kernels.MODULES) {
-            String fresh = PtxEntries.withoutHeader(Files.readString(tmp.resolve(m + ".ptx")));
-            String committed = PtxEntries.withoutHeader(Files.readString(COMMITTED.resolve(m + ".ptx")));
-            if (!committed.equals(fresh)) {
-                String[] a = committed.split("\n", -1), b = fresh.split("\n", -1);
-                int line = 0;
-                while (line < Math.min(a.length, b.length) && a[line].equals(b[line])) {
-                    line++;
-                }
-                throw new AssertionError(m + ".ptx is stale (after its header, first difference at line " + (line + 1)
-                        + ": committed \"" + (line < a.length ? a[line] : "<end>") + "\", nvcc \""
-                        + (line < b.length ? b[line] : "<end>") + "\"): run kernels/build-ptx.sh and commit it");
+        for (String arch : Kernels.ARCHS) {
+            for (String m : Kernels.MODULES) {
+                checkSame(ptxFile(arch, m), tmp.resolve(ptxFile(arch, m)));
             }
+        }
+    }
+
+    private static void checkSame(String file, Path freshFile) throws IOException {
+        String fresh = PtxEntries.withoutHeader(Files.readString(freshFile));
+        String committed = PtxEntries.withoutHeader(Files.readString(COMMITTED.resolve(file)));
+        if (!committed.equals(fresh)) {
+            String[] a = committed.split("\n", -1), b = fresh.split("\n", -1);
+            int line = 0;
+            while (line < Math.min(a.length, b.length) && a[line].equals(b[line])) {
+                line++;
+            }
+            throw new AssertionError(file + " is stale (after its header, first difference at line " + (line + 1)
+                    + ": committed \"" + (line < a.length ? a[line] : "<end>") + "\", nvcc \""
+                    + (line < b.length ? b[line] : "<end>") + "\"): run kernels/build-ptx.sh and commit it");
         }
     }
 
@@ -97,7 +123,7 @@ class KernelPtxTest {
             Pattern.compile("(\\d+) bytes stack frame, (\\d+) bytes spill stores, (\\d+) bytes spill loads");
     private static final Pattern USED = Pattern.compile("Used (\\d+) registers(?:.*?, (\\d+) bytes smem)?");
 
-    /** One kernel's line of the ptxas report. */
+    /** One kernel's line of the ptxas report (module: the PTX file, e.g. {@code sm_90a/gelu.ptx}). */
     record Usage(String module, int registers, int stack, int spillStores, int spillLoads, int smem) {}
 
     @Test
@@ -106,53 +132,62 @@ class KernelPtxTest {
         assumeTrue(ptxas != null, "ptxas not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): PTX not validated");
         Map<String, Usage> usage = new TreeMap<>();
         StringBuilder raw = new StringBuilder();
-        for (String m : Kernels.MODULES) {
-            Path cubin = Files.createTempFile("accel4j-" + m, ".cubin");
-            try {
-                String out = run(List.of(ptxas.toString(), "-arch=sm_90a", "-v", "-o", cubin.toString(),
-                        COMMITTED.resolve(m + ".ptx").toString()), Map.of());
-                raw.append("== ").append(m).append(".ptx\n").append(out);
-                String current = null;
-                Matcher s = null;
-                for (String line : out.split("\n")) {
-                    Matcher f = FUNCTION.matcher(line);
-                    if (f.find()) {
-                        current = f.group(1);
-                        continue;
-                    }
-                    Matcher sp = SPILLS.matcher(line);
-                    if (sp.find()) {
-                        s = sp;
-                        continue;
-                    }
-                    Matcher u = USED.matcher(line);
-                    if (u.find() && current != null && s != null) {
-                        usage.put(current, new Usage(m, Integer.parseInt(u.group(1)), Integer.parseInt(s.group(1)),
-                                Integer.parseInt(s.group(2)), Integer.parseInt(s.group(3)),
-                                u.group(2) == null ? 0 : Integer.parseInt(u.group(2))));
-                        current = null;
-                        s = null;
-                    }
-                }
-            } finally {
-                Files.deleteIfExists(cubin);
+        for (String arch : Kernels.ARCHS) {
+            for (String m : Kernels.MODULES) {
+                ptxas(ptxas, arch, m, usage, raw);
             }
         }
         StringBuilder report = new StringBuilder("# ptxas -arch=sm_90a -v on kernels/src/main/resources/.../ptx\n");
-        report.append(String.format("%-28s %-11s %5s %6s %7s %7s %6s%n",
-                "kernel", "module", "regs", "stack", "spillSt", "spillLd", "smem"));
-        usage.forEach((k, u) -> report.append(String.format("%-28s %-11s %5d %6d %7d %7d %6d%n",
+        report.append(String.format("%-36s %-26s %5s %6s %7s %7s %6s%n",
+                "ptx kernel", "file", "regs", "stack", "spillSt", "spillLd", "smem"));
+        usage.forEach((k, u) -> report.append(String.format("%-36s %-26s %5d %6d %7d %7d %6d%n",
                 k, u.module(), u.registers(), u.stack(), u.spillStores(), u.spillLoads(), u.smem())));
         report.append("\n# raw output\n").append(raw);
         Files.createDirectories(Path.of("target"));
         Files.writeString(Path.of("target/ptxas-report.txt"), report);
 
-        assertThat(usage.keySet()).as("kernels in the ptxas report")
-                .containsExactlyInAnyOrderElementsOf(Kernels.ALL.stream().map(KernelSignature::entry).toList());
+        assertThat(usage.keySet()).as("kernels in the ptxas report").containsExactlyInAnyOrderElementsOf(
+                Kernels.ARCHS.stream().flatMap(a -> Kernels.ALL.stream().map(s -> a + " " + s.entry())).toList());
         usage.forEach((k, u) -> {
             assertThat(u.spillStores() + u.spillLoads()).as("%s spills (see target/ptxas-report.txt)", k).isZero();
             assertThat(u.stack()).as("%s stack frame", k).isZero();
         });
+    }
+
+    /** Runs ptxas on the committed {@code module} PTX of {@code arch}; adds its kernels to usage ("arch entry"). */
+    private static void ptxas(Path ptxas, String arch, String m, Map<String, Usage> usage, StringBuilder raw)
+            throws IOException, InterruptedException {
+        String file = ptxFile(arch, m);
+        Path cubin = Files.createTempFile("accel4j-" + m, ".cubin");
+        try {
+            String out = run(List.of(ptxas.toString(), "-arch=sm_90a", "-v", "-o", cubin.toString(),
+                    COMMITTED.resolve(file).toString()), Map.of());
+            raw.append("== ").append(file).append("\n").append(out);
+            String current = null;
+            Matcher s = null;
+            for (String line : out.split("\n")) {
+                Matcher f = FUNCTION.matcher(line);
+                if (f.find()) {
+                    current = f.group(1);
+                    continue;
+                }
+                Matcher sp = SPILLS.matcher(line);
+                if (sp.find()) {
+                    s = sp;
+                    continue;
+                }
+                Matcher u = USED.matcher(line);
+                if (u.find() && current != null && s != null) {
+                    usage.put(arch + " " + current, new Usage(file, Integer.parseInt(u.group(1)),
+                            Integer.parseInt(s.group(1)), Integer.parseInt(s.group(2)), Integer.parseInt(s.group(3)),
+                            u.group(2) == null ? 0 : Integer.parseInt(u.group(2))));
+                    current = null;
+                    s = null;
+                }
+            }
+        } finally {
+            Files.deleteIfExists(cubin);
+        }
     }
 
     @Test
@@ -160,13 +195,20 @@ class KernelPtxTest {
         Map<String, KernelSignature> byName = Kernels.ALL.stream()
                 .collect(Collectors.toMap(KernelSignature::entry, s -> s));
         assertThat(byName).as("entry names are unique").hasSameSizeAs(Kernels.ALL);
+        for (String arch : Kernels.ARCHS) {
+            entriesMatch(arch, byName);
+        }
+    }
+
+    private static void entriesMatch(String arch, Map<String, KernelSignature> byName) {
         int seen = 0;
         for (String m : Kernels.MODULES) {
-            Map<String, List<String>> entries = PtxEntries.parse(Kernels.ptx(m));
-            assertThat(entries).as("entries of %s.ptx", m).isNotEmpty();
+            Map<String, List<String>> entries = PtxEntries.parse(Kernels.ptx(m, arch));
+            assertThat(entries).as("entries of %s", ptxFile(arch, m)).isNotEmpty();
             for (var e : entries.entrySet()) {
                 KernelSignature s = byName.get(e.getKey());
-                assertThat(s).as("launcher signature for .entry %s of %s.ptx (add it to Kernels)", e.getKey(), m)
+                assertThat(s).as("launcher signature for .entry %s of %s (add it to Kernels)", e.getKey(),
+                                ptxFile(arch, m))
                         .isNotNull();
                 assertThat(s.module()).as("module of %s", e.getKey()).isEqualTo(m);
                 List<String> expected = s.params().stream().map(KernelSignature.Param::ptxType).toList();
@@ -178,7 +220,7 @@ class KernelPtxTest {
                 seen++;
             }
         }
-        assertThat(seen).as("every signature has its .entry").isEqualTo(Kernels.ALL.size());
+        assertThat(seen).as("every signature has its .entry in the %s PTX", arch).isEqualTo(Kernels.ALL.size());
     }
 
     @Test

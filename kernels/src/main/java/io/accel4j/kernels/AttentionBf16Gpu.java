@@ -1,0 +1,170 @@
+package io.accel4j.kernels;
+
+import io.accel4j.cuda.CudaKernel.Dim;
+import io.accel4j.cuda.DeviceBuffer;
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+
+/**
+ * Multi-head self-attention in bf16 on the GPU's tensor cores (attention_bf16.cu: FlashAttention-2 style, wmma
+ * m16n16k16, fp32 softmax statistics and accumulators), causal or not, head size 64 or 128.
+ *
+ * <p>The math is {@link io.accel4j.core.ops.AttentionOps}'s with the mask made optional: with {@code scale = 1/√hs}
+ * (hs = C/NH), {@code s[t,u] = scale·q_t·k_u} for every key u (causal: {@code u ≤ t}), {@code lse[t] = log Σ_u
+ * exp(s[t,u])}, {@code out[t] = Σ_u exp(s[t,u] − lse[t])·v_u}; backward gives the gradient of {@code Σ dout·out}.
+ * Shapes and dtypes, in argument order:
+ * <pre>
+ *   qkv  (B,T,3C) bf16   Q in columns [0,C), K in [C,2C), V in [2C,3C); head h in columns h·hs … (h+1)·hs of each
+ *   out  (B,T,C)  bf16   written by forward
+ *   lse  (B,NH,T) fp32   written by forward (natural log, scale included), read by backward
+ *   dout (B,T,C)  bf16
+ *   dqkv (B,T,3C) bf16   WRITTEN by backward (not added to, unlike AttentionOps: a bf16 sum would round twice)
+ * </pre>
+ * Every segment is a device view ({@link GpuOps#device}), qkv and dout 16-byte aligned; work is queued on the
+ * default stream, in call order. Deterministic: no atomics, fixed summation orders.
+ */
+public final class AttentionBf16Gpu implements AutoCloseable {
+
+    /** Threads of every tile kernel (4 warps). */
+    private static final int THREADS = 128;
+    /** Query rows per block of attention_bf16_forward (AB_FWD_ROWS). */
+    private static final int FORWARD_ROWS = 64;
+    /** Query rows per block of attention_bf16_backward_dq, keys per block of …_dkdv (AB_BWD_ROWS). */
+    private static final int BACKWARD_ROWS = 32;
+    /** Key tile of the forward and dQ kernels, query tile of dK/dV (AB_KEYS). */
+    private static final int KEYS = 32;
+    /** Threads of attention_bf16_backward_d: a warp per (b, t, h). */
+    private static final int D_THREADS = 256;
+
+    private final GpuOps ops;
+    /** attention_bf16_backward_d's D (B,NH,T) fp32, grown to the largest call so far; null until a backward. */
+    private DeviceBuffer d;
+
+    /** Launches on the kernels {@code ops} loaded (which must stay open while this is used; closing this first). */
+    public AttentionBf16Gpu(GpuOps ops) {
+        this.ops = Objects.requireNonNull(ops, "ops");
+    }
+
+    /**
+     * Dynamic shared memory of attention_bf16_forward: 128 rows of hs + 8 bf16 (Q 64, K 32, V 32) and each warp's
+     * 16×36 fp32 S and 16×40 bf16 P.
+     */
+    static int forwardSharedBytes(int hs) {
+        return 128 * (hs + 8) * 2 + 4 * 16 * (KEYS + 4) * 4 + 4 * 16 * (KEYS + 8) * 2;
+    }
+
+    /** Dynamic shared memory of the dQ and dK/dV kernels: 4·32 rows of hs + 8 bf16, 2·32×36 fp32, 2·32×40 bf16. */
+    static int backwardSharedBytes(int hs) {
+        return 4 * 32 * (hs + 8) * 2 + 2 * 32 * (KEYS + 4) * 4 + 2 * 32 * (KEYS + 8) * 2;
+    }
+
+    /** Writes {@code out (B,T,C)} bf16 and {@code lse (B,NH,T)} fp32 from {@code qkv (B,T,3C)} bf16. */
+    public void forward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH,
+                        boolean causal) {
+        int hs = headSize(B, T, C, NH);
+        long bt = (long) B * T;
+        need("out", out, bt * C, 2); need("lse", lse, (long) B * NH * T, 4); need("qkv", qkv, bt * 3 * C, 2);
+        aligned("qkv", qkv);
+        launch(Kernels.ATTENTION_BF16_FORWARD, new Dim(tiles(T, FORWARD_ROWS), NH, B), forwardSharedBytes(hs),
+                out, lse, qkv, B, T, C, NH, scale(hs), causal ? 1 : 0);
+    }
+
+    /**
+     * Writes {@code dqkv (B,T,3C)} bf16, the gradient of {@code Σ dout·out}, from the forward's {@code out} and
+     * {@code lse}: D = rowsum(dout∘out) into a scratch buffer of this object, then dK, dV (a block per 32 keys) and
+     * dQ (a block per 32 queries, a pass of its own so that no element is summed with atomics); both recompute P
+     * from lse and write disjoint columns.
+     */
+    public void backward(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
+                         MemorySegment lse, int B, int T, int C, int NH, boolean causal) {
+        int hs = headSize(B, T, C, NH);
+        long bt = (long) B * T, nLse = (long) B * NH * T;
+        need("dqkv", dqkv, bt * 3 * C, 2); need("dout", dout, bt * C, 2); need("qkv", qkv, bt * 3 * C, 2);
+        need("out", out, bt * C, 2); need("lse", lse, nLse, 4);
+        aligned("qkv", qkv); aligned("dout", dout);
+        MemorySegment dev = GpuOps.device(scratch(4 * nLse));
+        int warps = D_THREADS / 32;
+        Kernels.ATTENTION_BF16_BACKWARD_D.launch(ops.kernel(Kernels.ATTENTION_BF16_BACKWARD_D),
+                Dim.of(Math.toIntExact((nLse + warps - 1) / warps)), Dim.of(D_THREADS), 0, null,
+                dev, dout, out, B, T, C, NH);
+        int smem = backwardSharedBytes(hs);
+        Dim grid = new Dim(tiles(T, BACKWARD_ROWS), NH, B);
+        float scale = scale(hs);
+        int mask = causal ? 1 : 0;
+        launch(Kernels.ATTENTION_BF16_BACKWARD_DKDV, grid, smem, dqkv, dout, qkv, lse, dev, B, T, C, NH, scale, mask);
+        launch(Kernels.ATTENTION_BF16_BACKWARD_DQ, grid, smem, dqkv, dout, qkv, lse, dev, B, T, C, NH, scale, mask);
+    }
+
+    @Override
+    public void close() {
+        if (d != null) {
+            d.close();
+            d = null;
+        }
+    }
+
+    private void launch(KernelSignature s, Dim grid, int sharedBytes, Object... args) {
+        s.launch(ops.kernel(s), grid, Dim.of(THREADS), sharedBytes, null, args);
+    }
+
+    /** The D buffer, at least {@code bytes}; a larger one replaces it once the queued kernels that use it are done. */
+    private DeviceBuffer scratch(long bytes) {
+        if (d == null || d.byteSize() < bytes) {
+            if (d != null) {
+                ops.context().synchronize();
+                d.close();
+                d = null;
+            }
+            d = ops.context().allocate(bytes);
+        }
+        return d;
+    }
+
+    /** Sizes ≥ 1, hs = C/NH ∈ {64, 128}, grid limits; returns hs. */
+    static int headSize(int B, int T, int C, int NH) {
+        positive("B", B); positive("T", T); positive("C", C); positive("NH", NH);
+        if (C % NH != 0) {
+            throw new IllegalArgumentException("C (" + C + ") must be divisible by NH (" + NH + ")");
+        }
+        int hs = C / NH;
+        if (hs != 64 && hs != 128) {
+            throw new IllegalArgumentException("bf16 attention takes head sizes 64 and 128, got hs = C/NH = " + C
+                    + "/" + NH + " = " + hs);
+        }
+        if (B > 65_535 || NH > 65_535) {
+            throw new IllegalArgumentException("attention grids take B and NH up to 65535, got B " + B + ", NH " + NH);
+        }
+        return hs;
+    }
+
+    /** 1/√hs rounded from float64, as the CPU kernels and the fp32 GPU kernel take it. */
+    static float scale(int hs) {
+        return (float) (1 / Math.sqrt(hs));
+    }
+
+    private static int tiles(int n, int tile) {
+        return (n + tile - 1) / tile;
+    }
+
+    private static void positive(String name, long v) {
+        if (v < 1) {
+            throw new IllegalArgumentException(name + " must be >= 1, got " + v);
+        }
+    }
+
+    private static void need(String name, MemorySegment s, long elements, long bytesEach) {
+        Objects.requireNonNull(s, name);
+        if (s.byteSize() < elements * bytesEach) {
+            throw new IllegalArgumentException(name + " holds " + s.byteSize() + " bytes, needs " + elements + " × "
+                    + bytesEach + " = " + elements * bytesEach);
+        }
+    }
+
+    /** A 16-byte aligned address: the kernels load qkv and dout rows 16 bytes at a time. */
+    private static void aligned(String name, MemorySegment s) {
+        if (s.address() % 16 != 0) {
+            throw new IllegalArgumentException(name + " must be 16-byte aligned, its address is 0x"
+                    + Long.toHexString(s.address()));
+        }
+    }
+}

@@ -1,0 +1,159 @@
+package io.accel4j.kernels;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.accel4j.cpu.ref.AttentionRef;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * attention_bf16.cu's kernels, the very source, run on the CPU ({@code src/test/cuda/attention_bf16_emu.cpp}: a
+ * thread per CUDA thread through {@code cuda_emu.h}, wmma and bf16 from the stand-ins in {@code src/test/cuda/emu})
+ * against the float64 reference ({@link AttentionBf16Check}): odd T, partial tiles, several heads and batches, head
+ * sizes 64 and 128, causal and not, outputs poisoned with NaN; once more under ThreadSanitizer for the warp and block
+ * synchronisation. No GPU needed; it checks indexing, masking, tile bounds and the shared-memory staging, not the
+ * hardware (AttentionBf16GpuTest does that). Skipped without g++.
+ */
+class AttentionBf16EmuTest {
+
+    private static final long SEED = 20261203L;
+    private static final ValueLayout.OfShort LE16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfFloat LE32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    @TempDir
+    static Path tmp;
+    private static Path gxx;
+    private static Path exe;
+
+    @BeforeAll
+    static void compile() throws Exception {
+        gxx = KernelPtxTest.findTool("g++");
+        assumeTrue(gxx != null, "g++ not found on the PATH: attention_bf16.cu not emulated");
+        exe = compile("attention_bf16_emu");
+    }
+
+    /** The harness built as {@code name} with {@code flags} added. */
+    private static Path compile(String name, String... flags) throws Exception {
+        Path out = tmp.resolve(name);
+        List<String> cmd = new ArrayList<>(List.of(gxx.toString(), "-std=c++20", "-O1", "-Wno-unknown-pragmas"));
+        cmd.addAll(List.of(flags));
+        cmd.addAll(List.of("-Isrc/test/cuda/emu", "-Isrc/main/cuda", "-o", out.toString(),
+                "src/test/cuda/attention_bf16_emu.cpp", "-lpthread"));
+        KernelPtxTest.run(cmd, Map.of());
+        return out;
+    }
+
+    @Test
+    void headSize64MatchesReference() throws Exception {
+        run(new AttentionBf16Check(2, 67, 128, 2, true));
+        run(new AttentionBf16Check(2, 67, 128, 2, false));
+        run(new AttentionBf16Check(2, 17, 64, 1, false));
+    }
+
+    @Test
+    void headSize128MatchesReference() throws Exception {
+        run(new AttentionBf16Check(3, 17, 256, 2, true));
+        run(new AttentionBf16Check(1, 67, 384, 3, false));
+    }
+
+    @Test
+    void severalQueryAndKeyTilesMatchReference() throws Exception {
+        run(new AttentionBf16Check(1, 130, 256, 2, true)); // 3 forward row tiles, 5 key tiles: the rescale path
+    }
+
+    @Test
+    void singlePositionMatchesReference() throws Exception {
+        run(new AttentionBf16Check(1, 1, 128, 1, true));
+        run(new AttentionBf16Check(2, 1, 128, 2, false));
+    }
+
+    /**
+     * Built with ThreadSanitizer, which knows the emulator's barriers: a lane that reads shared memory another lane
+     * wrote without a __syncwarp/__syncthreads between them (a race on the GPU too) is reported, and the harness
+     * exits non-zero. Skipped where the toolchain has no ThreadSanitizer runtime.
+     */
+    @Test
+    void sharedMemoryAccessesAreSynchronised() throws Exception {
+        Path tsan;
+        try {
+            tsan = compile("attention_bf16_emu_tsan", "-g", "-fsanitize=thread");
+        } catch (AssertionError e) {
+            assumeTrue(false, "g++ -fsanitize=thread failed (no libtsan?): " + e.getMessage());
+            return;
+        }
+        run(tsan, new AttentionBf16Check(1, 40, 128, 1, true));
+        run(tsan, new AttentionBf16Check(1, 40, 128, 2, false));
+    }
+
+    /** The non-causal reference of the tests, in causal mode, is vector-cpu's AttentionRef. */
+    @Test
+    void fullReferenceAgreesWithAttentionRefWhenCausal() {
+        int B = 2, T = 9, C = 12, NH = 3;
+        SplittableRandom r = new SplittableRandom(SEED);
+        double[] qkv = r.doubles(B * T * 3 * C, -2, 2).toArray(), dout = r.doubles(B * T * C, -1, 1).toArray();
+        double[] out = new double[B * T * C], lse = new double[B * NH * T], dqkv = new double[B * T * 3 * C];
+        double[] out2 = out.clone(), lse2 = lse.clone(), dqkv2 = dqkv.clone();
+        AttentionRef.forward(out, lse, qkv, B, T, C, NH);
+        AttentionRef.backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
+        FullAttentionRef.forwardBackward(out2, lse2, dqkv2, qkv, dout, B, T, C, NH, true);
+        assertThat(out2).containsExactly(out, org.assertj.core.data.Offset.offset(1e-12));
+        assertThat(lse2).containsExactly(lse, org.assertj.core.data.Offset.offset(1e-12));
+        assertThat(dqkv2).containsExactly(dqkv, org.assertj.core.data.Offset.offset(1e-12));
+    }
+
+    private static void run(AttentionBf16Check c) throws Exception {
+        run(exe, c);
+    }
+
+    private static void run(Path exe, AttentionBf16Check c) throws Exception {
+        AttentionBf16Check.Inputs in = c.inputs(SEED + c.T() + c.C());
+        Path dir = Files.createTempDirectory(tmp, "case-");
+        Path qkv = dir.resolve("qkv.bf16"), dout = dir.resolve("dout.bf16");
+        Files.write(qkv, bytes(in.qkv()));
+        Files.write(dout, bytes(in.dout()));
+        List<String> cmd = new ArrayList<>(List.of(exe.toString()));
+        for (int v : new int[] {c.B(), c.T(), c.C(), c.NH(), c.causal() ? 1 : 0}) {
+            cmd.add(Integer.toString(v));
+        }
+        cmd.addAll(List.of(qkv.toString(), dout.toString(), dir.toString()));
+        KernelPtxTest.run(cmd, Map.of());
+        c.check(in, shorts(dir.resolve("out.bf16")), floats(dir.resolve("lse.f32")), shorts(dir.resolve("dqkv.bf16")));
+    }
+
+    private static byte[] bytes(short[] h) {
+        MemorySegment s = MemorySegment.ofArray(new byte[2 * h.length]);
+        for (int i = 0; i < h.length; i++) {
+            s.set(LE16, 2L * i, h[i]);
+        }
+        return s.toArray(ValueLayout.JAVA_BYTE);
+    }
+
+    private static short[] shorts(Path p) throws Exception {
+        MemorySegment s = MemorySegment.ofArray(Files.readAllBytes(p));
+        short[] h = new short[(int) (s.byteSize() / 2)];
+        for (int i = 0; i < h.length; i++) {
+            h[i] = s.get(LE16, 2L * i);
+        }
+        return h;
+    }
+
+    private static float[] floats(Path p) throws Exception {
+        MemorySegment s = MemorySegment.ofArray(Files.readAllBytes(p));
+        float[] x = new float[(int) (s.byteSize() / 4)];
+        for (int i = 0; i < x.length; i++) {
+            x[i] = s.get(LE32, 4L * i);
+        }
+        return x;
+    }
+}

@@ -1,0 +1,154 @@
+package io.accel4j.kernels;
+
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
+import static java.lang.foreign.ValueLayout.JAVA_SHORT;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.accel4j.cuda.Cuda;
+import io.accel4j.cuda.CudaContext;
+import io.accel4j.cuda.CudaProbe;
+import io.accel4j.cuda.DeviceBuffer;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link AttentionBf16Gpu} on a GPU against the float64 reference ({@link AttentionBf16Check}, the same cases and
+ * tolerances as the emulator's test, plus long sequences), run-to-run bit equality, and the PTX set {@link GpuOps}
+ * chose. The GPU tests skip, with {@link Cuda#probe()}'s description as the reason, where there is no GPU; the
+ * precondition test needs none.
+ */
+class AttentionBf16GpuTest {
+
+    private static final long SEED = 20261204L;
+    private static CudaProbe probe;
+    private static CudaContext ctx;
+    private static GpuOps ops;
+    private static AttentionBf16Gpu attention;
+    private final List<DeviceBuffer> buffers = new ArrayList<>();
+    private final Arena arena = Arena.ofShared();
+
+    @BeforeAll
+    static void open() {
+        probe = Cuda.probe();
+        if (probe.ready()) {
+            ctx = Cuda.open(0);
+            ops = new GpuOps(ctx);
+            attention = new AttentionBf16Gpu(ops);
+        }
+    }
+
+    @AfterAll
+    static void close() {
+        if (attention != null) {
+            attention.close();
+        }
+        if (ops != null) {
+            ops.close();
+        }
+        if (ctx != null) {
+            ctx.close();
+        }
+    }
+
+    @AfterEach
+    void free() {
+        buffers.forEach(DeviceBuffer::close);
+        buffers.clear();
+        arena.close();
+    }
+
+    private static void needGpu() {
+        assumeTrue(ops != null, "no usable GPU: CUDA " + probe.describe());
+    }
+
+    @Test
+    void loadsTheHopperPtxOnlyOnComputeCapability90() {
+        needGpu();
+        assertThat(ops.describe()).contains("PTX " + Kernels.ptxArch(ctx.computeCapability()) + ",");
+    }
+
+    @Test
+    void headSize64MatchesReference() {
+        needGpu();
+        run(new AttentionBf16Check(2, 67, 128, 2, true));
+        run(new AttentionBf16Check(2, 67, 128, 2, false));
+        run(new AttentionBf16Check(2, 17, 64, 1, false));
+    }
+
+    @Test
+    void headSize128MatchesReference() {
+        needGpu();
+        run(new AttentionBf16Check(3, 17, 256, 2, true));
+        run(new AttentionBf16Check(1, 67, 384, 3, false));
+        run(new AttentionBf16Check(1, 1, 128, 1, true));
+    }
+
+    @Test
+    void longSequencesMatchReference() {
+        needGpu();
+        run(new AttentionBf16Check(1, 1000, 256, 2, true));   // hs 128
+        run(new AttentionBf16Check(1, 1001, 256, 4, false));  // hs 64
+    }
+
+    @Test
+    void preconditionsNameTheArgument() {
+        assertThatThrownBy(() -> AttentionBf16Gpu.headSize(1, 8, 96, 3)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("head sizes 64 and 128, got hs = C/NH = 96/3 = 32");
+        assertThatThrownBy(() -> AttentionBf16Gpu.headSize(1, 8, 100, 3)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("C (100) must be divisible by NH (3)");
+        assertThatThrownBy(() -> AttentionBf16Gpu.headSize(1, 0, 128, 2)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("T must be >= 1, got 0");
+        assertThat(AttentionBf16Gpu.headSize(2, 5, 384, 3)).isEqualTo(128);
+        // the kernels set no opt-in attribute: a launch may take at most 48 KiB of dynamic shared memory
+        for (int hs : new int[] {64, 128}) {
+            assertThat(AttentionBf16Gpu.forwardSharedBytes(hs)).isLessThanOrEqualTo(48 * 1024);
+            assertThat(AttentionBf16Gpu.backwardSharedBytes(hs)).isLessThanOrEqualTo(48 * 1024);
+        }
+    }
+
+    /** Forward, backward (each twice: the second must give the same bits), compared with the reference. */
+    private void run(AttentionBf16Check c) {
+        AttentionBf16Check.Inputs in = c.inputs(SEED + c.T() + c.C());
+        long btc = (long) c.B() * c.T() * c.C(), nLse = (long) c.B() * c.NH() * c.T();
+        MemorySegment qkv = up(arena.allocateFrom(JAVA_SHORT, in.qkv())), dout = up(arena.allocateFrom(JAVA_SHORT,
+                in.dout()));
+        MemorySegment out = up(poison(2 * btc)), lse = up(poison(4 * nLse)), dqkv = up(poison(6 * btc));
+        MemorySegment out2 = up(poison(2 * btc)), lse2 = up(poison(4 * nLse)), dqkv2 = up(poison(6 * btc));
+        attention.forward(out, lse, qkv, c.B(), c.T(), c.C(), c.NH(), c.causal());
+        attention.backward(dqkv, dout, qkv, out, lse, c.B(), c.T(), c.C(), c.NH(), c.causal());
+        attention.forward(out2, lse2, qkv, c.B(), c.T(), c.C(), c.NH(), c.causal());
+        attention.backward(dqkv2, dout, qkv, out2, lse2, c.B(), c.T(), c.C(), c.NH(), c.causal());
+        MemorySegment hOut = down(out), hLse = down(lse), hDqkv = down(dqkv);
+        c.check(in, hOut.toArray(JAVA_SHORT), hLse.toArray(JAVA_FLOAT), hDqkv.toArray(JAVA_SHORT));
+        assertThat(down(out2).mismatch(hOut)).as("out of a second run differs at byte (%s)", c).isEqualTo(-1);
+        assertThat(down(lse2).mismatch(hLse)).as("lse of a second run differs at byte (%s)", c).isEqualTo(-1);
+        assertThat(down(dqkv2).mismatch(hDqkv)).as("dqkv of a second run differs at byte (%s)", c).isEqualTo(-1);
+    }
+
+    /** {@code bytes} of 0xFF: NaN as bf16 and as fp32. */
+    private MemorySegment poison(long bytes) {
+        return arena.allocate(bytes, 16).fill((byte) 0xFF);
+    }
+
+    private MemorySegment up(MemorySegment host) {
+        DeviceBuffer b = ctx.allocate(host.byteSize());
+        buffers.add(b);
+        b.copyFrom(host);
+        return GpuOps.device(b);
+    }
+
+    private MemorySegment down(MemorySegment view) {
+        DeviceBuffer b = buffers.stream().filter(x -> x.address() == view.address()).findFirst().orElseThrow();
+        MemorySegment host = arena.allocate(b.byteSize(), 16);
+        b.copyTo(host);
+        return host;
+    }
+}
