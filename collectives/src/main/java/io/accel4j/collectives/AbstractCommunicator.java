@@ -172,68 +172,28 @@ public abstract class AbstractCommunicator implements Communicator {
     // ---------------------------------------------------------------- argument checks
 
     private void checkReduce(MemorySegment buf, long count, DType dtype, ReduceOp op) {
-        reducible(dtype, op);
-        Check.nonNegative("count", count);
-        Check.elements("buf", buf, count, dtype.byteSize(), dtype + " values");
+        CollectiveArgs.reduce(buf, count, dtype, op);
     }
 
     private void checkReduceScatter(MemorySegment send, MemorySegment recv, long count, DType dtype, ReduceOp op) {
-        reducible(dtype, op);
-        Check.nonNegative("count", count);
-        int b = dtype.byteSize();
-        long mine = Chunks.length(count, size, rank);
-        Check.elements("send", send, count, b, dtype + " values");
-        Check.elements("recv", recv, mine, b, dtype + " values (chunk " + rank + " of " + count + ")");
-        Check.disjoint("recv", recv, mine * b, "send", send, count * b);
+        CollectiveArgs.reduceScatter(send, recv, count, dtype, op, rank, size);
     }
 
     private void checkAllGather(MemorySegment send, MemorySegment recv, long count, DType dtype) {
-        java.util.Objects.requireNonNull(dtype, "dtype");
-        Check.nonNegative("count", count);
-        int b = dtype.byteSize();
-        long mine = Chunks.length(count, size, rank);
-        Check.elements("send", send, mine, b, dtype + " values (chunk " + rank + " of " + count + ")");
-        Check.elements("recv", recv, count, b, dtype + " values");
-        if (!inPlaceGather(send, recv, count, dtype)) {
-            Check.disjoint("recv", recv, count * b, "send", send, mine * b);
-        }
+        CollectiveArgs.allGather(send, recv, count, dtype, rank, size);
     }
 
     /** {@code send} is exactly this rank's chunk of {@code recv}. */
     protected final boolean inPlaceGather(MemorySegment send, MemorySegment recv, long count, DType dtype) {
-        return send.address() == recv.address() + Chunks.start(count, size, rank) * dtype.byteSize()
-                && (send.isNative() == recv.isNative())
-                && (send.heapBase().isEmpty() || send.heapBase().equals(recv.heapBase()));
+        return CollectiveArgs.inPlaceGather(send, recv, count, dtype, rank, size);
     }
 
     private void checkBroadcast(MemorySegment buf, long count, DType dtype, int root) {
-        java.util.Objects.requireNonNull(dtype, "dtype");
-        Check.nonNegative("count", count);
-        rankArg("root", root);
-        Check.elements("buf", buf, count, dtype.byteSize(), dtype + " values");
+        CollectiveArgs.broadcast(buf, count, dtype, root, size);
     }
 
     private void checkPeer(MemorySegment buf, long count, DType dtype, int peer) {
-        java.util.Objects.requireNonNull(dtype, "dtype");
-        Check.nonNegative("count", count);
-        rankArg("peer", peer);
-        if (peer == rank) {
-            throw new IllegalArgumentException("peer must differ from this rank (" + rank + ")");
-        }
-        Check.elements("buf", buf, count, dtype.byteSize(), dtype + " values");
-    }
-
-    private void rankArg(String name, int r) {
-        if (r < 0 || r >= size) {
-            throw new IllegalArgumentException(name + " must be in [0, " + size + "), got " + r);
-        }
-    }
-
-    private static void reducible(DType dtype, ReduceOp op) {
-        java.util.Objects.requireNonNull(op, "op");
-        if (dtype != DType.FP32 && dtype != DType.BF16) {
-            throw new IllegalArgumentException("reductions take FP32 or BF16 buffers, got " + dtype);
-        }
+        CollectiveArgs.peer(buf, count, dtype, peer, rank, size);
     }
 
     // ---------------------------------------------------------------- running: queue or inline

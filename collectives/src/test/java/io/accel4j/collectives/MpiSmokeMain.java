@@ -9,7 +9,7 @@ import java.time.Duration;
 
 /**
  * Run under {@code mpirun -np N}: every collective of {@link MpiCommunicator} on values whose sums are exact in fp32
- * and bf16 (small integers), checked against closed forms; prints {@code OK rank r of N} and exits 0, or prints the
+ * and bf16 (small integers), checked against closed forms, and the NCCL id rendezvous over it; prints {@code OK rank r of N} and exits 0, or prints the
  * first difference and exits 1.
  */
 public final class MpiSmokeMain {
@@ -73,6 +73,17 @@ public final class MpiSmokeMain {
                 for (long i = 0; i < count; i++) {
                     expect("send/recv", i, in.getAtIndex(F32, i), value((r - 1 + n) % n, i));
                 }
+            }
+            // the NCCL unique-id rendezvous over MPI: rank 0's 128 bytes reach every rank (no NCCL needed)
+            byte[] id = NcclRendezvous.over(comm).exchange(() -> {
+                byte[] made = new byte[NcclRendezvous.ID_BYTES];
+                for (int i = 0; i < made.length; i++) {
+                    made[i] = (byte) (7 * i + 1);
+                }
+                return made;
+            });
+            for (int i = 0; i < id.length; i++) {
+                expect("NcclRendezvous.over", i, id[i], (byte) (7 * i + 1));
             }
             // a failed status code becomes an exception carrying MPI_Error_string (6 = MPI_ERR_RANK)
             try {

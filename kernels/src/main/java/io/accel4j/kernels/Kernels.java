@@ -20,8 +20,8 @@ public final class Kernels {
      * {@code io/accel4j/kernels/ptx/sm_90a/<name>.ptx} (sm_90a).
      */
     public static final List<String> MODULES =
-            List.of("adamw", "attention", "attention_bf16", "cast", "classifier", "encoder", "gelu", "layernorm", "matmul", "norm",
-                    "residual");
+            List.of("adamw", "attention", "attention_bf16", "cast", "classifier", "encoder", "gelu", "layernorm",
+                    "matmul", "norm", "residual", "ring");
 
     // adamw.cu
     public static final KernelSignature ADAMW_F32 = KernelSignature.of("adamw", "adamw_f32",
@@ -93,6 +93,12 @@ public final class Kernels {
     public static final KernelSignature RESIDUAL_BACKWARD = KernelSignature.of("residual", "residual_backward",
             PTR, PTR, PTR, I64);
 
+    // ring.cu
+    public static final KernelSignature RING_COMBINE_F32 = KernelSignature.of("ring", "ring_combine_f32",
+            PTR, PTR, I64, I32);
+    public static final KernelSignature RING_DIVIDE_F32 = KernelSignature.of("ring", "ring_divide_f32",
+            PTR, I64, F32);
+
     /** Every signature above. */
     public static final List<KernelSignature> ALL = List.of(ADAMW_F32, ADAMW_BF16, ATTENTION_FORWARD,
             ATTENTION_BACKWARD_D, ATTENTION_BACKWARD_DQ, ATTENTION_BACKWARD_DKDV, ATTENTION_BF16_FORWARD,
@@ -100,7 +106,8 @@ public final class Kernels {
             CAST_F32_TO_F16, CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32, CAST_F16_TO_F32,
             CAST_FP8_TO_F32, CLASSIFIER, ENCODER_FORWARD, ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE, GELU_FORWARD,
             GELU_BACKWARD, LAYERNORM_FORWARD, LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, MATMUL_BACKWARD_BIAS,
-            SUM_OF_SQUARES, AMAX, HAS_NON_FINITE, RESIDUAL_FORWARD, RESIDUAL_BACKWARD);
+            SUM_OF_SQUARES, AMAX, HAS_NON_FINITE, RESIDUAL_FORWARD, RESIDUAL_BACKWARD, RING_COMBINE_F32,
+            RING_DIVIDE_F32);
 
     /** The portable PTX, for every device of compute capability 8.0 or later. */
     public static final String PORTABLE_ARCH = "sm_80";

@@ -44,6 +44,21 @@ public final class Event extends NativeResource {
         check("cuEventSynchronize", cuda_h.cuEventSynchronize(event));
     }
 
+    /**
+     * Whether the work before the last {@link #record} is done, without waiting ({@code cuEventQuery}: true on
+     * {@code CUDA_SUCCESS}, false on {@code CUDA_ERROR_NOT_READY}; any other status, e.g. a failed kernel, throws).
+     */
+    public boolean query() {
+        ensureOpen();
+        context.makeCurrent();
+        int status = cuda_h.cuEventQuery(event);
+        if (status == cuda_h.CUDA_ERROR_NOT_READY) {
+            return false;
+        }
+        check("cuEventQuery", status);
+        return true;
+    }
+
     /** Milliseconds from {@code start} to this event (both recorded, this one completed; both timing events). */
     public float elapsedMillisSince(Event start) {
         ensureOpen();

@@ -109,6 +109,21 @@ public final class cuda_h extends cuda_h_1 {
         }
     }
 
+    private static final class cuEventQuery {
+        static final String PROTOTYPE = "CUresult cuEventQuery(CUevent hEvent)";
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(CUresult, C_POINTER);
+        static final Downcall HANDLE = Downcall.driver("cuEventQuery", DESC);
+    }
+
+    /** {@code CUresult cuEventQuery(CUevent hEvent)} */
+    public static int cuEventQuery(MemorySegment hEvent) {
+        try {
+            return (int) cuEventQuery.HANDLE.handle().invokeExact(hEvent);
+        } catch (Throwable t) {
+            throw Downcall.rethrow(t);
+        }
+    }
+
     private static final class cuEventElapsedTime_v2 {
         static final String PROTOTYPE = "CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)";
         static final FunctionDescriptor DESC = FunctionDescriptor.of(CUresult, C_POINTER, C_POINTER, C_POINTER);

@@ -8,7 +8,7 @@ import java.lang.foreign.StructLayout;
 import java.lang.foreign.ValueLayout;
 
 /**
- * NCCL ({@code nccl.h}, 2.24 or newer for the FP8 data types) as jextract shapes it: a static method per function
+ * NCCL ({@code nccl.h}, 2.24 or newer for the FP8 data types; {@link #ncclConfig_t} is 2.28's layout) as jextract shapes it: a static method per function
  * with a holder owning its {@link FunctionDescriptor}, its C prototype and a downcall handle created on the first
  * call (loading this class touches no library; without {@code libnccl.so.2} a call throws
  * {@link io.accel4j.cuda.CudaException} listing where it looked). Only what the project uses is bound.
@@ -35,6 +35,37 @@ public final class nccl_h {
     /** {@code typedef struct { char internal[NCCL_UNIQUE_ID_BYTES]; } ncclUniqueId;} (passed by value). */
     public static final StructLayout ncclUniqueId = MemoryLayout.structLayout(
             MemoryLayout.sequenceLayout(NCCL_UNIQUE_ID_BYTES, C_CHAR).withName("internal")).withName("ncclUniqueId");
+
+    /** {@code NCCL_CONFIG_UNDEF_INT} ({@code INT_MIN}): a config field left to NCCL's default. */
+    public static final int NCCL_CONFIG_UNDEF_INT = Integer.MIN_VALUE;
+
+    /**
+     * {@code ncclConfig_t} as NCCL 2.28 declares it ({@code struct ncclConfig_v22800}, 80 bytes). The struct is
+     * versioned and append-only: {@code size}, {@code magic} and {@code version} come first, every release only adds
+     * members at the end, so this layout is a prefix of newer ones (2.29+ append {@code graphUsageMode}, …) and older
+     * libraries read only their own prefix: {@code ncclCommInitRankConfig} copies {@code min(size, its own sizeof)}
+     * bytes and resets the members newer than {@code version}. Fill it with {@code io.accel4j.cuda.NcclConfig}
+     * (the equivalent of {@code NCCL_CONFIG_INITIALIZER}); {@code NcclHeaderCheckTest} checks every offset against
+     * {@code nccl.h} 2.28 or newer.
+     */
+    public static final StructLayout ncclConfig_t = MemoryLayout.structLayout(
+            size_t.withName("size"),
+            ValueLayout.JAVA_INT.withName("magic"),
+            ValueLayout.JAVA_INT.withName("version"),
+            C_INT.withName("blocking"),
+            C_INT.withName("cgaClusterSize"),
+            C_INT.withName("minCTAs"),
+            C_INT.withName("maxCTAs"),
+            C_POINTER.withName("netName"),
+            C_INT.withName("splitShare"),
+            C_INT.withName("trafficClass"),
+            C_POINTER.withName("commName"),
+            C_INT.withName("collnetEnable"),
+            C_INT.withName("CTAPolicy"),
+            C_INT.withName("shrinkShare"),
+            C_INT.withName("nvlsCTAs"),
+            C_INT.withName("nChannelsPerNetPeer"),
+            C_INT.withName("nvlinkCentricSched")).withName("ncclConfig_t");
 
     // ncclResult_t
     public static final int ncclSuccess = 0;
@@ -112,6 +143,21 @@ public final class nccl_h {
         }
     }
 
+    private static final class ncclCommInitRankConfig {
+        static final String PROTOTYPE = "ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config)";
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(ncclResult_t, C_POINTER, C_INT, ncclUniqueId, C_INT, C_POINTER);
+        static final Downcall HANDLE = Downcall.nccl("ncclCommInitRankConfig", DESC);
+    }
+
+    /** {@code ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config)} */
+    public static int ncclCommInitRankConfig(MemorySegment comm, int nranks, MemorySegment commId, int rank, MemorySegment config) {
+        try {
+            return (int) ncclCommInitRankConfig.HANDLE.handle().invokeExact(comm, nranks, commId, rank, config);
+        } catch (Throwable t) {
+            throw Downcall.rethrow(t);
+        }
+    }
+
     private static final class ncclCommDestroy {
         static final String PROTOTYPE = "ncclResult_t ncclCommDestroy(ncclComm_t comm)";
         static final FunctionDescriptor DESC = FunctionDescriptor.of(ncclResult_t, C_POINTER);
@@ -182,6 +228,21 @@ public final class nccl_h {
     public static int ncclAllReduce(MemorySegment sendbuff, MemorySegment recvbuff, long count, int datatype, int op, MemorySegment comm, MemorySegment stream) {
         try {
             return (int) ncclAllReduce.HANDLE.handle().invokeExact(sendbuff, recvbuff, count, datatype, op, comm, stream);
+        } catch (Throwable t) {
+            throw Downcall.rethrow(t);
+        }
+    }
+
+    private static final class ncclReduce {
+        static final String PROTOTYPE = "ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)";
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(ncclResult_t, C_POINTER, C_POINTER, size_t, C_INT, C_INT, C_INT, C_POINTER, C_POINTER);
+        static final Downcall HANDLE = Downcall.nccl("ncclReduce", DESC);
+    }
+
+    /** {@code ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)} */
+    public static int ncclReduce(MemorySegment sendbuff, MemorySegment recvbuff, long count, int datatype, int op, int root, MemorySegment comm, MemorySegment stream) {
+        try {
+            return (int) ncclReduce.HANDLE.handle().invokeExact(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
         } catch (Throwable t) {
             throw Downcall.rethrow(t);
         }

@@ -6,6 +6,7 @@ import io.accel4j.collectives.mpi.Mpirun;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaProbe;
+import io.accel4j.cuda.NcclComm;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,14 +15,14 @@ import java.util.function.Supplier;
 
 /**
  * Which communicator backends {@code accel4j train} can use here, and why not: the in-process ring (always), Open MPI
- * (libmpi found? its version, {@code mpirun} on PATH, whether this process was started by it) and NCCL (needs a CUDA
- * GPU and libnccl).
+ * (libmpi found? its version, {@code mpirun} on PATH, whether this process was started by it) and NCCL (libnccl found
+ * where, its version, or the places searched; and whether a CUDA GPU is there to use it).
  */
 final class CommunicatorsSection implements DoctorSection {
 
     /** What the section reports on, gathered by {@link #probe()} (or made up by a test). */
     record Facts(String mpiLibrary, String mpiMissing, String mpiVersion, Path mpirun, boolean root,
-                 Map<String, String> env, CudaProbe cuda, CudaLibraries.Search nccl) {}
+                 Map<String, String> env, CudaProbe cuda, CudaLibraries.Search nccl, String ncclVersion) {}
 
     private final Supplier<Facts> facts;
 
@@ -40,9 +41,17 @@ final class CommunicatorsSection implements DoctorSection {
             }
         }
         CudaProbe cuda = Cuda.probe();
+        CudaLibraries.Search nccl = CudaLibraries.nccl(); // loading libnccl needs no GPU; ncclGetVersion neither
+        String ncclVersion = null;
+        if (nccl.found()) {
+            try {
+                ncclVersion = NcclComm.versionString(NcclComm.version());
+            } catch (RuntimeException | LinkageError e) {
+                ncclVersion = "version unknown (" + DoctorCommand.rootMessage(e) + ")";
+            }
+        }
         return new Facts(MpiLibrary.loadedFrom(), MpiLibrary.unavailableReason(), version,
-                Mpirun.find().orElse(null), Mpirun.root(), System.getenv(), cuda,
-                cuda instanceof CudaProbe.Ready ? CudaLibraries.nccl() : null);
+                Mpirun.find().orElse(null), Mpirun.root(), System.getenv(), cuda, nccl, ncclVersion);
     }
 
     @Override
@@ -70,15 +79,23 @@ final class CommunicatorsSection implements DoctorSection {
         return lines;
     }
 
+    /** The library (found where, which version, or where it was searched), then whether a GPU is there to use it. */
     private static String nccl(Facts f) {
+        String library;
+        if (f.nccl() == null) {
+            library = "library not searched";
+        } else if (!f.nccl().found()) {
+            library = "library not found: " + f.nccl().notFoundMessage();
+        } else {
+            String v = f.ncclVersion() == null ? "version unknown" : f.ncclVersion();
+            library = "library found: " + (Character.isDigit(v.charAt(0)) ? "NCCL " + v : v) + " ("
+                    + f.nccl().loadedFrom() + ")";
+        }
         if (!(f.cuda() instanceof CudaProbe.Ready)) {
-            return "unavailable: needs a CUDA GPU (" + (f.cuda() instanceof CudaProbe.DriverNotFound
+            return library + "; unavailable: needs a CUDA GPU (" + (f.cuda() instanceof CudaProbe.DriverNotFound
                     ? "no NVIDIA driver, see CUDA below" : "CUDA: " + f.cuda().describe()) + ")";
         }
-        if (f.nccl() == null || !f.nccl().found()) {
-            return "unavailable: " + (f.nccl() == null ? "libnccl not searched" : f.nccl().notFoundMessage());
-        }
-        return "library found (" + f.nccl().loadedFrom() + "); not a train backend yet (CPU training only)";
+        return f.nccl() != null && f.nccl().found() ? library + "; usable by NcclCommunicator" : library;
     }
 
     /** {@code "Open MPI v4.1.4"} of {@code "Open MPI v4.1.4, package: …, ident: …"}. */

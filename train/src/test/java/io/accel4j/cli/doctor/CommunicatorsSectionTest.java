@@ -19,7 +19,9 @@ class CommunicatorsSectionTest {
     void openMpiUnderMpirunWithoutAGpu() {
         CommunicatorsSection s = new CommunicatorsSection(() -> new CommunicatorsSection.Facts(
                 "libmpi.so.40", null, "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4", Path.of("/usr/bin/mpirun"),
-                true, Map.of("OMPI_COMM_WORLD_SIZE", "2", "OMPI_COMM_WORLD_RANK", "1"), NO_DRIVER, null));
+                true, Map.of("OMPI_COMM_WORLD_SIZE", "2", "OMPI_COMM_WORLD_RANK", "1"), NO_DRIVER,
+                new CudaLibraries.Search("libnccl.so.2", null, null, List.of("dynamic loader", "/usr/local/cuda/lib64")),
+                null));
 
         assertThat(s.title()).isEqualTo("Communicators");
         assertThat(s.lines()).containsExactly(
@@ -29,21 +31,38 @@ class CommunicatorsSectionTest {
                 new DoctorSection.Line("mpirun", "/usr/bin/mpirun (as root: mpirun --allow-run-as-root -np N "
                         + "bin/accel4j train …)"),
                 new DoctorSection.Line("this process", "started by mpirun: rank 1 of 2"),
-                new DoctorSection.Line("NCCL", "unavailable: needs a CUDA GPU (no NVIDIA driver, see CUDA below)"));
+                new DoctorSection.Line("NCCL", "library not found: libnccl.so.2 not found (searched: dynamic loader,"
+                        + " /usr/local/cuda/lib64); unavailable: needs a CUDA GPU (no NVIDIA driver, see CUDA below)"));
     }
 
     @Test
     void missingPiecesSayWhy() {
         CommunicatorsSection s = new CommunicatorsSection(() -> new CommunicatorsSection.Facts(null,
                 "Open MPI not found: libmpi.so.40 could not be loaded (searched: a, b)", null, null, false, Map.of(),
-                GPU, new CudaLibraries.Search("libnccl.so.2", null, null, List.of("/opt/nccl"))));
+                GPU, new CudaLibraries.Search("libnccl.so.2", null, null, List.of("/opt/nccl")), null));
 
         assertThat(s.lines()).extracting(DoctorSection.Line::value).containsExactly(
                 "available: train --ranks N runs N ranks as threads of one JVM (ring)",
                 "unavailable: Open MPI not found: libmpi.so.40 could not be loaded (searched: a, b)",
                 "not on PATH (scripts/install-openmpi.sh installs it)",
                 "not started by mpirun",
-                "unavailable: libnccl.so.2 not found (searched: /opt/nccl)");
+                "library not found: libnccl.so.2 not found (searched: /opt/nccl)");
+    }
+
+    @Test
+    void ncclFoundSaysItsVersionAndWhetherAGpuIsThere() {
+        // any lookup makes a Search "found"; the facts are made up, nothing is called
+        java.lang.foreign.SymbolLookup any = java.lang.foreign.Linker.nativeLinker().defaultLookup();
+        CudaLibraries.Search nccl = new CudaLibraries.Search("libnccl.so.2", any, "/opt/nccl/lib/libnccl.so.2",
+                List.of("dynamic loader"));
+        for (var c : List.of(new Object[]{GPU, "library found: NCCL 2.28.3 (/opt/nccl/lib/libnccl.so.2); usable by"
+                        + " NcclCommunicator"},
+                new Object[]{NO_DRIVER, "library found: NCCL 2.28.3 (/opt/nccl/lib/libnccl.so.2); unavailable: needs a"
+                        + " CUDA GPU (no NVIDIA driver, see CUDA below)"})) {
+            CommunicatorsSection s = new CommunicatorsSection(() -> new CommunicatorsSection.Facts(null, "x", null, null,
+                    false, Map.of(), (CudaProbe) c[0], nccl, "2.28.3"));
+            assertThat(s.lines()).last().isEqualTo(new DoctorSection.Line("NCCL", (String) c[1]));
+        }
     }
 
     @Test
