@@ -1,0 +1,79 @@
+package io.accel4j.kernels.bench;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.accel4j.core.DType;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** The case lists, built without a device (the kernels' launches are never called here). */
+class CaseListTest {
+
+    private static AttentionCases.Kernel kernel(String name, boolean nonCausal) {
+        return new AttentionCases.Kernel(name, DType.BF16, Ceiling.BF16, nonCausal, (b, s) -> { }, (b, s) -> { });
+    }
+
+    @Test
+    void attentionCoversFlashAttentionsGridAtSixteenThousandTokens() {
+        for (int hd : AttentionCases.HEAD_SIZES) {
+            List<AttentionCases.Shape> shapes = AttentionCases.shapes(hd, true);
+            assertThat(shapes).extracting(AttentionCases.Shape::T).containsExactly(512, 1024, 2048, 4096, 8192,
+                    16384);
+            assertThat(shapes).allSatisfy(s -> {
+                assertThat(s.B() * s.T()).isEqualTo(16 * 1024);
+                assertThat(s.C()).isEqualTo(2048);
+                assertThat(s.causal()).isTrue();
+            });
+        }
+        assertThat(AttentionCases.shapes(128, false).getFirst().label()).isEqualTo("hd128 T512 B32 NH16 full");
+    }
+
+    @Test
+    void aCausalOnlyKernelGetsOneSkipLineForTheRest() {
+        List<Case> cases = AttentionCases.cases(null, List.of(kernel("causal", false), kernel("both", true)));
+        List<Case> causalOnly = cases.stream().filter(c -> c.kernel().startsWith("causal")).toList();
+        assertThat(causalOnly).hasSize(2 * 6 * 2 + 1);
+        assertThat(causalOnly).filteredOn(c -> c.skipReason() != null).singleElement()
+                .satisfies(c -> assertThat(c.skipReason()).isEqualTo("causal is causal only"));
+        assertThat(causalOnly).filteredOn(c -> c.skipReason() == null)
+                .allSatisfy(c -> assertThat(c.shape()).endsWith("causal"));
+        List<Case> both = cases.stream().filter(c -> c.kernel().startsWith("both")).toList();
+        assertThat(both).hasSize(2 * 2 * 6 * 2).allSatisfy(c -> assertThat(c.skipReason()).isNull());
+        Case fwdBwd = both.stream().filter(c -> c.kernel().equals("both fwd+bwd")
+                && c.shape().equals("hd64 T1024 B16 NH32 full")).findFirst().orElseThrow();
+        assertThat(fwdBwd.work()).isEqualTo(3.5 * 4 * 16 * 32 * 1024.0 * 1024 * 64);
+    }
+
+    @Test
+    void gemmRunsEveryVariantAtEveryShape() {
+        List<GemmCases.Variant> variants = GemmCases.variants();
+        List<Case> cases = GemmCases.cases(null, variants);
+        assertThat(cases).hasSize(GemmCases.SHAPES.size() * variants.size());
+        assertThat(variants).extracting(GemmCases.Variant::ceiling)
+                .containsExactly(Ceiling.FP32, Ceiling.TF32, Ceiling.BF16, Ceiling.FP8);
+        assertThat(cases).extracting(Case::shape).contains("square 8192x8192x8192", "qkv 8192x768x2304",
+                "attproj 8192x768x768", "fc 8192x768x3072", "fcproj 8192x3072x768", "lmhead 8192x768x50304");
+        assertThat(cases.getFirst().work()).isEqualTo(Math.pow(2, 40));
+    }
+
+    @Test
+    void adamwRatioNeedsBothFigures() {
+        Case adamw = Case.of("adamw", AdamWCases.ADAMW, "n 10", 2.8e9, Ceiling.HBM, () -> null);
+        Case copy = Case.of("adamw", AdamWCases.COPY, "bytes 140", 2.8e9, Ceiling.HBM, () -> null);
+        Result a = Result.ok(adamw, new Stats(1.25, 1, 5)); // 2240 GB/s
+        Result c = Result.ok(copy, new Stats(1, 1, 5));     // 2800 GB/s
+        assertThat(AdamWCases.ratio(List.of(a, c))).hasValueSatisfying(r -> {
+            assertThat(r.value()).isEqualTo(0.8);
+            assertThat(r.pass()).isFalse();
+            assertThat(r.threshold()).isEqualTo(0.85);
+        });
+        assertThat(AdamWCases.ratio(List.of(a, Result.notRun(copy, Result.Status.ERROR, "x")))).isEmpty();
+    }
+
+    @Test
+    void gemmTypesMapToCudaTypes() {
+        for (DType t : DType.values()) {
+            assertThat(GemmCases.cudaType(t)).isNotNegative();
+        }
+    }
+}
