@@ -50,7 +50,10 @@ class CaseListTest {
         List<Case> cases = GemmCases.cases(null, variants);
         assertThat(cases).hasSize(GemmCases.SHAPES.size() * variants.size());
         assertThat(variants).extracting(GemmCases.Variant::ceiling)
-                .containsExactly(Ceiling.FP32, Ceiling.TF32, Ceiling.BF16, Ceiling.FP8);
+                .containsExactly(Ceiling.FP32, Ceiling.BF16, Ceiling.TF32, Ceiling.BF16, Ceiling.FP8, Ceiling.FP8,
+                        Ceiling.FP8);
+        assertThat(variants).extracting(GemmCases.Variant::name).containsExactly("GpuOps fp32", "GpuOps bf16",
+                "cuBLASLt tf32", "cuBLASLt bf16", "cuBLASLt fp8e4m3", "GpuMatmul fp8e4m3", "GpuMatmul fp8e4m3xe5m2");
         assertThat(cases).extracting(Case::shape).contains("square 8192x8192x8192", "qkv 8192x768x2304",
                 "attproj 8192x768x768", "fc 8192x768x3072", "fcproj 8192x3072x768", "lmhead 8192x768x50304");
         assertThat(cases.getFirst().work()).isEqualTo(Math.pow(2, 40));
