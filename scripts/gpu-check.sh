@@ -33,7 +33,7 @@ flags=$(sed -n 's:.*<accel4j.jvm.flags>\(.*\)</accel4j.jvm.flags>.*:\1:p' pom.xm
 TEST_TIMEOUT=${TEST_TIMEOUT:-230}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-290}
 BENCH_BUDGET=${BENCH_BUDGET:-220}
-# 118 cases at most 1.5 s each (warm-up and measurement; the rest is set-up): inside the budget
+# 119 cases at most 1.5 s each (warm-up and measurement; the rest is set-up): inside the budget
 BENCH_CASE_S=${BENCH_CASE_S:-1.5}
 
 usage() {

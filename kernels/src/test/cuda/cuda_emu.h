@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <barrier>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <thread>
@@ -21,7 +22,19 @@
 struct uint3e { unsigned x, y, z; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+
+// The IEEE round-to-nearest intrinsics: plain C++ operations, correctly rounded as long as the harness is built with
+// -ffp-contract=off (no fused multiply-adds), as CUDA's __f*_rn are never fused.
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
 inline thread_local uint3e threadIdx, blockIdx;
 inline uint3e gridDim, blockDim;
 using std::min;

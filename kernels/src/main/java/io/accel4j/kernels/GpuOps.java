@@ -3,6 +3,7 @@ package io.accel4j.kernels;
 import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cuda.CudaContext;
@@ -60,6 +61,8 @@ public final class GpuOps implements Ops, AutoCloseable {
     private final DeviceBuffer partials;
     /** attention_backward_d's D (B,NH,T), grown to the largest call so far; null until the first backward. */
     private DeviceBuffer attentionD;
+    /** The multi-range AdamW's launcher and table; null until the first multi-range call. */
+    private AdamWGpu adamwRanges;
 
     /** The matmuls, or null when cuBLASLt is missing ({@link #matmulMissing} says why). */
     private final GpuMatmul matmul;
@@ -121,6 +124,9 @@ public final class GpuOps implements Ops, AutoCloseable {
 
     @Override
     public void close() {
+        if (adamwRanges != null) {
+            adamwRanges.close();
+        }
         if (attentionD != null) {
             attentionD.close();
         }
@@ -406,7 +412,7 @@ public final class GpuOps implements Ops, AutoCloseable {
                       long offset, long length, AdamWConfig config, int step, float gradScale) {
         adamwCheck(params, "params", grads, m, v, offset, length, config, step);
         if (length > 0) {
-            float[] c = coefficients(config, step);
+            float[] c = adamwCoefficients(config, step);
             launchN(Kernels.ADAMW_F32, length, params, grads, m, v, length, config.lr(), config.beta1(),
                     config.beta2(), config.eps(), config.weightDecay(), c[0], c[1], gradScale);
         }
@@ -419,7 +425,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         adamwCheck(master, "master", grads, m, v, offset, length, config, step);
         need("paramsBf16", paramsBf16, length, 2);
         if (length > 0) {
-            float[] c = coefficients(config, step);
+            float[] c = adamwCoefficients(config, step);
             launchN(Kernels.ADAMW_BF16, length, paramsBf16, master, grads, m, v, offset, length, config.lr(),
                     config.beta1(), config.beta2(), config.eps(), config.weightDecay(), c[0], c[1], gradScale, seed);
         }
@@ -432,8 +438,30 @@ public final class GpuOps implements Ops, AutoCloseable {
         need(pName, p, length, 4); need("grads", grads, length, 4); need("m", m, length, 4); need("v", v, length, 4);
     }
 
+    /** One launch for every range ({@link AdamWGpu}: a table of rows, 16-byte loads), bit-identical to a call each. */
+    @Override
+    public void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v,
+                      List<AdamWRange> ranges, AdamWConfig config, int step, float gradScale) {
+        adamwRanges().adamw(params, grads, m, v, ranges, config, step, gradScale);
+    }
+
+    /** One launch for every range, as the fp32 multi-range call. */
+    @Override
+    public void adamwBf16(MemorySegment paramsBf16, MemorySegment master, MemorySegment grads, MemorySegment m,
+                          MemorySegment v, List<AdamWRange> ranges, AdamWConfig config, int step, float gradScale,
+                          long seed) {
+        adamwRanges().adamwBf16(paramsBf16, master, grads, m, v, ranges, config, step, gradScale, seed);
+    }
+
+    private AdamWGpu adamwRanges() {
+        if (adamwRanges == null) {
+            adamwRanges = new AdamWGpu(this);
+        }
+        return adamwRanges;
+    }
+
     /** The bias corrections {@code 1/(1−β1ᵗ)}, {@code 1/(1−β2ᵗ)} in float64 rounded to fp32, as the CPU kernel. */
-    private static float[] coefficients(AdamWConfig k, int t) {
+    static float[] adamwCoefficients(AdamWConfig k, int t) {
         return new float[] {(float) (1 / (1 - Math.pow(k.beta1(), t))), (float) (1 / (1 - Math.pow(k.beta2(), t)))};
     }
 

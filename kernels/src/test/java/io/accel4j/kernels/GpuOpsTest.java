@@ -319,6 +319,35 @@ class GpuOpsTest {
         assertSameBits("adamwBf16 bf16 copy", down(gBf), cBf, 2 * n);
     }
 
+    @Test
+    void adamwOverRangesMatchesCpuBitForBit() {
+        long n = AdamWRangesCase.ELEMENTS;
+        AdamWConfig k = AdamWRangesCase.CONFIG;
+        for (boolean bf16 : new boolean[] {false, true}) {
+            MemorySegment p = floats(n, -1, 1, SEED), g = floats(n, -10, 10, SEED + 1);
+            MemorySegment m = floats(n, -0.1, 0.1, SEED + 2), v = floats(n, 0, 0.01, SEED + 3);
+            MemorySegment cP = copy(p), cM = copy(m), cV = copy(v), cBf = arena.allocate(2 * n, 16).fill((byte) -1);
+            DeviceBuffer bf = ctx.allocate(2 * n);
+            buffers.add(bf);
+            bf.fill((byte) -1);
+            MemorySegment gBf = GpuOps.device(bf), gP = up(p), gG = up(g), gM = up(m), gV = up(v);
+            if (bf16) {
+                cpu.adamwBf16(cBf, cP, g, cM, cV, AdamWRangesCase.RANGES, k, AdamWRangesCase.STEP,
+                        AdamWRangesCase.GRAD_SCALE, AdamWRangesCase.SEED);
+                gpu.adamwBf16(gBf, gP, gG, gM, gV, AdamWRangesCase.RANGES, k, AdamWRangesCase.STEP,
+                        AdamWRangesCase.GRAD_SCALE, AdamWRangesCase.SEED);
+            } else {
+                cpu.adamw(cP, g, cM, cV, AdamWRangesCase.RANGES, k, AdamWRangesCase.STEP, AdamWRangesCase.GRAD_SCALE);
+                gpu.adamw(gP, gG, gM, gV, AdamWRangesCase.RANGES, k, AdamWRangesCase.STEP, AdamWRangesCase.GRAD_SCALE);
+            }
+            String what = bf16 ? "adamwBf16 over ranges " : "adamw over ranges ";
+            assertSameBits(what + "params", down(gP), cP, 4 * n);
+            assertSameBits(what + "m", down(gM), cM, 4 * n);
+            assertSameBits(what + "v", down(gV), cV, 4 * n);
+            assertSameBits(what + "bf16 copy", down(gBf), cBf, 2 * n);
+        }
+    }
+
     // ---- reductions
 
     @Test

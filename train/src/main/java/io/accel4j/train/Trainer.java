@@ -6,6 +6,7 @@ import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import io.accel4j.train.checkpoint.TrainState;
@@ -27,6 +28,8 @@ import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
 import java.util.Properties;
 
@@ -431,15 +434,11 @@ public final class Trainer implements AutoCloseable {
             zero.update(decay, none, t, gradScale);
             return;
         }
+        List<AdamWRange> ranges = new ArrayList<>();
         for (DecayRanges.Range r : DecayRanges.of(model.layout(), cfg)) {
-            adamw(r.offset(), r.length(), r.decays() ? decay : none, t, gradScale);
+            ranges.add(new AdamWRange(r.offset(), r.offset(), r.length(), r.decays()));
         }
-    }
-
-    private void adamw(long offset, long length, AdamWConfig c, int t, float gradScale) {
-        long at = offset * Float.BYTES, bytes = length * Float.BYTES;
-        ops.adamw(model.params().asSlice(at, bytes), model.grads().asSlice(at, bytes), m.asSlice(at, bytes),
-                v.asSlice(at, bytes), offset, length, c, t, gradScale);
+        ops.adamw(model.params(), model.grads(), m, v, ranges, decay, t, gradScale); // one launch on a GPU
     }
 
     /**

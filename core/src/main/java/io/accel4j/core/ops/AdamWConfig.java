@@ -33,4 +33,9 @@ public record AdamWConfig(float lr, float beta1, float beta2, float eps, float w
     public AdamWConfig withLr(float newLr) {
         return new AdamWConfig(newLr, beta1, beta2, eps, weightDecay);
     }
+
+    /** A copy with another weight decay (0 for the no-decay group). */
+    public AdamWConfig withWeightDecay(float newWeightDecay) {
+        return new AdamWConfig(lr, beta1, beta2, eps, newWeightDecay);
+    }
 }

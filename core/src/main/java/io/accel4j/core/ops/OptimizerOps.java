@@ -1,6 +1,7 @@
 package io.accel4j.core.ops;
 
 import java.lang.foreign.MemorySegment;
+import java.util.List;
 
 /**
  * Fused AdamW over a range of the parameter vector. Every segment passed holds the range's {@code length} elements
@@ -27,4 +28,37 @@ public interface OptimizerOps {
     void adamwBf16(MemorySegment paramsBf16, MemorySegment master, MemorySegment grads, MemorySegment m,
                    MemorySegment v, long offset, long length, AdamWConfig config, int step, float gradScale,
                    long seed);
+
+    /**
+     * {@link #adamw(MemorySegment, MemorySegment, MemorySegment, MemorySegment, long, long, AdamWConfig, int, float)}
+     * over every range of {@code ranges} ({@link AdamWRange#check}: in order, disjoint) of the buffers, each with
+     * {@code config}'s weight decay or none: a whole optimizer step in one call (one launch on a GPU). The results
+     * are those of one call per range. This default makes those calls.
+     */
+    default void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v,
+                       List<AdamWRange> ranges, AdamWConfig config, int step, float gradScale) {
+        AdamWRange.check(ranges);
+        for (AdamWRange r : ranges) {
+            long at = r.start() * Float.BYTES, bytes = r.length() * Float.BYTES;
+            adamw(params.asSlice(at, bytes), grads.asSlice(at, bytes), m.asSlice(at, bytes), v.asSlice(at, bytes),
+                    r.offset(), r.length(), r.decays() ? config : config.withWeightDecay(0), step, gradScale);
+        }
+    }
+
+    /**
+     * {@link #adamwBf16(MemorySegment, MemorySegment, MemorySegment, MemorySegment, MemorySegment, long, long,
+     * AdamWConfig, int, float, long)} over every range of {@code ranges}, as the fp32 multi-range call;
+     * {@code paramsBf16} is indexed as {@code master}. This default makes one call per range.
+     */
+    default void adamwBf16(MemorySegment paramsBf16, MemorySegment master, MemorySegment grads, MemorySegment m,
+                           MemorySegment v, List<AdamWRange> ranges, AdamWConfig config, int step, float gradScale,
+                           long seed) {
+        AdamWRange.check(ranges);
+        for (AdamWRange r : ranges) {
+            long at = r.start() * Float.BYTES, bytes = r.length() * Float.BYTES;
+            adamwBf16(paramsBf16.asSlice(r.start() * 2, r.length() * 2), master.asSlice(at, bytes),
+                    grads.asSlice(at, bytes), m.asSlice(at, bytes), v.asSlice(at, bytes), r.offset(), r.length(),
+                    r.decays() ? config : config.withWeightDecay(0), step, gradScale, seed);
+        }
+    }
 }

@@ -74,10 +74,10 @@ class GpuBenchTest {
         CudaProbe none = new CudaProbe.DriverNotFound(List.of("/nowhere"));
         assertThat(run(none, "--list")).isEqualTo(GpuBench.EXIT_OK);
         List<String> lines = out.toString(StandardCharsets.UTF_8).lines().toList();
-        // 6 shapes × 7 GEMM variants, 3 AdamW/copy, fp32 attention: 2 hd × 6 T × (fwd, fwd+bwd) + 1 skip line,
+        // 6 shapes × 7 GEMM variants, 4 AdamW/copy, fp32 attention: 2 hd × 6 T × (fwd, fwd+bwd) + 1 skip line,
         // bf16 attention: 2 masks × 2 hd × 6 T × (fwd, fwd+bwd)
-        assertThat(lines).hasSize(42 + 3 + 25 + 48 + 1);
-        assertThat(lines.getLast()).isEqualTo("118 cases");
+        assertThat(lines).hasSize(42 + 4 + 25 + 48 + 1);
+        assertThat(lines.getLast()).isEqualTo("119 cases");
         assertThat(lines.getFirst()).startsWith("gemm      GpuOps fp32").contains("square 8192x8192x8192", "1.100e+12 FLOP");
         assertThat(lines).anySatisfy(l -> assertThat(l).contains("(skipped: GpuOps fp32 is causal only)"));
         assertThat(lines).anySatisfy(l -> assertThat(l).startsWith("attention flash bf16 fwd+bwd")
@@ -86,7 +86,7 @@ class GpuBenchTest {
         assertThat(err.toString(StandardCharsets.UTF_8)).isEmpty();
         out.reset();
         assertThat(run(none, "--list", "--only", "adamw")).isZero();
-        assertThat(out.toString(StandardCharsets.UTF_8).lines()).hasSize(4);
+        assertThat(out.toString(StandardCharsets.UTF_8).lines()).hasSize(5);
     }
 
     @Test

@@ -3,6 +3,7 @@ package io.accel4j.train.profile;
 import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -267,6 +268,27 @@ public final class ProfilingOps implements Ops {
         long t0 = System.nanoTime();
         delegate.adamwBf16(paramsBf16, master, grads, m, v, offset, length, config, step, gradScale, seed);
         record("adamwBf16", t0, 0, (F * 7 + 2) * length);
+    }
+
+    @Override
+    public void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v,
+                      List<AdamWRange> ranges, AdamWConfig config, int step, float gradScale) {
+        long t0 = System.nanoTime();
+        delegate.adamw(params, grads, m, v, ranges, config, step, gradScale);
+        record("adamw", t0, 0, F * 7 * elements(ranges));
+    }
+
+    @Override
+    public void adamwBf16(MemorySegment paramsBf16, MemorySegment master, MemorySegment grads, MemorySegment m,
+                          MemorySegment v, List<AdamWRange> ranges, AdamWConfig config, int step, float gradScale,
+                          long seed) {
+        long t0 = System.nanoTime();
+        delegate.adamwBf16(paramsBf16, master, grads, m, v, ranges, config, step, gradScale, seed);
+        record("adamwBf16", t0, 0, (F * 7 + 2) * elements(ranges));
+    }
+
+    private static long elements(List<AdamWRange> ranges) {
+        return ranges.stream().mapToLong(AdamWRange::length).sum();
     }
 
     @Override

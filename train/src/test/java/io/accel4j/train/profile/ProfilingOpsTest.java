@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
 import java.io.PrintWriter;
 import java.io.StringWriter;
@@ -57,6 +58,8 @@ class ProfilingOpsTest {
             return DType.BF16;
         } else if (type == AdamWConfig.class) {
             return new AdamWConfig(1e-3f, 0.9f, 0.999f, 1e-8f, 0f);
+        } else if (type == List.class) { // the multi-range AdamW's ranges: one of length 5
+            return List.of(new AdamWRange(0, 0, 5, true));
         }
         return null; // MemorySegment: the fake never reads it
     }
@@ -94,7 +97,8 @@ class ProfilingOpsTest {
         assertThat(byName.get("matmulBackward").flops()).isEqualTo(2 * 4.0 * 27);
         assertThat(byName.get("attentionForward").flops()).isEqualTo(4.0 * 3 * 9 * 3 / 2);
         assertThat(byName.get("attentionBackward").flops()).isEqualTo(2.5 * 4.0 * 3 * 9 * 3 / 2);
-        assertThat(byName.get("adamw").bytes()).isEqualTo(7.0 * 4 * 5);
+        assertThat(byName.get("adamw").bytes()).isEqualTo(2 * 7.0 * 4 * 5); // one range and a list of one
+        assertThat(byName.get("adamwBf16").bytes()).isEqualTo(2 * (7.0 * 4 + 2) * 5);
         assertThat(byName.get("castFromFp32").bytes()).isEqualTo((4.0 + 2) * 5);
         assertThat(prof.totalNanos()).isEqualTo(byName.values().stream().mapToLong(ProfilingOps.Entry::nanos).sum());
 
