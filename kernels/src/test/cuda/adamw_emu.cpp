@@ -10,26 +10,11 @@
 //
 // Built from kernels/ with: g++ -std=c++20 -O1 -ffp-contract=off -Isrc/main/cuda src/test/cuda/adamw_emu.cpp
 #include "cuda_emu.h"
+#include "emu_io.h"
 #include "adamw.cu"
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-
-template <typename T>
-static std::vector<T> read_all(const char* path, size_t n) {
-    std::vector<T> v(n);
-    FILE* f = fopen(path, "rb");
-    if (!f || fread(v.data(), sizeof(T), n, f) != n) { perror(path); exit(2); }
-    fclose(f);
-    return v;
-}
-
-template <typename T>
-static void write_all(const std::string& path, const std::vector<T>& v) {
-    FILE* f = fopen(path.c_str(), "wb");
-    if (!f || fwrite(v.data(), sizeof(T), v.size(), f) != v.size()) { perror(path.c_str()); exit(2); }
-    fclose(f);
-}
 
 int main(int argc, char** argv) {
     if (argc != 17) {

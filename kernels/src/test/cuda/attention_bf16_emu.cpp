@@ -9,6 +9,7 @@
 //
 // Built from kernels/ with: g++ -std=c++20 -O1 -Isrc/test/cuda/emu -Isrc/main/cuda src/test/cuda/attention_bf16_emu.cpp
 #include "cuda_emu.h"
+#include "emu_io.h"
 #include "attention_bf16.cu"
 #include <cstdio>
 #include <cstdlib>
@@ -16,22 +17,6 @@
 
 // The dynamic shared memory of a launch: 48 KiB, the most the kernels take.
 alignas(128) unsigned char ab_smem[49152];
-
-template <typename T>
-static std::vector<T> read_all(const char* path, size_t n) {
-    std::vector<T> v(n);
-    FILE* f = fopen(path, "rb");
-    if (!f || fread(v.data(), sizeof(T), n, f) != n) { perror(path); exit(2); }
-    fclose(f);
-    return v;
-}
-
-template <typename T>
-static void write_all(const std::string& path, const std::vector<T>& v) {
-    FILE* f = fopen(path.c_str(), "wb");
-    if (!f || fwrite(v.data(), sizeof(T), v.size(), f) != v.size()) { perror(path.c_str()); exit(2); }
-    fclose(f);
-}
 
 int main(int argc, char** argv) {
     if (argc != 9) {
