@@ -11,33 +11,39 @@
 #       the folder itself is ~80 MiB, too big to carry). Nothing else under */target is needed. prepare prints the
 #       sizes and fails when the archive is over 64 MiB.
 #
-#   scripts/gpu-check.sh [run] [--require-gpu] [--skip-tests] [--skip-bench] [--out DIR] [-- GpuBench options]
+#   scripts/gpu-check.sh [run] [--require-gpu] [--skip-tests] [--skip-bench] [--skip-train] [--out DIR]
+#                        [-- GpuBench options]
 #       On the GPU machine, from the repository root: runs every panama-cuda test and the GPU tests of the other
 #       modules (GPU_TESTS below: kernels against the CPU ones, bf16/fp8 GEMMs, bf16 attention, device memory, one NCCL
 #       rank, the trainer on --device cuda) (io.accel4j.cuda.GpuCheck, at most $TEST_TIMEOUT s), then the benchmarks (io.accel4j.kernels.bench.GpuBench,
-#       at most $BENCH_TIMEOUT s, measuring for $BENCH_BUDGET s), and prints the benchmark table last. Writes under
-#       DIR (default: $OUT when set, else panama-cuda/target/gpu-check-out): tests.log, bench.log and
+#       at most $BENCH_TIMEOUT s, measuring for $BENCH_BUDGET s), then GPT-2 training steps on the GPU
+#       (io.accel4j.cli.bench.GpuTrainStep: the 124M model, B=4, T=1024, fp32 then bf16 matmul operands, ms/step and
+#       tokens/s; at most $TRAIN_TIMEOUT s), and prints the benchmark table and the training rows last. Writes under
+#       DIR (default: $OUT when set, else panama-cuda/target/gpu-check-out): tests.log, bench.log, train.log and
 #       bench/{bench.tsv,bench.json,table.txt} (bench.tsv is written row by row, so it survives a timeout).
-#       At most TEST_TIMEOUT + BENCH_TIMEOUT + 2·10 s = 9 minutes with the defaults: one 10-minute device call.
-#       Exit: 0 done (also when there is no GPU: everything is skipped, saying why), 1 a test or a benchmark failed
-#       or timed out, 2 usage error or no prepared runtime, 3 no usable GPU and --require-gpu.
+#       At most TEST_TIMEOUT + BENCH_TIMEOUT + TRAIN_TIMEOUT + 3·10 s = 9.5 minutes with the defaults: one 10-minute
+#       device call.
+#       Exit: 0 done (also when there is no GPU: everything is skipped, saying why), 1 a test, a benchmark or the
+#       training step failed or timed out, 2 usage error or no prepared runtime, 3 no usable GPU and --require-gpu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkg=panama-cuda/target/gpu-check
 modules="core panama-cuda kernels vector-cpu collectives train"
 GPU_TESTS="io.accel4j.kernels.GpuOpsTest io.accel4j.kernels.GpuMatmulTest io.accel4j.kernels.AttentionBf16GpuTest
   io.accel4j.kernels.CudaMemoryTest io.accel4j.collectives.NcclCommunicatorGpuTest io.accel4j.train.GpuTrainerTest
-  io.accel4j.cli.train.TrainCommandDeviceTest"
+  io.accel4j.cli.train.TrainCommandDeviceTest io.accel4j.cli.bench.GpuTrainStepTest"
 carry_limit=$((64 * 1024 * 1024))
 flags=$(sed -n 's:.*<accel4j.jvm.flags>\(.*\)</accel4j.jvm.flags>.*:\1:p' pom.xml)
 TEST_TIMEOUT=${TEST_TIMEOUT:-230}
-BENCH_TIMEOUT=${BENCH_TIMEOUT:-290}
-BENCH_BUDGET=${BENCH_BUDGET:-220}
-# 119 cases at most 1.5 s each (warm-up and measurement; the rest is set-up): inside the budget
-BENCH_CASE_S=${BENCH_CASE_S:-1.5}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-250}
+BENCH_BUDGET=${BENCH_BUDGET:-190}
+TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-60}
+# 119 cases at most 1.2 s each (warm-up and measurement; the rest is set-up): inside the budget
+BENCH_CASE_S=${BENCH_CASE_S:-1.2}
 
 usage() {
-  echo "usage: scripts/gpu-check.sh prepare | run [--require-gpu] [--skip-tests] [--skip-bench] [--out DIR]" \
+  echo "usage: scripts/gpu-check.sh prepare | run [--require-gpu] [--skip-tests] [--skip-bench] [--skip-train]" \
+       "[--out DIR]" \
        "[-- GpuBench options]" >&2
   exit 2
 }
@@ -100,13 +106,14 @@ unpack() {
 }
 
 run() {
-  local require_gpu="" skip_tests="" skip_bench="" dir=${OUT:-panama-cuda/target/gpu-check-out}
+  local require_gpu="" skip_tests="" skip_bench="" skip_train="" dir=${OUT:-panama-cuda/target/gpu-check-out}
   local bench_args=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --require-gpu) require_gpu=--require-gpu ;;
       --skip-tests) skip_tests=1 ;;
       --skip-bench) skip_bench=1 ;;
+      --skip-train) skip_train=1 ;;
       --out) [ $# -ge 2 ] || usage; dir=$2; shift ;;
       --) shift; bench_args=("$@"); break ;;
       *) usage ;;
@@ -128,7 +135,7 @@ run() {
   cp="${cp#:}:$pkg/lib/*"
   mkdir -p "$dir"
 
-  local tests_rc=skipped bench_rc=skipped
+  local tests_rc=skipped bench_rc=skipped train_rc=skipped
   if [ -z "$skip_tests" ]; then
     echo "== gpu-check: tests (at most $TEST_TIMEOUT s) =="
     tests_rc=0
@@ -143,6 +150,13 @@ run() {
     # shellcheck disable=SC2086
     limited "$BENCH_TIMEOUT" "$java" $flags -cp "$cp" io.accel4j.kernels.bench.GpuBench --out "$dir/bench" \
         --budget-s "$BENCH_BUDGET" --case-s "$BENCH_CASE_S" ${bench_args[@]+"${bench_args[@]}"} 2>&1 | tee "$dir/bench.log" || bench_rc=$?
+  fi
+  if [ -z "$skip_train" ]; then
+    echo "== gpu-check: GPT-2 training steps on the GPU (at most $TRAIN_TIMEOUT s) =="
+    train_rc=0
+    # shellcheck disable=SC2086
+    limited "$TRAIN_TIMEOUT" "$java" $flags -cp "$cp" io.accel4j.cli.bench.GpuTrainStep 2>&1 \
+        | tee "$dir/train.log" || train_rc=$?
   fi
 
   echo
@@ -162,12 +176,26 @@ run() {
     124|137) echo "benchmarks: TIMED OUT after $BENCH_TIMEOUT s (the rows measured are in bench/bench.tsv)"; rc=1 ;;
     *) echo "benchmarks: FAILED or a case failed (exit $bench_rc; see bench.log)"; rc=1 ;;
   esac
+  case "$train_rc" in
+    skipped) echo "training step: not run (--skip-train)" ;;
+    0) echo "training step: done" ;;
+    3) if [ -z "$no_gpu" ]; then
+         no_gpu=$(grep -m1 'no GPU:' "$dir/train.log" | sed 's/^gpu-train: //' || true); no_gpu=${no_gpu:-no GPU}
+       fi ;;
+    124|137) echo "training step: TIMED OUT after $TRAIN_TIMEOUT s (the rows measured are in train.log)"; rc=1 ;;
+    *) echo "training step: FAILED (exit $train_rc; see train.log)"; rc=1 ;;
+  esac
   if [ -f "$dir/bench/table.txt" ]; then
     echo
     cat "$dir/bench/table.txt"
   fi
+  if [ "$train_rc" != skipped ] && grep -qE '^ *cuda ' "$dir/train.log"; then
+    echo
+    echo "GPT-2 124M training step on the GPU (B=4, T=1024; median/best ms per step, tokens/s):"
+    grep -E '^gpu-train: accel4j|^ *threads|^ *cuda ' "$dir/train.log" | sed 's/^gpu-train: accel4j .*--precision \([a-z0-9]*\).*/\1:/'
+  fi
   if [ -n "$no_gpu" ]; then
-    echo "gpu-check: $no_gpu: the GPU tests were skipped and the benchmarks not run"
+    echo "gpu-check: $no_gpu: the GPU tests were skipped, the benchmarks and the training step not run"
     if [ -n "$require_gpu" ]; then
       rc=3
     fi

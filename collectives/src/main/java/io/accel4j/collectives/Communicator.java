@@ -11,7 +11,8 @@ import java.time.Duration;
  * {@code op}/{@code root}; a mismatch is detected where the backend can and fails as a {@link CollectiveException}.
  *
  * <h2>Buffers</h2>
- * Host memory, little-endian, element {@code i} at byte {@code i·dtype.byteSize()}. Reductions accept {@link DType#FP32}
+ * Host memory (device memory where {@link #deviceBuffers()} says so), little-endian, element {@code i} at byte
+ * {@code i·dtype.byteSize()}. Reductions accept {@link DType#FP32}
  * and {@link DType#BF16} (bf16 values are widened exactly to fp32, combined in fp32, and the result rounded to bf16
  * once, to nearest even); the data-movement collectives ({@code allGather}, {@code broadcast}, {@code send},
  * {@code recv}) accept every dtype and only move bytes. Chunked collectives split {@code count} as {@link Chunks}
@@ -50,6 +51,18 @@ public interface Communicator extends AutoCloseable {
 
     /** How long any call waits for the other ranks before failing. */
     Duration timeout();
+
+    /**
+     * Whether the buffers are a device's memory rather than the host's: false (the default) for the host backends,
+     * whose buffers are host memory they read and write; true for {@link NcclCommunicator}, whose buffers are device
+     * views of its GPU, never read on the host. Code that keeps its data in a
+     * {@link io.accel4j.core.memory.DeviceMemory} checks that this agrees with the memory's
+     * {@link io.accel4j.core.memory.DeviceMemory#hostAccessible() hostAccessible()} (a host communicator needs host
+     * memory, a device communicator device memory).
+     */
+    default boolean deviceBuffers() {
+        return false;
+    }
 
     /** {@code buf[i] ← op_r buf_r[i]} for {@code i < count}, in place, on every rank. */
     Pending allReduceAsync(MemorySegment buf, long count, DType dtype, ReduceOp op);

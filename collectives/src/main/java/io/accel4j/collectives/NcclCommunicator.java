@@ -25,6 +25,14 @@ import java.util.concurrent.locks.LockSupport;
  * never read on the host. Sizes are checked against the segments; that the memory is device memory is not (NCCL fails
  * asynchronously on host memory).
  *
+ * <h2>Ordering with the kernels</h2>
+ * {@code GpuOps}' kernels and {@code CudaMemory}'s copies run on the legacy default stream; this communicator's
+ * stream is non-blocking, so it would not wait for them. Each call therefore first makes the stream wait, on the
+ * device ({@code cuEventRecord} on the default stream, {@code cuStreamWaitEvent}), for everything queued on the
+ * default stream before the call: a buffer a kernel has just been queued to write is complete when NCCL reads it,
+ * and the host does not wait (a bucket's all-reduce overlaps the rest of backward). In the other direction the
+ * caller awaits the {@link Pending} before queueing work that reads or writes the collective's buffers.
+ *
  * <h2>Asynchrony, timeouts, failures</h2>
  * A call queues its NCCL operation(s) on the stream and records an {@link Event}; the {@link Pending} it returns waits
  * by polling that event ({@code cuEventQuery}) and, in between, {@code ncclCommGetAsyncError}. Collectives run in
@@ -70,6 +78,8 @@ public final class NcclCommunicator implements Communicator {
     private final Stream stream;
     private final Duration timeout;
     private final DeviceBuffer barrierScratch;
+    /** Recorded on the default stream before each collective, which the stream then waits for. */
+    private final Event kernelsDone;
     private NcclRing ring; // created on the first ringAllReduce
     private Op last;
     private CollectiveException broken;
@@ -81,18 +91,24 @@ public final class NcclCommunicator implements Communicator {
         this.timeout = timeout;
         Stream s = null;
         DeviceBuffer b = null;
+        Event e = null;
         try {
             s = context.createStream();
             b = context.allocate(Float.BYTES);
-        } catch (RuntimeException e) {
+            e = context.createEvent(false);
+        } catch (RuntimeException failure) {
+            if (b != null) {
+                b.close();
+            }
             if (s != null) {
                 s.close();
             }
             comm.close();
-            throw e;
+            throw failure;
         }
         this.stream = s;
         this.barrierScratch = b;
+        this.kernelsDone = e;
     }
 
     /**
@@ -125,6 +141,12 @@ public final class NcclCommunicator implements Communicator {
     @Override
     public int rank() {
         return comm.rank();
+    }
+
+    /** True: every buffer is a device view of this communicator's GPU. */
+    @Override
+    public boolean deviceBuffers() {
+        return true;
     }
 
     @Override
@@ -274,8 +296,12 @@ public final class NcclCommunicator implements Communicator {
                     ring.close();
                 }
             } finally {
-                barrierScratch.close();
-                stream.close();
+                try {
+                    barrierScratch.close();
+                    kernelsDone.close();
+                } finally {
+                    stream.close();
+                }
             }
         }
     }
@@ -295,6 +321,8 @@ public final class NcclCommunicator implements Communicator {
         long start = last == null || last.isDone() ? now : Math.max(now, last.deadline);
         Event event = null;
         try {
+            kernelsDone.record(null); // the default stream's work so far, which the collective may read
+            kernelsDone.waitOn(stream);
             enqueue.run();
             event = context.createEvent(false);
             event.record(stream);

@@ -181,6 +181,42 @@ class NcclCommunicatorGpuTest {
         assertThat(NcclComm.version()).isGreaterThanOrEqualTo(21400);
     }
 
+    /**
+     * A collective reads what kernels queued just before it (on the default stream, where GpuOps runs) wrote, though
+     * the host never waited for them: the communicator's stream waits for them on the device. {@value #KERNELS}
+     * GELUs over 64 MiB each keep the default stream busy for milliseconds after the host has issued the all-gather;
+     * without the wait NCCL would copy the poison.
+     */
+    @Test
+    void collectivesWaitForTheKernelsQueuedBeforeThem() {
+        needNccl();
+        int n = 16 << 20;
+        long bytes = 4L * n;
+        try (GpuOps ops = new GpuOps(ctx); DeviceBuffer inp = ctx.allocate(bytes);
+             DeviceBuffer send = ctx.allocate(bytes); DeviceBuffer recv = ctx.allocate(bytes)) {
+            inp.fill((byte) 0x3f); // 0x3f3f3f3f = 0.7470…
+            send.fill(POISON);
+            recv.fill(POISON);
+            for (int i = 0; i < KERNELS; i++) {
+                ops.geluForward(GpuOps.device(send), GpuOps.device(inp), n);
+            }
+            comm.allGatherAsync(GpuOps.device(send), GpuOps.device(recv), n, DType.FP32).await();
+            MemorySegment got = MemorySegment.ofArray(new byte[(int) bytes]);
+            recv.copyTo(got);
+            float x = Float.intBitsToFloat(0x3f3f3f3f);
+            float want = got.getAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, 0);
+            assertThat(want).as("gelu(%s)", x).isCloseTo((float) (0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI)
+                    * (x + 0.044715 * x * x * x)))), org.assertj.core.api.Assertions.within(1e-5f));
+            for (int i = 0; i < n; i += 4099) {
+                assertThat(got.getAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, i)).as("element %d", i).isEqualTo(want);
+            }
+            assertThat(got.getAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, n - 1)).isEqualTo(want);
+        }
+    }
+
+    /** GELU launches queued before the all-gather in {@link #collectivesWaitForTheKernelsQueuedBeforeThem}. */
+    static final int KERNELS = 200;
+
     @Test
     void argumentsAreChecked() {
         needNccl();

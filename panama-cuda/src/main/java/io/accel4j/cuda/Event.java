@@ -37,6 +37,17 @@ public final class Event extends NativeResource {
         check("cuEventRecord", cuda_h.cuEventRecord(event, Stream.handle(stream)));
     }
 
+    /**
+     * Makes {@code stream} ({@code null}: the default stream) wait, on the device, until the work before this event's
+     * last {@link #record} is done ({@code cuStreamWaitEvent}); the host does not wait. A later {@link #record} does
+     * not change what this wait waits for.
+     */
+    public void waitOn(Stream stream) {
+        ensureOpen();
+        context.makeCurrent();
+        check("cuStreamWaitEvent", cuda_h.cuStreamWaitEvent(Stream.handle(stream), event, 0));
+    }
+
     /** Waits until the work before the last {@link #record} is done. */
     public void synchronize() {
         ensureOpen();

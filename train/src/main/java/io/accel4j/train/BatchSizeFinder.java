@@ -107,7 +107,7 @@ public final class BatchSizeFinder {
              Gpt2 model = new Gpt2(config, ops, B, T, recompute); Arena arena = Arena.ofShared()) {
             ShardedWeights sharded = null;
             if (zeroStage >= 2) { // the largest rank's shards and working buffers, as the trainer's ZeroOptimizer
-                sharded = new ShardedWeights(layout, alone, model.params(), zeroStage >= 3);
+                sharded = new ShardedWeights(layout, alone, ops, model.params(), zeroStage >= 3);
                 model.useWeights(sharded);
             }
             MemorySegment m = arena.allocate(shard * Float.BYTES, 64), v = arena.allocate(shard * Float.BYTES, 64);

@@ -1,11 +1,7 @@
 package io.accel4j.train;
 
-import io.accel4j.collectives.Communicator;
-import io.accel4j.collectives.ReduceOp;
-import io.accel4j.core.DType;
 import io.accel4j.core.ops.Ops;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 
 /**
  * Dynamic loss scaling for fp16 training: the loss (in practice its gradient seed, {@code dlossScale}) is multiplied
@@ -116,17 +112,12 @@ public final class LossScaler {
     }
 
     /**
-     * Whether the {@code count} fp32 gradients hold inf or NaN on any rank. With a communicator every rank gets the
-     * same answer: the flags meet in a MAX all-reduce (with gradients all-reduced first they agree anyway; with
-     * sharded gradients each rank sees only its shard). {@code scalar} is one fp32 of scratch.
+     * Whether the {@code count} fp32 gradients hold inf or NaN on any rank. With an exchange (several ranks) every
+     * rank gets the same answer: the flags meet in a MAX all-reduce (with gradients all-reduced first they agree
+     * anyway; with sharded gradients each rank sees only its shard); null: this rank's answer.
      */
-    static boolean overflowed(Ops ops, MemorySegment grads, long count, Communicator comm, MemorySegment scalar) {
+    static boolean overflowed(Ops ops, MemorySegment grads, long count, ValueExchange ranks) {
         boolean local = ops.hasNonFinite(grads, count);
-        if (comm == null) {
-            return local;
-        }
-        scalar.set(ValueLayout.JAVA_FLOAT_UNALIGNED, 0, local ? 1f : 0f);
-        comm.allReduce(scalar, 1, DType.FP32, ReduceOp.MAX);
-        return scalar.get(ValueLayout.JAVA_FLOAT_UNALIGNED, 0) != 0f;
+        return ranks == null ? local : ranks.any(local);
     }
 }

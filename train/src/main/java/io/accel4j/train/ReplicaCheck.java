@@ -1,8 +1,7 @@
 package io.accel4j.train;
 
-import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.ReduceOp;
-import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceMemory;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -10,36 +9,58 @@ import java.lang.foreign.ValueLayout;
 /**
  * Checks that data-parallel replicas hold the same parameters: a 64-bit FNV-1a hash of the fp32 words, split in four
  * 16-bit pieces (exact in fp32), whose maximum and minimum over the ranks (one {@code allReduce(MAX)} of the pieces
- * and their negations) must agree.
+ * and their negations) must agree. Parameters in a device's memory are hashed from host copies of
+ * {@link #STAGING_FLOATS} at a time.
  */
 final class ReplicaCheck {
 
+    /** Floats copied to the host at a time when the parameters are not host memory: 16 MiB. */
+    static final long STAGING_FLOATS = 1L << 22;
+
     private ReplicaCheck() {}
 
-    /** Throws an {@link IllegalStateException} on every rank unless all ranks' first {@code count} floats agree. */
-    static void check(Communicator comm, MemorySegment p, long count) {
-        long h = 0xcbf29ce484222325L;
-        for (long i = 0; i < count; i++) {
-            h ^= p.getAtIndex(ValueLayout.JAVA_INT_UNALIGNED, i) & 0xFFFF_FFFFL;
-            h *= 0x100000001b3L;
+    /**
+     * Throws an {@link IllegalStateException} on every rank unless all ranks' first {@code count} floats of {@code p}
+     * (a segment of {@code memory}) agree; {@code exchange} (8 floats) carries the pieces.
+     */
+    static void check(ValueExchange exchange, int rank, DeviceMemory memory, MemorySegment p, long count) {
+        long h = hash(memory, p, count);
+        float[] pieces = new float[8];
+        for (int k = 0; k < 4; k++) {
+            float piece = (h >>> (16 * k)) & 0xFFFF;
+            pieces[k] = piece;
+            pieces[4 + k] = -piece;
         }
-        try (Arena tmp = Arena.ofShared()) {
-            MemorySegment pieces = tmp.allocate(8 * Float.BYTES, 64);
-            for (int k = 0; k < 4; k++) {
-                float piece = (h >>> (16 * k)) & 0xFFFF;
-                pieces.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, k, piece);
-                pieces.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, 4 + k, -piece);
+        exchange.allReduce(ReduceOp.MAX, pieces);
+        for (int k = 0; k < 4; k++) {
+            if (pieces[k] != -pieces[4 + k]) {
+                throw new IllegalStateException("the ranks' parameters differ (rank " + rank + "'s checksum is "
+                        + Long.toHexString(h) + "): every rank must start from the same parameters (the same --seed "
+                        + "or model file)");
             }
-            comm.allReduce(pieces, 8, DType.FP32, ReduceOp.MAX);
-            for (int k = 0; k < 4; k++) {
-                float max = pieces.getAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, k);
-                float min = -pieces.getAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, 4 + k);
-                if (max != min) {
-                    throw new IllegalStateException("the ranks' parameters differ (rank " + comm.rank()
-                            + "'s checksum is " + Long.toHexString(h) + "): every rank must start from the same "
-                            + "parameters (the same --seed or model file)");
+        }
+    }
+
+    /** FNV-1a over the first {@code count} fp32 words of {@code p}, read through host copies off the CPU. */
+    static long hash(DeviceMemory memory, MemorySegment p, long count) {
+        long h = 0xcbf29ce484222325L;
+        try (Arena tmp = Arena.ofConfined()) {
+            MemorySegment staging = memory.hostAccessible() ? null
+                    : tmp.allocate(Math.min(count, STAGING_FLOATS) * Float.BYTES, 64);
+            for (long at = 0; at < count; at += STAGING_FLOATS) {
+                long n = Math.min(STAGING_FLOATS, count - at);
+                MemorySegment words = p.asSlice(at * Float.BYTES, n * Float.BYTES);
+                if (staging != null) {
+                    MemorySegment host = staging.asSlice(0, n * Float.BYTES);
+                    memory.copyToHost(words, host);
+                    words = host;
+                }
+                for (long i = 0; i < n; i++) {
+                    h ^= words.getAtIndex(ValueLayout.JAVA_INT_UNALIGNED, i) & 0xFFFF_FFFFL;
+                    h *= 0x100000001b3L;
                 }
             }
         }
+        return h;
     }
 }

@@ -4,13 +4,14 @@ import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.Pending;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.memory.DeviceMemory;
+import io.accel4j.core.ops.Ops;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.ParameterLayout.Param;
 import io.accel4j.train.model.ParameterLayout.Segment;
 import io.accel4j.train.model.Weights;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 
 /**
  * ZeRO-2's and ZeRO-3's {@link Weights}: the rank keeps only its {@link UnitShards shard} of the averaged gradients
@@ -39,11 +40,14 @@ import java.lang.foreign.ValueLayout;
  * micro-batch of the step, as DDP's flat buffer does (the tied LM head writes wte's gradient first and the encoder
  * adds to it last): they are reduce-scattered once, by {@link #finishGradients}, which also waits for the layers'.
  *
+ * <p><b>Memory.</b> Every buffer is in the model's memory ({@link Ops#memory()}) and the host touches none: copies,
+ * zeroing and the later micro-batches' additions go through {@link DeviceMemory} and the ops, so on a GPU the
+ * collectives (NCCL) run on device buffers. Host segments are only the whole vectors of {@link #setParameters} and
+ * {@link #gatherParameters}.
+ *
  * <p>Every method that may communicate is a collective: the ranks' models run in step. One thread.
  */
 final class ShardedWeights implements Weights {
-
-    private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT;
 
     /** A working buffer and the unit it holds. */
     private static final class Slot {
@@ -70,7 +74,10 @@ final class ShardedWeights implements Weights {
     private final ParameterLayout layout;
     private final UnitShards shards;
     private final Communicator comm;
-    private final Arena arena = Arena.ofShared();
+    /** The kernels (the later micro-batches' additions) and their memory, where every buffer is. */
+    private final Ops ops;
+    private final DeviceMemory memory;
+    private final DeviceArena arena;
     /** Stage 3: the parameters this rank owns; null at stage 2. */
     private final MemorySegment paramShard;
     /** Stage 2: the whole parameter vector; null at stage 3. */
@@ -83,30 +90,35 @@ final class ShardedWeights implements Weights {
     private final Slot[] grads;
     /** Per unit: whether its part of the gradient shard already holds an earlier micro-batch's gradients. */
     private final boolean[] inShard;
+    private boolean closed;
 
     /**
      * Rank {@code comm.rank()}'s weights at ZeRO stage 3 ({@code shardParameters}: its shard of {@code full}) or 2 (a
-     * copy of {@code full}); {@code full} is the whole parameter vector, the same on every rank.
+     * copy of {@code full}), in {@code ops}' memory; {@code full} is the whole parameter vector, the same on every
+     * rank, in that memory too (the model's flat parameters).
      */
-    ShardedWeights(ParameterLayout layout, Communicator comm, MemorySegment full, boolean shardParameters) {
+    ShardedWeights(ParameterLayout layout, Communicator comm, Ops ops, MemorySegment full, boolean shardParameters) {
         this.layout = layout;
         this.comm = comm;
+        this.ops = ops;
+        this.memory = ops.memory();
+        this.arena = memory.arena();
         this.shards = new UnitShards(layout, comm.size(), comm.rank());
         this.inShard = new boolean[layout.units().size()];
         try {
             long bytes = shards.shardLength() * Float.BYTES;
-            this.paramShard = shardParameters ? arena.allocate(bytes, 64) : null;
-            this.whole = shardParameters ? null : arena.allocate(layout.fp32Bytes(), 64);
+            this.paramShard = shardParameters ? arena.allocate(bytes) : null;
+            this.whole = shardParameters ? null : arena.allocate(layout.fp32Bytes());
             long spare = shardParameters ? 0 : scratchElements(layout, comm.size());
             this.scratch = spare == 0 ? null : floats(spare);
-            this.gradShard = arena.allocate(bytes, 64);
+            this.gradShard = arena.allocate(bytes);
             this.params = shardParameters ? slots() : null;
             this.grads = slots();
         } catch (RuntimeException | OutOfMemoryError e) {
             arena.close();
             throw e;
         }
-        setParameters(full);
+        place(full, true);
     }
 
     private Slot[] slots() {
@@ -120,7 +132,7 @@ final class ShardedWeights implements Weights {
     }
 
     private MemorySegment floats(long n) {
-        return arena.allocate(n * Float.BYTES, 64);
+        return arena.allocate(n * Float.BYTES);
     }
 
     /**
@@ -162,17 +174,35 @@ final class ShardedWeights implements Weights {
         return gradShard;
     }
 
-    /** Takes this rank's shard of {@code full} (Ψ fp32, e.g. a checkpoint's); forgets the gathered units. */
+    /**
+     * Takes this rank's shard of {@code full} (Ψ fp32 in host memory, e.g. a checkpoint's); forgets the gathered
+     * units.
+     */
     void setParameters(MemorySegment full) {
+        place(full, false);
+    }
+
+    /** {@link #setParameters} from {@code full} in the model's memory ({@code onDevice}) or the host's. */
+    private void place(MemorySegment full, boolean onDevice) {
         if (whole != null) {
-            MemorySegment.copy(full, 0, whole, 0, layout.fp32Bytes());
+            copy(full.asSlice(0, layout.fp32Bytes()), whole, onDevice);
             return;
         }
         for (UnitShards.Piece p : shards.pieces()) {
-            MemorySegment.copy(full, p.flat() * Float.BYTES, paramShard, p.shard() * Float.BYTES,
-                    p.length() * Float.BYTES);
+            long bytes = p.length() * Float.BYTES;
+            copy(full.asSlice(p.flat() * Float.BYTES, bytes), paramShard.asSlice(p.shard() * Float.BYTES, bytes),
+                    onDevice);
         }
         parametersChanged();
+    }
+
+    /** All of {@code src} (in the model's memory if {@code onDevice}, else the host's) into device {@code dst}. */
+    private void copy(MemorySegment src, MemorySegment dst, boolean onDevice) {
+        if (onDevice) {
+            memory.copy(src, dst);
+        } else {
+            memory.copyToDevice(src, dst);
+        }
     }
 
     /** The shard was updated: the gathered units are stale. */
@@ -205,13 +235,19 @@ final class ShardedWeights implements Weights {
     }
 
     /**
-     * Collective: every unit gathered in turn; ranks passing {@code full} (Ψ fp32) receive the whole parameter vector
-     * there in the flat layout, the others pass null. For checkpoints and {@link Trainer#copyParameters}.
+     * Collective: every unit gathered in turn; ranks passing {@code full} (Ψ fp32, host memory) receive the whole
+     * parameter vector there in the flat layout, the others pass null. For checkpoints and
+     * {@link Trainer#copyParameters}.
      */
     void gatherParameters(MemorySegment full) {
+        gatherParameters(full, false);
+    }
+
+    /** {@link #gatherParameters(MemorySegment)} into {@code full} in the model's memory if {@code onDevice}. */
+    void gatherParameters(MemorySegment full, boolean onDevice) {
         if (whole != null) {
             if (full != null) {
-                MemorySegment.copy(whole, 0, full, 0, layout.fp32Bytes());
+                out(whole, full.asSlice(0, layout.fp32Bytes()), onDevice);
             }
             return;
         }
@@ -220,11 +256,21 @@ final class ShardedWeights implements Weights {
             if (full != null) {
                 MemorySegment buf = slot(params, u.index()).buf;
                 for (Segment s : u.segments()) {
-                    MemorySegment.copy(buf, s.packed() * Float.BYTES, full, s.offset() * Float.BYTES,
-                            s.count() * Float.BYTES);
+                    long bytes = s.count() * Float.BYTES;
+                    out(buf.asSlice(s.packed() * Float.BYTES, bytes), full.asSlice(s.offset() * Float.BYTES, bytes),
+                            onDevice);
                 }
             }
             release(u.index());
+        }
+    }
+
+    /** All of device {@code src} into {@code dst}, in the model's memory if {@code onDevice}, else the host's. */
+    private void out(MemorySegment src, MemorySegment dst, boolean onDevice) {
+        if (onDevice) {
+            memory.copy(src, dst);
+        } else {
+            memory.copyToHost(src, dst);
         }
     }
 
@@ -236,16 +282,18 @@ final class ShardedWeights implements Weights {
     void gatherUpdated() {
         finishGradients();
         for (UnitShards.Piece p : shards.pieces()) {
-            MemorySegment.copy(whole, p.flat() * Float.BYTES, gradShard, p.shard() * Float.BYTES,
-                    p.length() * Float.BYTES);
+            long bytes = p.length() * Float.BYTES;
+            memory.copy(whole.asSlice(p.flat() * Float.BYTES, bytes), gradShard.asSlice(p.shard() * Float.BYTES,
+                    bytes));
         }
         for (ParameterLayout.Unit u : layout.units()) {
             MemorySegment buf = slot(grads, u.index()).buf;
             comm.allGather(shardOf(gradShard, u.index()), buf.asSlice(0, u.count() * Float.BYTES), u.count(),
                     DType.FP32);
             for (Segment s : u.segments()) {
-                MemorySegment.copy(buf, s.packed() * Float.BYTES, whole, s.offset() * Float.BYTES,
-                        s.count() * Float.BYTES);
+                long bytes = s.count() * Float.BYTES;
+                memory.copy(buf.asSlice(s.packed() * Float.BYTES, bytes), whole.asSlice(s.offset() * Float.BYTES,
+                        bytes));
             }
         }
     }
@@ -353,7 +401,7 @@ final class ShardedWeights implements Weights {
         Slot g = slot(grads, unit);
         g.await();
         if (!(g.unreduced && g.unit == unit)) { // an own buffer keeps accumulating over the step's micro-batches
-            g.buf.asSlice(0, shards.count(unit) * Float.BYTES).fill((byte) 0);
+            memory.zero(g.buf.asSlice(0, shards.count(unit) * Float.BYTES));
         }
         g.unit = unit;
     }
@@ -388,9 +436,7 @@ final class ShardedWeights implements Weights {
                 sum = spare.buf;
             }
             comm.reduceScatter(send, sum, n, DType.FP32, ReduceOp.AVG);
-            for (long i = 0; i < mine; i++) {
-                target.setAtIndex(F32, i, target.getAtIndex(F32, i) + sum.getAtIndex(F32, i));
-            }
+            ops.residualForward(target, target, sum, mine); // target += sum, in place
         }
         g.unit = -1;
     }
@@ -416,7 +462,8 @@ final class ShardedWeights implements Weights {
 
     @Override
     public void close() {
-        if (arena.scope().isAlive()) {
+        if (!closed) {
+            closed = true;
             try {
                 for (Slot[] slots : new Slot[][] {params, grads}) {
                     for (Slot s : slots == null ? new Slot[0] : slots) {

@@ -21,7 +21,6 @@ import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
@@ -72,8 +71,15 @@ import java.util.Properties;
  *
  * <p><b>Memory.</b> AdamW's moments live beside the parameters in the model's memory ({@link Gpt2#memory()}: the
  * host's on the CPU, the device's on a GPU); the loaders fill a host batch that the model's forward copies in, and
- * only values come back (losses, norms). Checkpoints cross through host copies when the memory is a device's. Data
- * parallelism and ZeRO run their collectives on host memory, so they need a CPU model.
+ * only values come back (losses, norms). Checkpoints cross through host copies when the memory is a device's.
+ *
+ * <p><b>Data parallelism on a device.</b> The collectives run on the model's own buffers, so the communicator must
+ * take buffers of the model's memory ({@link Communicator#deviceBuffers()} is the opposite of
+ * {@link DeviceMemory#hostAccessible()}: a host backend for a CPU model, NCCL for a GPU's); the constructor refuses
+ * a mismatch. The host never reads or writes a device segment on this path: the gradients are all-reduced in place
+ * (bucketed or whole), the loss, the overflow flags, the norm's partial sums and the replicas' checksum cross as a
+ * few values through a scratch buffer in the model's memory ({@link ValueExchange}), and ZeRO keeps its moments, shards
+ * and working buffers in the model's memory and moves them with {@link DeviceMemory}'s copies (every stage).
  */
 public final class Trainer implements AutoCloseable {
 
@@ -98,7 +104,8 @@ public final class Trainer implements AutoCloseable {
     private final MemorySegment targets;
     private final long count;
     private final Communicator comm;
-    private final MemorySegment scalar;
+    /** Several ranks: the loss, flags and checksum pieces combined through the model's memory; null for one. */
+    private final ValueExchange exchange;
     private final GradientBuckets buckets;
     /** ZeRO's sharded optimizer (null: plain DDP or one rank; then {@link #m}, {@link #v} hold all moments). */
     private final ZeroOptimizer zero;
@@ -139,9 +146,8 @@ public final class Trainer implements AutoCloseable {
         }
         this.count = model.layout().count();
         this.memory = model.memory();
-        if (this.comm != null && !memory.hostAccessible()) {
-            throw new IllegalArgumentException("data parallelism over " + ranks + " ranks averages gradients in host "
-                    + "memory, but the model is in " + memory.describe() + ": train one rank on this device");
+        if (this.comm != null) {
+            checkMemory(this.comm, memory);
         }
         if (cfg.zeroStage() > 0 && this.comm == null) {
             throw new IllegalArgumentException("ZeRO stage " + cfg.zeroStage() + " shards over the ranks: it needs a "
@@ -151,6 +157,7 @@ public final class Trainer implements AutoCloseable {
         this.scaler = new LossScaler(cfg.precision());
         DataLoader t = null, vl = null;
         ZeroOptimizer z = null;
+        ValueExchange x = null;
         this.moments = memory.arena();
         try {
             t = new DataLoader(trainFile, cfg.batch(), cfg.seq(), rank, ranks, cfg.dataOrder(), cfg.seed());
@@ -164,12 +171,15 @@ public final class Trainer implements AutoCloseable {
             long tokens = (long) cfg.batch() * cfg.seq() * Integer.BYTES;
             this.inputs = arena.allocate(tokens, 64);
             this.targets = arena.allocate(tokens, 64);
-            this.scalar = arena.allocate(Float.BYTES, 64);
+            x = this.comm == null ? null : new ValueExchange(this.comm, memory, 8); // ReplicaCheck's 8 pieces
             this.buckets = this.comm == null || cfg.bucketBytes() == 0 || z != null && z.shardsGradients() ? null
                     : new GradientBuckets(this.comm, model.grads(), model.layout(), cfg.bucketBytes());
         } catch (RuntimeException | Error e) {
             if (z != null) {
                 z.close();
+            }
+            if (x != null) {
+                x.close();
             }
             if (t != null) {
                 t.close();
@@ -182,6 +192,7 @@ public final class Trainer implements AutoCloseable {
             throw e;
         }
         this.zero = z;
+        this.exchange = x;
         this.train = t;
         this.val = vl;
         this.valStart = vl == null ? null : vl.position();
@@ -203,7 +214,25 @@ public final class Trainer implements AutoCloseable {
      */
     public void checkReplicas() {
         if (comm != null && !shardsParameters()) {
-            ReplicaCheck.check(comm, model.params(), count);
+            ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
+        }
+    }
+
+    /**
+     * Refuses data parallelism whose communicator cannot take the model's buffers: a host backend with a model in a
+     * device's memory, or NCCL with a model in host memory.
+     *
+     * @throws IllegalArgumentException saying which and what to do instead
+     */
+    static void checkMemory(Communicator comm, DeviceMemory memory) {
+        String backend = comm.getClass().getSimpleName();
+        if (comm.deviceBuffers() == memory.hostAccessible()) {
+            throw new IllegalArgumentException("data parallelism over " + comm.size() + " ranks runs its collectives "
+                    + "on the model's buffers, but the communicator (" + backend + ") takes "
+                    + (comm.deviceBuffers() ? "device" : "host") + " buffers and the model is in "
+                    + memory.describe() + ": use " + (memory.hostAccessible()
+                    ? "a host communicator (in-process or MPI) for a CPU model"
+                    : "NCCL for a model on a GPU (--device cuda), or train one rank on this device"));
         }
     }
 
@@ -223,7 +252,7 @@ public final class Trainer implements AutoCloseable {
      */
     public long stateBytes() {
         return (zero == null ? m.byteSize() + v.byteSize() : zero.stateBytes()) + inputs.byteSize()
-                + targets.byteSize() + scalar.byteSize();
+                + targets.byteSize() + Float.BYTES; // the loss's fp32 (the exchange's scratch is not counted)
     }
 
     /** Whether ZeRO-3 shards the parameters: no rank has them whole, and running the model is a collective. */
@@ -239,7 +268,7 @@ public final class Trainer implements AutoCloseable {
         if (zero != null) {
             zero.gatherParameters(dst);
         } else if (dst != null) {
-            MemorySegment.copy(model.params(), 0, dst, 0, count * Float.BYTES);
+            model.copyParamsToHost(dst);
         }
     }
 
@@ -268,7 +297,7 @@ public final class Trainer implements AutoCloseable {
         }
         FlatWeights whole = here ? new FlatWeights(model.layout(), model.memory()) : null;
         try {
-            zero.gatherParameters(here ? whole.params() : null);
+            zero.gatherParameters(here ? whole.params() : null, true); // into the model's memory
         } catch (RuntimeException | Error e) {
             if (whole != null) {
                 whole.close();
@@ -372,12 +401,10 @@ public final class Trainer implements AutoCloseable {
             comm.allReduce(model.grads(), count, DType.FP32, ReduceOp.AVG);
         }
         if (comm != null) {
-            scalar.set(ValueLayout.JAVA_FLOAT_UNALIGNED, 0, (float) loss);
-            comm.allReduce(scalar, 1, DType.FP32, ReduceOp.AVG);
-            loss = scalar.get(ValueLayout.JAVA_FLOAT_UNALIGNED, 0);
+            loss = exchange.allReduce(ReduceOp.AVG, (float) loss)[0];
         }
         boolean overflow = scaler.enabled() && (zero != null ? zero.hasNonFinite()
-                : LossScaler.overflowed(ops, model.grads(), count, comm, scalar));
+                : LossScaler.overflowed(ops, model.grads(), count, exchange));
         double norm = overflow ? Double.NaN
                 : Math.sqrt(zero != null ? zero.sumOfSquares() : ops.sumOfSquares(model.grads(), count)) / lossScale;
         if (!Double.isFinite(loss) || !overflow && !Double.isFinite(norm)) {
@@ -592,6 +619,9 @@ public final class Trainer implements AutoCloseable {
     public void close() {
         if (zero != null) {
             zero.close();
+        }
+        if (exchange != null) {
+            exchange.close();
         }
         train.close();
         if (val != null) {

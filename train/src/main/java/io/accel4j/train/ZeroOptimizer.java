@@ -2,8 +2,9 @@ package io.accel4j.train;
 
 import io.accel4j.collectives.Chunks;
 import io.accel4j.collectives.Communicator;
-import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.checkpoint.TrainState;
@@ -11,7 +12,6 @@ import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.List;
 
@@ -57,6 +57,11 @@ import java.util.List;
  * <p>Checkpoints stay whole: {@link #gatherMoments} brings the shards of m and v to rank 0, which writes the plain
  * {@link TrainState}; {@link #readMoments} reads each rank's shard back — so a checkpoint of any stage resumes at any
  * other (and without ZeRO). One step at a time, on the rank's own thread; every rank calls the same methods in the same order.
+ *
+ * <p><b>Memory.</b> The moments, like {@link ShardedWeights}' buffers, live in the model's memory
+ * ({@link Gpt2#memory()}), and the host reaches them and the parameters only through its copies, so every stage runs
+ * unchanged on a device with a communicator that takes device buffers (NCCL); the norm's partial sums and the
+ * overflow flags cross through a {@link ValueExchange}.
  */
 final class ZeroOptimizer implements AutoCloseable {
 
@@ -76,7 +81,9 @@ final class ZeroOptimizer implements AutoCloseable {
     private final List<Run> runs;
     /** Stage ≥ 2: the model's weights, holding this rank's shards; null below. */
     private final ShardedWeights sharded;
-    private final Arena arena = Arena.ofShared();
+    /** The model's memory, and the arena of the moment shards in it. */
+    private final DeviceMemory memory;
+    private final DeviceArena arena;
     private final MemorySegment m;
     private final MemorySegment v;
     /** Stage ≥ 2: this rank's averaged gradients (the sharded weights'); null below. */
@@ -86,8 +93,8 @@ final class ZeroOptimizer implements AutoCloseable {
 
     /** {@code length} elements at {@code flat} of the layout, at {@code shard} of this rank's shard. */
     private record Run(long flat, long shard, long length, boolean decays) {}
-    /** N float64 slots (2 fp32 each) for the norm's exchange. */
-    private final MemorySegment partials;
+    /** The norm's partial sums (N float64) and the overflow flags, across the ranks. */
+    private final ValueExchange exchange;
 
     /**
      * Stage {@code stage} (1..3) for {@code model} (its parameters already the same on every rank) on {@code comm}'s
@@ -115,12 +122,16 @@ final class ZeroOptimizer implements AutoCloseable {
         }
         this.runs = List.copyOf(rs);
         long bytes = length * Float.BYTES;
+        this.memory = model.memory();
+        this.arena = memory.arena();
+        ValueExchange x = null;
         try {
-            this.m = arena.allocate(bytes, 64);
-            this.v = arena.allocate(bytes, 64);
-            this.partials = arena.allocate((long) n * Double.BYTES, 64);
+            this.m = arena.allocate(bytes);
+            this.v = arena.allocate(bytes);
+            x = new ValueExchange(comm, memory, 2 * n);
+            this.exchange = x;
             if (stage >= 2) {
-                this.sharded = new ShardedWeights(model.layout(), comm, model.params(), stage >= 3);
+                this.sharded = new ShardedWeights(model.layout(), comm, ops, model.params(), stage >= 3);
                 model.useWeights(sharded);
                 this.gradShard = sharded.gradShard();
                 this.paramShard = sharded.paramShard();
@@ -130,6 +141,9 @@ final class ZeroOptimizer implements AutoCloseable {
                 this.paramShard = null;
             }
         } catch (RuntimeException | Error e) {
+            if (x != null) {
+                x.close();
+            }
             arena.close();
             throw e;
         }
@@ -147,7 +161,7 @@ final class ZeroOptimizer implements AutoCloseable {
      * the parameter shard, belong to the model's {@link ShardedWeights}.)
      */
     long stateBytes() {
-        return m.byteSize() + v.byteSize() + partials.byteSize();
+        return m.byteSize() + v.byteSize() + (long) comm.size() * Double.BYTES; // the exchange's N partials
     }
 
     /** Bytes of AdamW's m and v shards. */
@@ -188,7 +202,7 @@ final class ZeroOptimizer implements AutoCloseable {
         if (sharded != null) {
             sharded.setParameters(full);
         } else {
-            MemorySegment.copy(full, 0, model.params(), 0, count * Float.BYTES);
+            model.copyParamsFromHost(full);
         }
     }
 
@@ -197,10 +211,17 @@ final class ZeroOptimizer implements AutoCloseable {
      * At stage 3 every unit is gathered in turn; below, every rank has them and this only copies.
      */
     void gatherParameters(MemorySegment full) {
+        gatherParameters(full, false);
+    }
+
+    /** {@link #gatherParameters(MemorySegment)} into {@code full} in the model's memory if {@code onDevice}. */
+    void gatherParameters(MemorySegment full, boolean onDevice) {
         if (sharded != null) {
-            sharded.gatherParameters(full);
+            sharded.gatherParameters(full, onDevice);
+        } else if (full != null && onDevice) {
+            memory.copy(model.params(), full.asSlice(0, count * Float.BYTES));
         } else if (full != null) {
-            MemorySegment.copy(model.params(), 0, full, 0, count * Float.BYTES);
+            model.copyParamsToHost(full);
         }
     }
 
@@ -228,14 +249,9 @@ final class ZeroOptimizer implements AutoCloseable {
         if (gradShard == null) {
             return ops.sumOfSquares(model.grads(), count);
         }
-        int n = comm.size();
-        double mine = ops.sumOfSquares(gradShard, length);
-        MemorySegment slot = partials.asSlice((long) comm.rank() * Double.BYTES, Double.BYTES);
-        slot.set(ValueLayout.JAVA_DOUBLE_UNALIGNED, 0, mine);
-        comm.allGather(slot, partials, 2L * n, DType.FP32); // moves bytes: chunk r of 2N floats is slot r
         double sum = 0;
-        for (int r = 0; r < n; r++) {
-            sum += partials.get(ValueLayout.JAVA_DOUBLE_UNALIGNED, (long) r * Double.BYTES);
+        for (double partial : exchange.allGather(ops.sumOfSquares(gradShard, length))) { // in rank order
+            sum += partial;
         }
         return sum;
     }
@@ -249,10 +265,7 @@ final class ZeroOptimizer implements AutoCloseable {
         if (gradShard == null) {
             return ops.hasNonFinite(model.grads(), count);
         }
-        MemorySegment flag = partials.asSlice(0, Float.BYTES);
-        flag.set(ValueLayout.JAVA_FLOAT_UNALIGNED, 0, ops.hasNonFinite(gradShard, length) ? 1f : 0f);
-        comm.allReduce(flag, 1, DType.FP32, ReduceOp.MAX);
-        return flag.get(ValueLayout.JAVA_FLOAT_UNALIGNED, 0) > 0;
+        return exchange.any(ops.hasNonFinite(gradShard, length));
     }
 
     /**
@@ -301,14 +314,14 @@ final class ZeroOptimizer implements AutoCloseable {
         }
         unpack(pieces, m, fullM);
         unpack(pieces, v, fullV);
-        try (Arena tmp = Arena.ofConfined()) {
+        try (DeviceArena tmp = memory.arena()) { // received where the communicator takes buffers
             for (int q = 1; q < n; q++) {
                 List<UnitShards.Piece> theirs = piecesOf(q);
                 long len = theirs.stream().mapToLong(UnitShards.Piece::length).sum();
                 if (len == 0) {
                     continue;
                 }
-                MemorySegment buf = tmp.allocate(len * Float.BYTES, 64);
+                MemorySegment buf = tmp.allocate(len * Float.BYTES);
                 for (MemorySegment full : new MemorySegment[] {fullM, fullV}) {
                     comm.recv(buf, len, DType.FP32, q);
                     unpack(theirs, buf, full);
@@ -317,27 +330,40 @@ final class ZeroOptimizer implements AutoCloseable {
         }
     }
 
-    /** Copies a shard laid out as {@code pieces} into its places of the flat {@code full}. */
-    private static void unpack(List<UnitShards.Piece> pieces, MemorySegment shard, MemorySegment full) {
+    /** Copies a shard (model memory) laid out as {@code pieces} into its places of the flat host {@code full}. */
+    private void unpack(List<UnitShards.Piece> pieces, MemorySegment shard, MemorySegment full) {
         for (UnitShards.Piece p : pieces) {
-            MemorySegment.copy(shard, p.shard() * Float.BYTES, full, p.flat() * Float.BYTES, p.length() * Float.BYTES);
+            long bytes = p.length() * Float.BYTES;
+            memory.copyToHost(shard.asSlice(p.shard() * Float.BYTES, bytes), full.asSlice(p.flat() * Float.BYTES,
+                    bytes));
         }
     }
 
     /** Reads this rank's shard of m and v from the whole-model state file {@code file}; returns its header. */
     TrainState.Header readMoments(Path file) throws IOException {
         TrainState.Header h = null;
-        for (UnitShards.Piece p : pieces) {
-            long at = p.shard() * Float.BYTES, bytes = p.length() * Float.BYTES;
-            h = TrainState.read(file, model.config(), m.asSlice(at, bytes), v.asSlice(at, bytes), p.flat(),
-                    p.length());
+        try (Arena staging = Arena.ofConfined()) {
+            for (UnitShards.Piece p : pieces) {
+                long at = p.shard() * Float.BYTES, bytes = p.length() * Float.BYTES;
+                MemorySegment dm = m.asSlice(at, bytes), dv = v.asSlice(at, bytes);
+                if (memory.hostAccessible()) {
+                    h = TrainState.read(file, model.config(), dm, dv, p.flat(), p.length());
+                    continue;
+                }
+                MemorySegment hm = staging.allocate(bytes, 64), hv = staging.allocate(bytes, 64);
+                h = TrainState.read(file, model.config(), hm, hv, p.flat(), p.length());
+                memory.copyToDevice(hm, dm);
+                memory.copyToDevice(hv, dv);
+            }
         }
-        return h != null ? h : TrainState.read(file, model.config(), m, v, 0, 0);
+        return h != null ? h : TrainState.read(file, model.config(), MemorySegment.NULL, MemorySegment.NULL, 0, 0);
     }
 
     @Override
     public void close() {
-        if (arena.scope().isAlive()) {
+        try {
+            exchange.close();
+        } finally {
             arena.close();
         }
     }

@@ -64,6 +64,21 @@ public final class cuda_h extends cuda_h_1 {
         }
     }
 
+    private static final class cuStreamWaitEvent {
+        static final String PROTOTYPE = "CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)";
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(CUresult, C_POINTER, C_POINTER, C_INT);
+        static final Downcall HANDLE = Downcall.driver("cuStreamWaitEvent", DESC);
+    }
+
+    /** {@code CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)} */
+    public static int cuStreamWaitEvent(MemorySegment hStream, MemorySegment hEvent, int Flags) {
+        try {
+            return (int) cuStreamWaitEvent.HANDLE.handle().invokeExact(hStream, hEvent, Flags);
+        } catch (Throwable t) {
+            throw Downcall.rethrow(t);
+        }
+    }
+
     private static final class cuEventCreate {
         static final String PROTOTYPE = "CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)";
         static final FunctionDescriptor DESC = FunctionDescriptor.of(CUresult, C_POINTER, C_INT);

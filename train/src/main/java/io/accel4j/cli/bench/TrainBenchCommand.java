@@ -1,12 +1,15 @@
 package io.accel4j.cli.bench;
 
+import io.accel4j.cli.train.Backend;
 import io.accel4j.cli.train.TrainCommand;
 import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
-import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.memory.DeviceMemory;
+import io.accel4j.cuda.Cuda;
 import io.accel4j.train.data.Mt19937;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
@@ -32,7 +35,10 @@ import picocli.CommandLine.Spec;
  * parameter — as the issue measures it: by default the {@link GptConfig#BENCH} model (L=4, NH=4, C=256, maxT=256,
  * V=50257, Vp=50304) at B=4, T=64, lr 1e-4, AdamW (0.9, 0.999, 1e-8), weight decay 0, GPT-2 initialisation and
  * uniform random tokens from {@code --seed}, a new batch each step; step 0 (and any further {@code --warmup} steps)
- * untimed, then {@code --steps} steps timed one by one. tokens/s = B·T / median step time. With {@code --profile}
+ * untimed, then {@code --steps} steps timed one by one. tokens/s = B·T / median step time. AdamW's moments live in
+ * the model's memory; each timed step ends with a 4-byte copy of a parameter back to the host, which waits for the
+ * step's work, so that with {@code --device cuda} (one row, the GPU kernels on device 0) the time is the GPU's and
+ * not that of queueing it. {@code --model gpt2} is the 124M model (maxT=1024). With {@code --profile}
  * the model runs on a {@link ProfilingOps} and a per-op table of the timed steps follows (the timing wrapper adds two
  * {@code System.nanoTime} calls per op, about 100 ops per step: negligible next to a step).
  */
@@ -49,10 +55,15 @@ public final class TrainBenchCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Option(names = "--model", paramLabel = "tiny|bench", defaultValue = "bench",
-            description = "Model preset: bench (L=4, NH=4, C=256, maxT=256, V=50257) or tiny (L=2, NH=4, C=64, "
-                    + "maxT=64, V=256) (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--model", paramLabel = "tiny|bench|gpt2", defaultValue = "bench",
+            description = "Model preset: bench (L=4, NH=4, C=256, maxT=256, V=50257), tiny (L=2, NH=4, C=64, "
+                    + "maxT=64, V=256) or gpt2 (124M: L=12, NH=12, C=768, maxT=1024) (default: ${DEFAULT-VALUE}).")
     String model;
+
+    @Option(names = "--device", paramLabel = "cpu|cuda", defaultValue = "cpu", converter = Backend.Devices.class,
+            description = "cpu (a row per --threads) or cuda (one row: the GPU kernels on device 0, in its memory; "
+                    + "an error when no GPU is usable) (default: ${DEFAULT-VALUE}).")
+    Backend.Device device;
 
     @Option(names = "--threads", split = ",", paramLabel = "N", defaultValue = "1,2",
             description = "Kernel thread counts, one row each (default: ${DEFAULT-VALUE}).")
@@ -90,17 +101,24 @@ public final class TrainBenchCommand implements Callable<Integer> {
             + "calls, total ms, %% of the step, GFLOP/s or GB/s.")
     boolean profile;
 
-    /** One thread count's result. */
-    record Row(int threads, long medianNanos, long bestNanos, long timedNanos, double tokensPerSecond,
+    /** One thread count's (or the GPU's) result. */
+    record Row(String threads, long medianNanos, long bestNanos, long timedNanos, double tokensPerSecond,
                double firstLoss, double lastLoss) {}
 
     @Override
     public Integer call() {
         GptConfig config = config();
+        boolean gpu = device == Backend.Device.CUDA;
+        if (gpu && profile) {
+            throw usage("--profile times calls on the host, which return before the GPU's work is done: not with "
+                    + "--device cuda");
+        }
+        Backend.check(device, Cuda::probe);
+        List<Integer> rows = gpu ? List.of(1) : threads;
         PrintWriter out = spec.commandLine().getOut();
         out.printf(Locale.ROOT, "training step of %s %s: B=%d, T=%d, AdamW lr %s (0.9, 0.999, 1e-8), weight decay 0;"
                         + " %s matmul operands; %s; %d untimed + %d timed steps%n", model, config, batch, seq, lr,
-                precision.name().toLowerCase(Locale.ROOT), Simd.describe(), warmup, steps);
+                precision.name().toLowerCase(Locale.ROOT), gpu ? "CUDA" : Simd.describe(), warmup, steps);
         out.println();
         Table table = new Table(out,
                 new String[] {"threads", "median ms", "best ms", "tokens/s", "best tok/s", "loss first", "loss last"},
@@ -108,12 +126,16 @@ public final class TrainBenchCommand implements Callable<Integer> {
                 new boolean[] {true, true, true, true, true, true, true});
         table.header();
         StringBuilder profiles = new StringBuilder();
-        for (int t : threads) {
-            try (Parallel pool = new Parallel(t)) {
-                CpuOps cpu = new CpuOps(pool);
-                ProfilingOps prof = profile ? new ProfilingOps(cpu) : null;
-                Row r = run(config, prof != null ? prof : cpu, prof, t);
-                table.row(String.valueOf(t), Table.num(r.medianNanos() / 1e6), Table.num(r.bestNanos() / 1e6),
+        for (int t : rows) {
+            try (Parallel pool = new Parallel(t); Backend backend = Backend.open(device, pool)) {
+                Ops ops = backend.ops();
+                if (gpu) {
+                    out.println("using " + ops.describe());
+                    out.flush();
+                }
+                ProfilingOps prof = profile ? new ProfilingOps(ops) : null;
+                Row r = run(config, prof != null ? prof : ops, prof, gpu ? "cuda" : String.valueOf(t));
+                table.row(r.threads(), Table.num(r.medianNanos() / 1e6), Table.num(r.bestNanos() / 1e6),
                         Table.num(r.tokensPerSecond()), Table.num((double) batch * seq * 1e9 / r.bestNanos()),
                         String.format(Locale.ROOT, "%.4f", r.firstLoss()),
                         String.format(Locale.ROOT, "%.4f", r.lastLoss()));
@@ -135,16 +157,19 @@ public final class TrainBenchCommand implements Callable<Integer> {
     }
 
     /** Builds the model on {@code ops}, trains warmup + steps steps, times the last {@code steps}. */
-    Row run(GptConfig config, Ops ops, ProfilingOps prof, int threadCount) {
+    Row run(GptConfig config, Ops ops, ProfilingOps prof, String label) {
         int B = batch, T = seq, BT = B * T;
         int total = warmup + steps;
         AdamWConfig adam = new AdamWConfig(lr, 0.9f, 0.999f, 1e-8f, 0f);
-        try (Arena arena = Arena.ofShared(); Gpt2 gpt = new Gpt2(config, ops, B, T)) {
+        try (Arena arena = Arena.ofShared(); Gpt2 gpt = new Gpt2(config, ops, B, T);
+             DeviceArena states = gpt.memory().arena()) {
             gpt.initialise(seed);
             gpt.matmulOperands(precision);
+            DeviceMemory memory = gpt.memory();
             long count = gpt.layout().count();
-            MemorySegment m = arena.allocate(count * Float.BYTES, 64); // zeroed
-            MemorySegment v = arena.allocate(count * Float.BYTES, 64);
+            MemorySegment m = states.allocate(count * Float.BYTES); // zeroed
+            MemorySegment v = states.allocate(count * Float.BYTES);
+            MemorySegment done = arena.allocate(Float.BYTES);
             MemorySegment tokens = arena.allocate(((long) total * BT + 1) * Integer.BYTES, 64);
             Mt19937 rng = new Mt19937(seed);
             int V = config.V();
@@ -163,6 +188,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
                 gpt.zeroGrad();
                 double loss = gpt.forwardBackward(in, tg, B, T, 1f / BT);
                 ops.adamw(gpt.params(), gpt.grads(), m, v, 0, count, adam, s + 1, 1f);
+                memory.copyToHost(gpt.params().asSlice(0, Float.BYTES), done); // waits for the step's work
                 long dt = System.nanoTime() - t0;
                 if (s == 0) {
                     first = loss;
@@ -175,13 +201,13 @@ public final class TrainBenchCommand implements Callable<Integer> {
             long[] sorted = times.clone();
             Arrays.sort(sorted);
             long median = sorted[(steps - 1) / 2];
-            return new Row(threadCount, median, sorted[0], Arrays.stream(times).sum(), BT * 1e9 / median, first, last);
+            return new Row(label, median, sorted[0], Arrays.stream(times).sum(), BT * 1e9 / median, first, last);
         }
     }
 
     private GptConfig config() {
-        if (!model.equals("tiny") && !model.equals("bench")) {
-            throw usage("--model must be tiny or bench, got '" + model + "'");
+        if (!model.equals("tiny") && !model.equals("bench") && !model.equals("gpt2")) {
+            throw usage("--model must be tiny, bench or gpt2, got '" + model + "'");
         }
         GptConfig c = GptConfig.preset(model);
         if (batch < 1) {

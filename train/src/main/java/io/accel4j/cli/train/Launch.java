@@ -15,17 +15,20 @@ import java.util.Map;
 /**
  * How {@code accel4j train} runs its data-parallel ranks, decided once from the environment: {@code --ranks N}
  * threads of this process on the in-process ring, or, when Open MPI's {@code mpirun} started this process (it sets
- * {@code OMPI_COMM_WORLD_SIZE}, {@code OMPI_COMM_WORLD_RANK} and {@code OMPI_COMM_WORLD_LOCAL_SIZE}), one rank per
- * process on {@code MPI_COMM_WORLD} ({@link MpiCommunicator}). Under {@code mpirun}, {@code --ranks} must be absent
+ * {@code OMPI_COMM_WORLD_SIZE}, {@code OMPI_COMM_WORLD_RANK}, {@code OMPI_COMM_WORLD_LOCAL_SIZE} and
+ * {@code OMPI_COMM_WORLD_LOCAL_RANK}), one rank per process on {@code MPI_COMM_WORLD} ({@link MpiCommunicator}); with
+ * {@code --device cuda} the local rank picks the process's GPU ({@link #gpu()}). Under {@code mpirun}, {@code --ranks} must be absent
  * or equal the world size, and the default thread count is the processors the process may use: the cores mpirun bound
  * it to (Open MPI binds each of up to 2 ranks to one core unless told {@code --bind-to none} or
  * {@code --map-by slot:PE=K}), or, unbound, this machine's processors shared among the processes mpirun placed on it.
  */
-record Launch(int worldSize, int worldRank, int localSize, boolean bound) {
+record Launch(int worldSize, int worldRank, int localSize, int localRank, boolean bound) {
 
     static final String WORLD_SIZE = "OMPI_COMM_WORLD_SIZE";
     static final String WORLD_RANK = "OMPI_COMM_WORLD_RANK";
     static final String LOCAL_SIZE = "OMPI_COMM_WORLD_LOCAL_SIZE";
+    /** This process's rank among those mpirun placed on its machine: its GPU with {@code --device cuda}. */
+    static final String LOCAL_RANK = "OMPI_COMM_WORLD_LOCAL_RANK";
     /** {@code 1} when Open MPI 4's mpirun bound each process to its own cores (its default for up to 2 ranks). */
     static final String BOUND = "OMPI_MCA_orte_bound_at_launch";
     /** Set by MPICH's and Intel MPI's launchers (Hydra), which this build does not support. */
@@ -35,7 +38,7 @@ record Launch(int worldSize, int worldRank, int localSize, boolean bound) {
     private static final DType BYTE = DType.FP8_E4M3;
 
     /** In-process: no {@code mpirun}. */
-    static final Launch IN_PROCESS = new Launch(0, 0, 0, false);
+    static final Launch IN_PROCESS = new Launch(0, 0, 0, 0, false);
 
     /**
      * The launch described by {@code env} (the process environment), checked against {@code --ranks}
@@ -56,16 +59,19 @@ record Launch(int worldSize, int worldRank, int localSize, boolean bound) {
         int n = number(env, WORLD_SIZE, size);
         int r = number(env, WORLD_RANK, env.get(WORLD_RANK));
         int local = env.containsKey(LOCAL_SIZE) ? number(env, LOCAL_SIZE, env.get(LOCAL_SIZE)) : n;
-        if (n < 1 || r < 0 || r >= n || local < 1) {
+        // without it (not Open MPI's habit) known only when every rank is on this machine
+        int localRank = env.containsKey(LOCAL_RANK) ? number(env, LOCAL_RANK, env.get(LOCAL_RANK))
+                : local == n ? r : -1;
+        if (n < 1 || r < 0 || r >= n || local < 1 || localRank >= local || localRank < -1) {
             throw new IllegalArgumentException("inconsistent mpirun environment: " + WORLD_RANK + "=" + r + ", "
-                    + WORLD_SIZE + "=" + n + ", " + LOCAL_SIZE + "=" + local);
+                    + WORLD_SIZE + "=" + n + ", " + LOCAL_SIZE + "=" + local + ", " + LOCAL_RANK + "=" + localRank);
         }
         if (ranksGiven && ranks != n) {
             throw new IllegalArgumentException("--ranks " + ranks + " contradicts mpirun's " + n + " process"
                     + (n == 1 ? "" : "es") + ": under mpirun each process is one rank; drop --ranks or pass "
                     + "--ranks " + n);
         }
-        return new Launch(n, r, local, "1".equals(env.get(BOUND)));
+        return new Launch(n, r, local, localRank, "1".equals(env.get(BOUND)));
     }
 
     private static int number(Map<String, String> env, String name, String value) {
@@ -81,6 +87,24 @@ record Launch(int worldSize, int worldRank, int localSize, boolean bound) {
     /** Whether this process is one rank of an {@code mpirun} job. */
     boolean mpi() {
         return worldSize > 0;
+    }
+
+    /**
+     * The GPU of this process under mpirun: its local rank (one GPU per rank on each machine).
+     *
+     * @throws IllegalArgumentException when mpirun did not say the local rank
+     */
+    int gpu() {
+        if (localRank < 0) {
+            throw new IllegalArgumentException("mpirun did not set " + LOCAL_RANK + ", which picks each process's "
+                    + "GPU with --device cuda (Open MPI's mpirun sets it)");
+        }
+        return localRank;
+    }
+
+    /** GPUs this machine needs: one per rank of this process (in-process {@code ranks}) or per local mpirun rank. */
+    int gpusNeeded(int ranks) {
+        return mpi() ? localSize : ranks;
     }
 
     /** Whether this process prints, writes the metrics, checkpoints and plots: not the non-zero MPI ranks. */

@@ -140,8 +140,10 @@ public final class TrainCommand implements Callable<Integer> {
             + "doubles; an overflow skips the step and halves it (default: 1000).")
     Integer lossScaleWindow;
     @Option(names = "--device", paramLabel = "cpu|cuda", defaultValue = "cpu", converter = Backend.Devices.class,
-            description = "Where the kernels run: cpu (Vector API), or cuda (the GPU kernels on device 0, in its "
-                    + "memory: one rank, fp32; an error when no GPU is usable) (default: ${DEFAULT-VALUE}).")
+            description = "Where the kernels run: cpu (Vector API), or cuda (the GPU kernels in the GPU's memory, "
+                    + "fp32: device 0 for one rank; with --ranks N GPUs 0..N-1, under mpirun the local rank's GPU, "
+                    + "the gradients averaged with NCCL; an error when fewer GPUs are usable) "
+                    + "(default: ${DEFAULT-VALUE}).")
     Backend.Device device;
     @Option(names = "--threads", paramLabel = "N", description = "Kernel threads (default: all processors).")
     Integer threads;
@@ -189,6 +191,8 @@ public final class TrainCommand implements Callable<Integer> {
 
     /** What the last {@link #call} produced (for tests). */
     Report.Outcome outcome;
+    /** The environment {@link Launch} reads (tests replace it to act as an mpirun rank). */
+    java.util.Map<String, String> env = System.getenv();
 
     @Override
     public Integer call() {
@@ -231,21 +235,22 @@ public final class TrainCommand implements Callable<Integer> {
         if (world != null) {
             world.barrier(); // rank 0 has created the run directory and written the generated dataset
             try {
-                train(world, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data,
+                int gpu = device == Backend.Device.CUDA ? launch.gpu() : 0;
+                train(world, gpu, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data,
                         launch.lead() ? w : new PrintWriter(Writer.nullWriter()));
             } catch (RuntimeException e) {
                 throw new CliException("rank " + world.rank() + " of " + world.size() + ": " + message(e), e);
             }
             world.close(); // MPI_Finalize; a rank that failed skips it, exits 1, and mpirun stops the others
         } else if (ranks == 1) {
-            train(null, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data, w);
+            train(null, 0, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data, w);
         } else {
             int perRank = Math.max(1, nThreads / ranks);
             Path tp = trainPath, vp = valPath;
             DefaultDataset.Splits d = data;
             try (InProcessGroup group = InProcessGroup.create(ranks, timeout())) {
                 group.run(comm -> {
-                    train(comm, perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
+                    train(comm, comm.rank(), perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
                             comm.rank() == 0 ? w : new PrintWriter(Writer.nullWriter()));
                     return null;
                 });
@@ -255,22 +260,26 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /**
-     * One rank's run ({@code comm} null: the only one) on a pool of {@code nThreads}. Rank 0 prints, writes the
+     * One rank's run ({@code host} null: the only one) on a pool of {@code nThreads}, with --device cuda on GPU
+     * {@code gpu} and, for several ranks, NCCL (its id handed out over {@code host}). Rank 0 prints, writes the
      * metrics and the checkpoints and reports; the other ranks only take the steps with it.
      */
-    private void train(Communicator comm, int nThreads, TrainConfig cfg, Path modelFile, GptConfig modelConfig,
-                       Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data, PrintWriter w) {
-        boolean lead = comm == null || comm.rank() == 0;
+    private void train(Communicator host, int gpu, int nThreads, TrainConfig cfg, Path modelFile,
+                       GptConfig modelConfig, Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data,
+                       PrintWriter w) {
+        boolean lead = host == null || host.rank() == 0;
         ProfilingOps[] profiler = new ProfilingOps[1];
         try (Parallel pool = new Parallel(nThreads);
-             Backend backend = Backend.open(device, pool);
+             Backend backend = Backend.open(device, pool, gpu);
+             Communicator nccl = host == null ? null : owned(backend.dataParallel(host, timeout()), host);
              Gpt2 gpt = createModel(ops(backend, lead, profiler), cfg, modelFile, modelConfig);
              TokenFile train = open(trainPath, "train");
              TokenFile val = valPath == null ? null : open(valPath, "validation");
-             Trainer trainer = new Trainer(gpt, cfg, train, val, comm)) {
+             Trainer trainer = new Trainer(gpt, cfg, train, val, nccl != null ? nccl : host)) {
+            Communicator comm = nccl != null ? nccl : host;
             w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
-                    + " data-parallel ranks " + (comm instanceof MpiCommunicator ? "under mpirun (Open MPI)"
-                    : "in this process")) + describe(cfg.precision()));
+                    + " data-parallel ranks " + (host instanceof MpiCommunicator ? "under mpirun (Open MPI)"
+                    : "in this process") + (nccl != null ? " over NCCL" : "")) + describe(cfg.precision()));
             w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB%s)%s%n", describe(gpt),
                     gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
                     gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
@@ -331,6 +340,11 @@ public final class TrainCommand implements Callable<Integer> {
         }
     }
 
+    /** {@code comm} when this run owns it (NCCL, closed with the run), null when it is {@code host} itself. */
+    private static Communicator owned(Communicator comm, Communicator host) {
+        return comm == host ? null : comm;
+    }
+
     /** The backend's kernels, in a {@link ProfilingOps} (kept in {@code profiler[0]}) for rank 0 with --profile. */
     private Ops ops(Backend backend, boolean lead, ProfilingOps[] profiler) {
         Ops ops = backend.ops();
@@ -342,17 +356,21 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /**
-     * With --device cuda: a usage error for what the GPU path does not do yet, then a runtime error unless a GPU is
-     * usable (before anything is written).
+     * With --device cuda: a usage error for what the GPU path does not do yet, then a runtime error unless this
+     * machine has a usable GPU per rank (and NCCL for several), before anything is written.
      */
     private void checkDevice(Launch launch, TrainConfig cfg) {
         if (device != Backend.Device.CUDA) {
             return;
         }
-        String unsupported = launch.mpi() || ranks > 1
-                ? (launch.mpi() ? "mpirun ranks" : "--ranks " + ranks) + " (data parallelism averages gradients in "
-                        + "host memory)"
-                : cfg.precision().operands() != DType.FP32
+        if (launch.mpi()) {
+            try {
+                launch.gpu();
+            } catch (IllegalArgumentException e) {
+                throw usage(e.getMessage());
+            }
+        }
+        String unsupported = cfg.precision().operands() != DType.FP32
                 ? "--precision " + cfg.precision().label() + " (the GPU matmuls take fp32 operands only)"
                 : memory.findBatchSize ? "--find-batch-size (it plans host memory and runs a CPU trial step)"
                 : profile ? "--profile (it times calls on the host; GPU calls return before their work is done)"
@@ -360,14 +378,14 @@ public final class TrainCommand implements Callable<Integer> {
         if (unsupported != null) {
             throw usage("--device cuda does not support " + unsupported + " yet: use --device cpu for it");
         }
-        Backend.check(device, Cuda::probe);
+        Backend.check(device, launch.gpusNeeded(ranks), Cuda::probe, io.accel4j.cuda.CudaLibraries::nccl);
     }
 
     /** In-process ranks, or one rank per process under mpirun ({@link Launch}); a contradiction is a usage error. */
     private Launch launch() {
         try {
             boolean ranksGiven = spec.commandLine().getParseResult().hasMatchedOption("--ranks");
-            return Launch.detect(System.getenv(), ranks, ranksGiven);
+            return Launch.detect(env, ranks, ranksGiven);
         } catch (IllegalArgumentException e) {
             throw usage(e.getMessage());
         }

@@ -68,7 +68,7 @@ class TrainBenchCommandTest {
     @Test
     void badOptionsAreUsageErrors() {
         String[][] cases = {
-            {"--model", "gpt2"}, {"--steps", "0"}, {"--seq", "65"}, {"--threads", "0"}, {"--batch", "0"},
+            {"--model", "gpt3"}, {"--steps", "0"}, {"--seq", "65"}, {"--threads", "0"}, {"--batch", "0"},
             {"--warmup", "-1"}, {"--lr", "-1"}
         };
         for (String[] c : cases) {

@@ -27,7 +27,7 @@ class LaunchTest {
     @Test
     void underMpirunEachProcessIsOneRank() {
         Launch l = Launch.detect(mpirun(2, 3, 3), 1, false);
-        assertThat(l).isEqualTo(new Launch(3, 2, 3, false));
+        assertThat(l).isEqualTo(new Launch(3, 2, 3, 2, false));
         assertThat(l.mpi()).isTrue();
         assertThat(l.lead()).isFalse();
         assertThat(Launch.detect(mpirun(0, 3, 1), 3, true).lead()).isTrue();
@@ -37,6 +37,22 @@ class LaunchTest {
         bound.put(Launch.BOUND, "1");
         assertThat(Launch.detect(bound, 1, false).threads(null)).as("the cores mpirun bound this process to")
                 .isEqualTo(io.accel4j.cpu.Parallel.defaultThreads());
+    }
+
+    @Test
+    void theLocalRankPicksTheGpu() {
+        Map<String, String> env = new java.util.HashMap<>(mpirun(5, 8, 4));
+        env.put(Launch.LOCAL_RANK, "1");
+        Launch l = Launch.detect(env, 1, false);
+        assertThat(l.gpu()).isEqualTo(1);
+        assertThat(l.gpusNeeded(1)).as("one GPU per local rank").isEqualTo(4);
+        assertThat(Launch.IN_PROCESS.gpusNeeded(3)).as("one GPU per in-process rank").isEqualTo(3);
+        assertThat(Launch.detect(mpirun(2, 3, 3), 1, false).gpu()).as("all ranks here: the world rank").isEqualTo(2);
+        assertThatThrownBy(() -> Launch.detect(mpirun(5, 8, 4), 1, false).gpu())
+                .hasMessageContaining("mpirun did not set " + Launch.LOCAL_RANK);
+        env.put(Launch.LOCAL_RANK, "4");
+        assertThatThrownBy(() -> Launch.detect(env, 1, false)).hasMessageContaining("inconsistent mpirun "
+                + "environment").hasMessageContaining(Launch.LOCAL_RANK + "=4");
     }
 
     @Test

@@ -3,24 +3,34 @@ package io.accel4j.cli.train;
 import static io.accel4j.cli.train.TrainCommandTest.quick;
 import static io.accel4j.cli.train.TrainCommandTest.run;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.offset;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.accel4j.cli.CliException;
+import io.accel4j.cli.Main;
 import io.accel4j.cli.train.TrainCommandTest.Result;
 import io.accel4j.cuda.Cuda;
+import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaProbe;
 import io.accel4j.train.StepMetrics;
 import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import picocli.CommandLine;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code train --device}: cpu by default; cuda is an error naming the probe's result where no GPU is usable, a usage
- * error with what the GPU path does not do yet, and where a GPU is usable the same losses as the CPU run.
+ * {@code train --device}: cpu by default; cuda is an error naming the probe's result where no GPU is usable (or
+ * fewer GPUs than ranks, or no NCCL for several), a usage error with what the GPU path does not do yet, and where a
+ * GPU is usable the same losses as the CPU run — with several GPUs, for data-parallel ranks on NCCL too.
  */
 class TrainCommandDeviceTest {
 
@@ -59,7 +69,6 @@ class TrainCommandDeviceTest {
     void whatTheGpuPathDoesNotDoYetIsAUsageError() {
         String out = tmp.resolve("x").toString();
         String[][] cases = {
-            {"--ranks", "2", "does not support --ranks 2 (data parallelism averages gradients in host memory)"},
             {"--precision", "bf16", "does not support --precision bf16 (the GPU matmuls take fp32 operands only)"},
             {"--precision", "fp16", "does not support --precision fp16"},
             {"--profile", null, "does not support --profile"},
@@ -78,6 +87,96 @@ class TrainCommandDeviceTest {
         assertThat(Path.of(out)).doesNotExist();
     }
 
+    @Test
+    void cudaRanksWithoutAGpuAreAnErrorNamingTheProbe() {
+        CudaProbe probe = Cuda.probe();
+        assumeFalse(probe.ready(), "a GPU is usable here: " + probe.describe());
+        Path dir = tmp.resolve("nogpu-ranks");
+        for (String zero : new String[] {"0", "1", "3"}) {
+            Result r = run(quick(dir, "--device", "cuda", "--steps", "1", "--ranks", "2", "--zero", zero));
+            assertThat(r.code()).as(r.err()).isEqualTo(1);
+            assertThat(r.err()).startsWith("accel4j: error: --device cuda: no usable GPU: CUDA " + probe.describe());
+        }
+        // one rank of 'mpirun -np 2' on this machine: the same, before MPI is even initialised
+        Result r = runAs(mpirun(0, 2, 2, "0"), quick(dir, "--device", "cuda", "--steps", "1"));
+        assertThat(r.code()).as(r.err()).isEqualTo(1);
+        assertThat(r.err()).startsWith("accel4j: error: --device cuda: no usable GPU: CUDA " + probe.describe());
+        assertThat(dir).as("nothing written").doesNotExist();
+    }
+
+    @Test
+    void underMpirunTheLocalRankMustBeKnown() {
+        Path dir = tmp.resolve("nolocal");
+        // 2 ranks, 1 on this machine, and no OMPI_COMM_WORLD_LOCAL_RANK: which GPU is unknown
+        Result r = runAs(mpirun(1, 2, 1, null), quick(dir, "--device", "cuda", "--steps", "1"));
+        assertThat(r.code()).as(r.err()).isEqualTo(2);
+        assertThat(r.err()).startsWith("accel4j: error: mpirun did not set " + Launch.LOCAL_RANK
+                + ", which picks each process's GPU with --device cuda");
+        assertThat(dir).doesNotExist();
+    }
+
+    @Test
+    void fewerGpusThanRanksOrNoNcclAreErrorsSayingWhatWasFound() {
+        CudaProbe oneGpu = new CudaProbe.Ready("Test GPU", 90, 132, 1L << 37, 13000, 1, "libcuda.so.1");
+        CudaProbe twoGpus = new CudaProbe.Ready("Test GPU", 90, 132, 1L << 37, 13000, 2, "libcuda.so.1");
+        CudaLibraries.Search noNccl = new CudaLibraries.Search("libnccl.so.2", null, null, List.of("/opt/a",
+                "/opt/b"));
+        assertThatThrownBy(() -> Backend.check(Backend.Device.CUDA, 2, () -> oneGpu, () -> noNccl))
+                .isInstanceOf(CliException.class)
+                .hasMessageStartingWith("--device cuda with 2 ranks on this machine needs 2 GPUs (one per rank), "
+                        + "but CUDA finds 1 (Test GPU")
+                .hasMessageContaining("run at most 1 rank per machine");
+        assertThatThrownBy(() -> Backend.check(Backend.Device.CUDA, 2, () -> twoGpus, () -> noNccl))
+                .isInstanceOf(CliException.class)
+                .hasMessageContaining("averages the gradients with NCCL, but libnccl was not found (searched: "
+                        + "/opt/a, /opt/b)");
+        Backend.check(Backend.Device.CUDA, 1, () -> oneGpu, () -> noNccl); // one rank needs no NCCL
+        Backend.check(Backend.Device.CPU, 8, () -> {
+            throw new AssertionError("the CPU needs no probe");
+        }, () -> noNccl);
+    }
+
+    /** Needs two GPUs and NCCL: 2 ranks on cuda train like 2 ranks on the CPU (plain DDP and ZeRO 1..3). */
+    @Test
+    void cudaRanksTrainLikeCpuRanks() throws IOException {
+        CudaProbe probe = Cuda.probe();
+        assumeTrue(probe instanceof CudaProbe.Ready r && r.deviceCount() >= 2, "needs 2 GPUs: CUDA "
+                + probe.describe());
+        assumeTrue(CudaLibraries.nccl().found(), "NCCL: " + CudaLibraries.nccl().notFoundMessage());
+        for (String zero : new String[] {"0", "1", "2", "3"}) {
+            String[] common = {"--steps", "4", "--val-every", "2", "--samples", "0", "--eval-problems", "0",
+                "--ranks", "2", "--zero", zero, "--data-order", "sequential"};
+            Result cpu = run(quick(tmp.resolve("cpu" + zero), common));
+            Result gpu = run(quick(tmp.resolve("gpu" + zero), concat(common, "--device", "cuda")));
+            assertThat(cpu.code()).as(cpu.err()).isZero();
+            assertThat(gpu.code()).as(gpu.err()).isZero();
+            assertThat(gpu.out()).contains("2 data-parallel ranks in this process over NCCL", "done: 4 steps");
+            assertSameLosses(metrics(tmp.resolve("gpu" + zero)), metrics(tmp.resolve("cpu" + zero)));
+        }
+    }
+
+    /** {@code mpirun}'s variables for world rank {@code rank} of {@code size}, {@code local} on this machine. */
+    private static Map<String, String> mpirun(int rank, int size, int local, String localRank) {
+        Map<String, String> env = new HashMap<>(Map.of(Launch.WORLD_RANK, Integer.toString(rank), Launch.WORLD_SIZE,
+                Integer.toString(size), Launch.LOCAL_SIZE, Integer.toString(local)));
+        if (localRank != null) {
+            env.put(Launch.LOCAL_RANK, localRank);
+        }
+        return env;
+    }
+
+    /** {@code accel4j args} with {@code env} as the train command's environment. */
+    private static Result runAs(Map<String, String> env, String... args) {
+        StringWriter out = new StringWriter(), err = new StringWriter();
+        CommandLine cl = Main.commandLine();
+        cl.setOut(new PrintWriter(out, true));
+        cl.setErr(new PrintWriter(err, true));
+        TrainCommand train = cl.getSubcommands().get("train").getCommand();
+        train.env = env;
+        int code = cl.execute(args);
+        return new Result(code, out.toString(), err.toString(), train);
+    }
+
     /** Needs a GPU: the tiny preset trained 4 steps on cuda and on the CPU gives the same losses. */
     @Test
     void cudaTrainsLikeTheCpu() throws IOException {
@@ -91,7 +190,11 @@ class TrainCommandDeviceTest {
         assertThat(gpu.code()).as(gpu.err()).isZero();
         assertThat(gpu.out()).contains("using cuda: " + ((CudaProbe.Ready) probe).deviceName(), "done: 4 steps");
         assertThat(gpu.out().lines().filter(l -> l.startsWith("using cuda: ")).count()).isEqualTo(1);
-        List<StepMetrics> c = metrics(tmp.resolve("cpu")), g = metrics(tmp.resolve("gpu"));
+        assertSameLosses(metrics(tmp.resolve("gpu")), metrics(tmp.resolve("cpu")));
+    }
+
+    /** Each line's train and val loss within {@link #LOSS_REL} of the CPU's (NaN where the CPU has NaN). */
+    private static void assertSameLosses(List<StepMetrics> g, List<StepMetrics> c) {
         assertThat(g).hasSameSizeAs(c);
         for (int i = 0; i < c.size(); i++) {
             for (double[] pair : new double[][] {{g.get(i).trainLoss(), c.get(i).trainLoss()},
