@@ -80,6 +80,10 @@ public final class GpuMatmul implements AutoCloseable {
     /** Scratch slices start at multiples of this (cuBLASLt's preferred alignment). */
     private static final long SLICE_ALIGN = 256;
     private static final int CAST_BLOCK = 256;
+    /** matmul_backward_bias's block: 32 columns × 8 row phases (the kernel assumes this shape); grid ceil(OC / 32). */
+    static final Dim BIAS_BLOCK = Dim.of(32, 8);
+    /** cast_transpose_f32_to_fp8's block: a tile's 32 columns × CAST_BLOCK / 32 row phases. */
+    static final Dim CAST_TRANSPOSE_BLOCK = Dim.of(32, CAST_BLOCK / 32);
     private static final int CAST_MAX_BLOCKS = 1024;
 
     private enum Kind { FORWARD, DINP, DWEIGHT, FP8 }
@@ -233,7 +237,7 @@ public final class GpuMatmul implements AutoCloseable {
                 align(dweight), align(dweight)), key -> spec(key).transpose(false, true));
         dw.run(null, x.address(), g.address(), dweight.address(), dweight.address(), 1f, 1f);
         if (dbias != null) {
-            Kernels.MATMUL_BACKWARD_BIAS.launch(biasKernel, Dim.of((OC + 31) / 32), Dim.of(32, 8), 0, null,
+            Kernels.MATMUL_BACKWARD_BIAS.launch(biasKernel, Dim.of((OC + 31) / 32), BIAS_BLOCK, 0, null,
                     dbias, dout, N, OC);
         }
     }
@@ -287,18 +291,19 @@ public final class GpuMatmul implements AutoCloseable {
         scaleFactor("scale", scale);
         long n = (long) R * C;
         GpuOps.need("dst", dst, n, 1); GpuOps.need("dstT", dstT, n, 1); GpuOps.need("src", src, n, 4);
-        int tiles = (int) Math.min(CAST_MAX_BLOCKS, ((R + 31L) / 32) * ((C + 31L) / 32));
-        Kernels.CAST_TRANSPOSE_F32_TO_FP8.launch(castTranspose, Dim.of(tiles), Dim.of(32, CAST_BLOCK / 32), 0, null,
+        int tiles = castTransposeGrid(R, C);
+        Kernels.CAST_TRANSPOSE_F32_TO_FP8.launch(castTranspose, Dim.of(tiles), CAST_TRANSPOSE_BLOCK, 0, null,
                 dst, dstT, GpuOps.device(partials), src, R, C, scale, fp8Type == DType.FP8_E4M3 ? 1 : 0);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment host = arena.allocate(ValueLayout.JAVA_INT, tiles);
             partials.copyTo(host); // synchronous: after the kernel
-            int max = 0; // |x| as bits, NaN already left out by the kernel
-            for (int b = 0; b < tiles; b++) {
-                max = Math.max(max, host.getAtIndex(ValueLayout.JAVA_INT, b));
-            }
-            return Float.intBitsToFloat(max);
+            return GpuOps.maxBitsOfPartials(host, tiles);
         }
+    }
+
+    /** cast_transpose_f32_to_fp8's grid: a block per 32×32 tile of (R, C), at most CAST_MAX_BLOCKS (grid-stride). */
+    static int castTransposeGrid(int R, int C) {
+        return (int) Math.min(CAST_MAX_BLOCKS, ((R + 31L) / 32) * ((C + 31L) / 32));
     }
 
     /** {@link #fp8}'s preconditions, checked without a GPU (the segments' addresses are only compared). */

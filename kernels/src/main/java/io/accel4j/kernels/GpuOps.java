@@ -46,11 +46,17 @@ import java.util.Objects;
  */
 public final class GpuOps implements Ops, AutoCloseable {
 
-    private static final int BLOCK = 256;
+    static final int BLOCK = 256;
     /** Most blocks of a grid-stride element-wise kernel, and the partials of a reduction. */
-    private static final int MAX_BLOCKS = 1024;
+    static final int MAX_BLOCKS = 1024;
     /** Vocabulary buckets of encoder_backward_wte (the grid's y). */
-    private static final int WTE_BUCKETS = 32;
+    static final int WTE_BUCKETS = 32;
+    /** Rows per block of the warp-per-row kernels (layernorm forward and dinp): a warp each. */
+    static final int WARP_ROWS = BLOCK / 32;
+    /** Threads per block of the thread-per-column kernels (layernorm params, encoder dwte). */
+    static final int COLUMN_BLOCK = 128;
+    /** Threads per block of the classifier (a block per row). */
+    static final int CLASSIFIER_BLOCK = 512;
 
     private final CudaContext context;
     private final CudaMemory memory;
@@ -161,7 +167,8 @@ public final class GpuOps implements Ops, AutoCloseable {
         launch(s, Dim.of(blocks(n)), Dim.of(BLOCK), args);
     }
 
-    private static int blocks(long n) {
+    /** The grid of a 1-D grid-stride launch over n elements, and of the reductions. */
+    static int blocks(long n) {
         return (int) Math.min(MAX_BLOCKS, (n + BLOCK - 1) / BLOCK);
     }
 
@@ -211,7 +218,8 @@ public final class GpuOps implements Ops, AutoCloseable {
         need("dwte", dwte, (long) V * C, 4); need("dwpe", dwpe, (long) T * C, 4);
         need("dout", dout, bt * C, 4); need("inp", inp, bt, 4);
         launchN(Kernels.ENCODER_BACKWARD_WPE, (long) T * C, dwpe, dout, B, T, C);
-        launch(Kernels.ENCODER_BACKWARD_WTE, Dim.of((C + 127) / 128, WTE_BUCKETS), Dim.of(128),
+        launch(Kernels.ENCODER_BACKWARD_WTE, Dim.of((C + COLUMN_BLOCK - 1) / COLUMN_BLOCK, WTE_BUCKETS),
+                Dim.of(COLUMN_BLOCK),
                 dwte, dout, inp, Math.toIntExact(bt), C);
     }
 
@@ -224,7 +232,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         long nc = (long) N * C;
         need("out", out, nc, 4); need("mean", mean, N, 4); need("rstd", rstd, N, 4);
         need("inp", inp, nc, 4); need("weight", weight, C, 4); need("bias", bias, C, 4);
-        launch(Kernels.LAYERNORM_FORWARD, Dim.of((N + 7) / 8), Dim.of(BLOCK),
+        launch(Kernels.LAYERNORM_FORWARD, Dim.of((N + WARP_ROWS - 1) / WARP_ROWS), Dim.of(BLOCK),
                 out, mean, rstd, inp, weight, bias, N, C, EPS);
     }
 
@@ -237,9 +245,10 @@ public final class GpuOps implements Ops, AutoCloseable {
         need("dinp", dinp, nc, 4); need("dweight", dweight, C, 4); need("dbias", dbias, C, 4);
         need("dout", dout, nc, 4); need("inp", inp, nc, 4); need("weight", weight, C, 4);
         need("mean", mean, N, 4); need("rstd", rstd, N, 4);
-        launch(Kernels.LAYERNORM_BACKWARD_DINP, Dim.of((N + 7) / 8), Dim.of(BLOCK),
+        launch(Kernels.LAYERNORM_BACKWARD_DINP, Dim.of((N + WARP_ROWS - 1) / WARP_ROWS), Dim.of(BLOCK),
                 dinp, dout, inp, weight, mean, rstd, N, C);
-        launch(Kernels.LAYERNORM_BACKWARD_PARAMS, Dim.of((C + 127) / 128), Dim.of(128),
+        launch(Kernels.LAYERNORM_BACKWARD_PARAMS, Dim.of((C + COLUMN_BLOCK - 1) / COLUMN_BLOCK),
+                Dim.of(COLUMN_BLOCK),
                 dweight, dbias, dout, inp, mean, rstd, N, C);
     }
 
@@ -298,7 +307,7 @@ public final class GpuOps implements Ops, AutoCloseable {
             throw new IllegalArgumentException("Vp must be >= V, got Vp " + Vp + ", V " + V);
         }
         need("logits", logits, (long) N * Vp, 4); need("losses", losses, N, 4); need("targets", targets, N, 4);
-        launch(Kernels.CLASSIFIER, Dim.of(N), Dim.of(512), logits, losses, targets, N, V, Vp, dlossScale,
+        launch(Kernels.CLASSIFIER, Dim.of(N), Dim.of(CLASSIFIER_BLOCK), logits, losses, targets, N, V, Vp, dlossScale,
                 backward ? 1 : 0);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment host = arena.allocate(ValueLayout.JAVA_FLOAT, N);
@@ -486,13 +495,17 @@ public final class GpuOps implements Ops, AutoCloseable {
         int grid = blocks(n);
         launch(Kernels.SUM_OF_SQUARES, Dim.of(grid), Dim.of(BLOCK), device(partials), x, n);
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = partialsOnHost(arena, ValueLayout.JAVA_DOUBLE, grid);
-            double sum = 0;
-            for (int b = 0; b < grid; b++) {
-                sum += host.getAtIndex(ValueLayout.JAVA_DOUBLE, b);
-            }
-            return sum;
+            return sumOfPartials(partialsOnHost(arena, ValueLayout.JAVA_DOUBLE, grid), grid);
         }
+    }
+
+    /** sum_of_squares's result from its {@code grid} float64 partials: their sum in block order. */
+    static double sumOfPartials(MemorySegment partials, int grid) {
+        double sum = 0;
+        for (int b = 0; b < grid; b++) {
+            sum += partials.getAtIndex(ValueLayout.JAVA_DOUBLE, b);
+        }
+        return sum;
     }
 
     @Override
@@ -504,14 +517,18 @@ public final class GpuOps implements Ops, AutoCloseable {
         int grid = blocks(n);
         launch(Kernels.HAS_NON_FINITE, Dim.of(grid), Dim.of(BLOCK), device(partials), x, n);
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = partialsOnHost(arena, ValueLayout.JAVA_INT, grid);
-            for (int b = 0; b < grid; b++) {
-                if (host.getAtIndex(ValueLayout.JAVA_INT, b) != 0) {
-                    return true;
-                }
-            }
-            return false;
+            return anyPartial(partialsOnHost(arena, ValueLayout.JAVA_INT, grid), grid);
         }
+    }
+
+    /** has_non_finite's result from its {@code grid} int32 partials: whether any is nonzero. */
+    static boolean anyPartial(MemorySegment partials, int grid) {
+        for (int b = 0; b < grid; b++) {
+            if (partials.getAtIndex(ValueLayout.JAVA_INT, b) != 0) {
+                return true;
+            }
+        }
+        return false;
     }
 
     @Override
@@ -523,14 +540,18 @@ public final class GpuOps implements Ops, AutoCloseable {
         int grid = blocks(n);
         launch(Kernels.AMAX, Dim.of(grid), Dim.of(BLOCK), device(partials), x, n);
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = partialsOnHost(arena, ValueLayout.JAVA_FLOAT, grid);
-            float max = 0f;
-            for (int b = 0; b < grid; b++) {
-                float p = host.getAtIndex(ValueLayout.JAVA_FLOAT, b);
-                max = Float.isNaN(p) || Float.isNaN(max) ? Float.NaN : Math.max(max, p);
-            }
-            return max;
+            return maxOfPartials(partialsOnHost(arena, ValueLayout.JAVA_FLOAT, grid), grid);
         }
+    }
+
+    /** amax's result from its {@code grid} fp32 partials: their maximum, NaN if any is NaN. */
+    static float maxOfPartials(MemorySegment partials, int grid) {
+        float max = 0f;
+        for (int b = 0; b < grid; b++) {
+            float p = partials.getAtIndex(ValueLayout.JAVA_FLOAT, b);
+            max = Float.isNaN(p) || Float.isNaN(max) ? Float.NaN : Math.max(max, p);
+        }
+        return max;
     }
 
     // ---- matmul (cuBLASLt; GpuMatmul checks the sizes and has the row-major → column-major mapping)
@@ -601,13 +622,20 @@ public final class GpuOps implements Ops, AutoCloseable {
         launch(Kernels.CAST_F32_TO_FP8, Dim.of(grid), Dim.of(BLOCK), dst, device(partials), src, n, scale,
                 fp8Type == DType.FP8_E4M3 ? 1 : 0);
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = partialsOnHost(arena, ValueLayout.JAVA_INT, grid);
-            int max = 0; // |x| as bits, NaN already left out by the kernel
-            for (int b = 0; b < grid; b++) {
-                max = Math.max(max, host.getAtIndex(ValueLayout.JAVA_INT, b));
-            }
-            return Float.intBitsToFloat(max);
+            return maxBitsOfPartials(partialsOnHost(arena, ValueLayout.JAVA_INT, grid), grid);
         }
+    }
+
+    /**
+     * The amax of the fp8 casts from their {@code grid} partials, each a max |x| as its bit pattern (NaN already left
+     * out by the kernel): the largest pattern, as a float.
+     */
+    static float maxBitsOfPartials(MemorySegment partials, int grid) {
+        int max = 0;
+        for (int b = 0; b < grid; b++) {
+            max = Math.max(max, partials.getAtIndex(ValueLayout.JAVA_INT, b));
+        }
+        return Float.intBitsToFloat(max);
     }
 
     @Override

@@ -2,7 +2,6 @@ package io.accel4j.kernels;
 
 import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.cpu.Parallel;
@@ -15,8 +14,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
-import java.util.Map;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
@@ -45,11 +42,7 @@ class AdamWEmuTest {
 
     @BeforeAll
     static void compile() throws Exception {
-        Path gxx = KernelPtxTest.findTool("g++");
-        assumeTrue(gxx != null, "g++ not found on the PATH: adamw.cu not emulated");
-        exe = tmp.resolve("adamw_emu");
-        KernelPtxTest.run(List.of(gxx.toString(), "-std=c++20", "-O1", "-ffp-contract=off", "-Wno-unknown-pragmas",
-                "-Isrc/main/cuda", "-o", exe.toString(), "src/test/cuda/adamw_emu.cpp", "-lpthread"), Map.of());
+        exe = Emulator.compile(tmp, "adamw_emu", "adamw_emu", "-ffp-contract=off");
         pool = new Parallel(1);
         cpu = new CpuOps(pool);
     }
@@ -107,25 +100,25 @@ class AdamWEmuTest {
         Path dir = Files.createTempDirectory(tmp, bf16 ? "bf16-" : "f32-");
         MemorySegment table = arena.allocate((long) AdamWGpu.ROW_BYTES * ranges.size(), 8);
         AdamWGpu.rows(table, ranges, AdamWRangesCase.CONFIG.weightDecay());
-        Files.write(dir.resolve("table.bin"), table.toArray(ValueLayout.JAVA_BYTE));
+        Emulator.write(dir.resolve("table.bin"), table);
         String[] names = {"p", "g", "m", "v"};
         MemorySegment[] in = {p, g, m, v};
         for (int i = 0; i < 4; i++) {
-            Files.write(dir.resolve(names[i] + ".f32"), in[i].toArray(ValueLayout.JAVA_BYTE));
+            Emulator.write(dir.resolve(names[i] + ".f32"), in[i]);
         }
         float[] c = GpuOps.adamwCoefficients(AdamWRangesCase.CONFIG, AdamWRangesCase.STEP);
         var k = AdamWRangesCase.CONFIG;
-        List<String> cmd = new ArrayList<>(List.of(exe.toString(), bf16 ? "1" : "0", Long.toString(n),
+        List<String> cmd = new ArrayList<>(List.of(bf16 ? "1" : "0", Long.toString(n),
                 dir.resolve("table.bin").toString()));
         for (String name : names) {
             cmd.add(dir.resolve(name + ".f32").toString());
         }
         for (float f : new float[] {k.lr(), k.beta1(), k.beta2(), k.eps(), c[0], c[1], AdamWRangesCase.GRAD_SCALE}) {
-            cmd.add(String.format(Locale.ROOT, "%a", f)); // hex: exact through strtof
+            cmd.add(Emulator.arg(f));
         }
         cmd.add(Long.toUnsignedString(AdamWRangesCase.SEED));
         cmd.add(dir.toString());
-        KernelPtxTest.run(cmd, Map.of());
+        Emulator.run(exe, cmd);
 
         assertSameBits("params", read(dir.resolve("params.f32")), cP);
         assertSameBits("m", read(dir.resolve("m.f32")), cM);
@@ -145,8 +138,7 @@ class AdamWEmuTest {
     }
 
     private MemorySegment read(Path file) throws Exception {
-        byte[] b = Files.readAllBytes(file);
-        return arena.allocate(b.length, 16).copyFrom(MemorySegment.ofArray(b));
+        return Emulator.read(arena, file);
     }
 
     private MemorySegment floats(long n, double lo, double hi, long seed) {

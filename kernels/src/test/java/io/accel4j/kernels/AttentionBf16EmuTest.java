@@ -11,7 +11,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -33,25 +32,18 @@ class AttentionBf16EmuTest {
 
     @TempDir
     static Path tmp;
-    private static Path gxx;
     private static Path exe;
 
     @BeforeAll
     static void compile() throws Exception {
-        gxx = KernelPtxTest.findTool("g++");
-        assumeTrue(gxx != null, "g++ not found on the PATH: attention_bf16.cu not emulated");
         exe = compile("attention_bf16_emu");
     }
 
-    /** The harness built as {@code name} with {@code flags} added. */
+    /** The harness built as {@code name} with {@code flags} added (and the wmma/bf16 stand-ins). */
     private static Path compile(String name, String... flags) throws Exception {
-        Path out = tmp.resolve(name);
-        List<String> cmd = new ArrayList<>(List.of(gxx.toString(), "-std=c++20", "-O1", "-Wno-unknown-pragmas"));
-        cmd.addAll(List.of(flags));
-        cmd.addAll(List.of("-Isrc/test/cuda/emu", "-Isrc/main/cuda", "-o", out.toString(),
-                "src/test/cuda/attention_bf16_emu.cpp", "-lpthread"));
-        KernelPtxTest.run(cmd, Map.of());
-        return out;
+        List<String> all = new ArrayList<>(List.of(flags));
+        all.add("-Isrc/test/cuda/emu");
+        return Emulator.compile(tmp, "attention_bf16_emu", name, all.toArray(String[]::new));
     }
 
     @Test
@@ -122,12 +114,12 @@ class AttentionBf16EmuTest {
         Path qkv = dir.resolve("qkv.bf16"), dout = dir.resolve("dout.bf16");
         Files.write(qkv, bytes(in.qkv()));
         Files.write(dout, bytes(in.dout()));
-        List<String> cmd = new ArrayList<>(List.of(exe.toString()));
+        List<String> cmd = new ArrayList<>();
         for (int v : new int[] {c.B(), c.T(), c.C(), c.NH(), c.causal() ? 1 : 0}) {
             cmd.add(Integer.toString(v));
         }
         cmd.addAll(List.of(qkv.toString(), dout.toString(), dir.toString()));
-        KernelPtxTest.run(cmd, Map.of());
+        Emulator.run(exe, cmd);
         c.check(in, shorts(dir.resolve("out.bf16")), floats(dir.resolve("lse.f32")), shorts(dir.resolve("dqkv.bf16")));
     }
 

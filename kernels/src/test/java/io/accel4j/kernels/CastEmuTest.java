@@ -1,0 +1,211 @@
+package io.accel4j.kernels;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_SHORT;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.cuda.CudaKernel.Dim;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * cast.cu's kernels, the very source, run on the CPU ({@code src/test/cuda/cast_emu.cpp} through {@code cuda_emu.h},
+ * the element conversions from CUDA's own host headers) with {@link GpuOps}'s and {@link GpuMatmul}'s launches, bit
+ * for bit against {@link CpuOps}'s casts. cast_transpose_f32_to_fp8 against {@link CpuOps#castToFp8} and a transpose
+ * of its codes: codes, transposed codes and the amax; odd R and C (partial tiles), both formats, saturating values, a
+ * NaN and an infinity, and a case with more tiles than the grid has blocks (the grid-stride loop over tiles). The
+ * element-wise casts on every 16-bit or 8-bit code (decodes) and on odd-length random fp32 (encodes, with fp8's block
+ * amax). Checks the tiling, the shared-memory transpose, the boundaries and the amax reductions without a GPU
+ * ({@link CastHostCheckTest} checks the conversions themselves). Skipped without g++ or the CUDA headers.
+ */
+class CastEmuTest {
+
+    private static final long SEED = 20261204L;
+    /** Not a code the cast writes here (0xFF is −NaN in both formats; the inputs' NaN is positive). */
+    private static final byte POISON = (byte) 0xFF;
+
+    @TempDir
+    static Path tmp;
+    private static Path exe;
+    private static Parallel pool;
+    private static CpuOps cpu;
+    private final Arena arena = Arena.ofConfined();
+    private final SplittableRandom random = new SplittableRandom(SEED);
+
+    @BeforeAll
+    static void compile() throws Exception {
+        Path cuda = Emulator.cudaInclude();
+        exe = Emulator.compile(tmp, "cast_emu", "cast_emu", "-ffp-contract=off", "-I" + cuda);
+        pool = new Parallel(1);
+        cpu = new CpuOps(pool);
+    }
+
+    @AfterAll
+    static void close() {
+        if (pool != null) {
+            pool.close();
+        }
+    }
+
+    @AfterEach
+    void free() {
+        arena.close();
+    }
+
+    @Test
+    void e4m3MatchesCpuCastAndItsTranspose() throws Exception {
+        check(DType.FP8_E4M3, 37, 67, 0.37f, true);
+        check(DType.FP8_E4M3, 1, 1, 1f, false);
+        check(DType.FP8_E4M3, 64, 32, 3f, false); // whole tiles only
+    }
+
+    @Test
+    void e5m2MatchesCpuCastAndItsTranspose() throws Exception {
+        check(DType.FP8_E5M2, 67, 37, 2.5f, true);
+        check(DType.FP8_E5M2, 3, 100, 0.01f, false);
+    }
+
+    @Test
+    void moreTilesThanBlocksMatchCpu() throws Exception {
+        int side = 33 * 32 - 5; // 33·33 = 1089 tiles > the 1024 blocks of the grid
+        assertThat(GpuMatmul.castTransposeGrid(side, side + 2)).isLessThan(33 * 33);
+        check(DType.FP8_E4M3, side, side + 2, 0.5f, false);
+    }
+
+    @Test
+    void encodesMatchCpuBitForBit() throws Exception {
+        long n = 37 * 67;
+        MemorySegment src = randomFloats(n);
+        src.setAtIndex(JAVA_FLOAT, 5, Float.POSITIVE_INFINITY);
+        src.setAtIndex(JAVA_FLOAT, 6, -0f);
+        src.setAtIndex(JAVA_FLOAT, 7, Float.MIN_VALUE);
+        int grid = GpuOps.blocks(n);
+        // no NaN for bf16 and fp16: the JDK's fp16 NaN payload varies (CastHostCheckTest); fp8's NaN is added below
+        for (DType t : new DType[] {DType.BF16, DType.FP16}) {
+            MemorySegment dst = arena.allocate(2 * n).fill(POISON), cDst = arena.allocate(2 * n).fill(POISON);
+            cpu.castFromFp32(cDst, t, src, n);
+            Emulator.launch(exe, tmp, t == DType.BF16 ? "cast_f32_to_bf16" : "cast_f32_to_f16", Dim.of(grid),
+                    Dim.of(GpuOps.BLOCK), Emulator.buffers("dst", dst, "src", src), n);
+            assertThat(dst.mismatch(cDst)).as("%s codes: first differing byte (-1 = none)", t).isEqualTo(-1L);
+        }
+        src.setAtIndex(JAVA_FLOAT, n - 1, Float.NaN);
+        for (DType t : new DType[] {DType.FP8_E4M3, DType.FP8_E5M2}) {
+            float scale = t == DType.FP8_E4M3 ? 0.37f : 2.5f;
+            MemorySegment dst = arena.allocate(n).fill(POISON), cDst = arena.allocate(n).fill(POISON);
+            float cAmax = cpu.castToFp8(cDst, t, src, n, scale);
+            MemorySegment partial = poisonedPartials(grid);
+            Emulator.launch(exe, tmp, "cast_f32_to_fp8", Dim.of(grid), Dim.of(GpuOps.BLOCK),
+                    Emulator.buffers("dst", dst, "partial", partial, "src", src), n, scale,
+                    t == DType.FP8_E4M3 ? 1 : 0);
+            assertThat(dst.mismatch(cDst)).as("%s codes: first differing byte (-1 = none)", t).isEqualTo(-1L);
+            checkAmax(t.toString(), partial, grid, cAmax);
+        }
+    }
+
+    @Test
+    void decodesOfEveryCodeMatchCpuBitForBit() throws Exception {
+        for (DType t : new DType[] {DType.BF16, DType.FP16, DType.FP8_E4M3, DType.FP8_E5M2}) {
+            int bytes = t.isFp8() ? 1 : 2;
+            long n = 1L << (8 * bytes);
+            MemorySegment codes = arena.allocate(n * bytes);
+            for (long c = 0; c < n; c++) {
+                if (bytes == 1) {
+                    codes.set(JAVA_BYTE, c, (byte) c);
+                } else {
+                    codes.setAtIndex(JAVA_SHORT, c, (short) c);
+                }
+            }
+            float scaleInv = t.isFp8() ? 0.75f : 1f;
+            MemorySegment dst = arena.allocate(JAVA_FLOAT, n).fill(POISON), cDst = arena.allocate(JAVA_FLOAT, n);
+            cpu.castToFp32(cDst, codes, t, n, scaleInv);
+            int grid = GpuOps.blocks(n);
+            if (t.isFp8()) {
+                Emulator.launch(exe, tmp, "cast_fp8_to_f32", Dim.of(grid), Dim.of(GpuOps.BLOCK),
+                        Emulator.buffers("dst", dst, "src", codes), n, scaleInv, t == DType.FP8_E4M3 ? 1 : 0);
+            } else {
+                Emulator.launch(exe, tmp, t == DType.BF16 ? "cast_bf16_to_f32" : "cast_f16_to_f32", Dim.of(grid),
+                        Dim.of(GpuOps.BLOCK), Emulator.buffers("dst", dst, "src", codes), n);
+            }
+            for (long c = 0; c < n; c++) {
+                int e = dst.getAtIndex(JAVA_INT, c), x = cDst.getAtIndex(JAVA_INT, c);
+                if (t == DType.FP16 && Float.isNaN(Float.intBitsToFloat(x))) { // the JDK's payload varies: sign only
+                    assertThat(Float.isNaN(Float.intBitsToFloat(e))).as("%s code %x: NaN", t, c).isTrue();
+                    assertThat(e >>> 31).as("%s code %x: NaN's sign", t, c).isEqualTo(x >>> 31);
+                } else {
+                    assertThat(e).as("%s code %x: %s, the CPU's %s", t, c, Float.intBitsToFloat(e),
+                            Float.intBitsToFloat(x)).isEqualTo(x);
+                }
+            }
+        }
+    }
+
+    private void check(DType type, int R, int C, float scale, boolean specials) throws Exception {
+        long n = (long) R * C;
+        MemorySegment src = randomFloats(n);
+        if (specials) {
+            src.setAtIndex(JAVA_FLOAT, n / 3, Float.NaN);
+            src.setAtIndex(JAVA_FLOAT, n / 2, Float.NEGATIVE_INFINITY);
+            src.setAtIndex(JAVA_FLOAT, n - 1, 1e30f);
+        }
+        MemorySegment cDst = arena.allocate(n).fill(POISON);
+        float cAmax = cpu.castToFp8(cDst, type, src, n, scale);
+        MemorySegment cDstT = arena.allocate(n);
+        for (int r = 0; r < R; r++) {
+            for (int c = 0; c < C; c++) {
+                cDstT.set(JAVA_BYTE, (long) c * R + r, cDst.get(JAVA_BYTE, (long) r * C + c));
+            }
+        }
+
+        int grid = GpuMatmul.castTransposeGrid(R, C);
+        MemorySegment dst = arena.allocate(n).fill(POISON), dstT = arena.allocate(n).fill(POISON);
+        MemorySegment partial = poisonedPartials(grid);
+        Emulator.launch(exe, tmp, "cast_transpose_f32_to_fp8", Dim.of(grid), GpuMatmul.CAST_TRANSPOSE_BLOCK,
+                Emulator.buffers("dst", dst, "dstT", dstT, "partial", partial, "src", src), R, C, scale,
+                type == DType.FP8_E4M3 ? 1 : 0);
+
+        String what = type + " " + R + "×" + C;
+        assertThat(dst.mismatch(cDst)).as("%s codes: first differing byte (-1 = none)", what).isEqualTo(-1L);
+        assertThat(dstT.mismatch(cDstT)).as("%s transposed codes: first differing byte", what).isEqualTo(-1L);
+        checkAmax(what, partial, grid, cAmax);
+    }
+
+    /** Each partial written (a finite or infinite |x| pattern), and GpuOps's combination of them the CPU's amax. */
+    private static void checkAmax(String what, MemorySegment partial, int grid, float cAmax) {
+        for (int b = 0; b < grid; b++) {
+            assertThat(partial.getAtIndex(JAVA_INT, b)).as("%s partial %d", what, b).isBetween(0, 0x7F80_0000);
+        }
+        assertThat(Float.floatToRawIntBits(GpuOps.maxBitsOfPartials(partial, grid))).as("%s amax", what)
+                .isEqualTo(Float.floatToRawIntBits(cAmax));
+    }
+
+    /** grid amax partials holding a pattern above every |x| the kernel may write. */
+    private MemorySegment poisonedPartials(int grid) {
+        MemorySegment partial = arena.allocate(JAVA_INT, grid);
+        for (int b = 0; b < grid; b++) {
+            partial.setAtIndex(JAVA_INT, b, Integer.MAX_VALUE);
+        }
+        return partial;
+    }
+
+    /** n floats of magnitudes 2^-20 … 2^16, either sign: underflowing, normal and saturating fp8 codes. */
+    private MemorySegment randomFloats(long n) {
+        MemorySegment src = arena.allocate(JAVA_FLOAT, n);
+        for (long i = 0; i < n; i++) {
+            double magnitude = Math.scalb(1.0, random.nextInt(-20, 17));
+            src.setAtIndex(JAVA_FLOAT, i, (float) (random.nextDouble(-1, 1) * magnitude));
+        }
+        return src;
+    }
+}
