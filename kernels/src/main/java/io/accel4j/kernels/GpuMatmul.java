@@ -1,6 +1,8 @@
 package io.accel4j.kernels;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.AmaxHistory;
+import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.cuda.CublasLtHandle;
 import io.accel4j.cuda.CublasLtMatmul;
@@ -33,7 +35,9 @@ import java.util.function.Function;
  *   <li>{@link #fp8}: {@code out (M,N) (+)= aScaleInv·bScaleInv · a (M,K) · b (N,K)ᵀ} on FP8 codes, optionally
  *       writing {@code max |out|} to a device float;</li>
  *   <li>{@link #castTransposeToFp8}: FP8 codes of an fp32 matrix and of its transpose in one pass, returning its amax
- *       (the K-major operands a backward pass needs).</li>
+ *       (the K-major operands a backward pass needs);</li>
+ *   <li>{@link #fp8Forward} / {@link #fp8Backward}: {@link MatmulOps}' linear layer with FP8 operands and delayed
+ *       scaling ({@link Fp8Scaling}), built from the two above.</li>
  * </ul>
  *
  * <p><b>Row-major ↔ column-major.</b> A row-major (R, C) matrix is, byte for byte, the column-major (C, R) matrix
@@ -108,6 +112,10 @@ public final class GpuMatmul implements AutoCloseable {
     private final DeviceBuffer partials;
     /** The rounded operands of a BF16/FP16 product, grown to the largest call so far; null until then. */
     private DeviceBuffer scratch;
+    /** The FP8 codes of {@link #fp8Forward}/{@link #fp8Backward}'s operands and their transposes, likewise. */
+    private DeviceBuffer fp8Codes;
+    /** fp32 zeros (max(N, OC) of the largest call) for {@link #fp8Forward}'s bias broadcast; null until then. */
+    private DeviceBuffer zeros;
     private final Map<Key, CublasLtMatmul> plans = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<Key, CublasLtMatmul> eldest) {
@@ -306,6 +314,100 @@ public final class GpuMatmul implements AutoCloseable {
         return (int) Math.min(CAST_MAX_BLOCKS, ((R + 31L) / 32) * ((C + 31L) / 32));
     }
 
+    /**
+     * {@code out (N,OC) = sInp·sW · q_inp (N,C) · q_wᵀ + bias} ({@link MatmulOps}' FP8 forward, {@code bias} may be
+     * null): inp and weight cast by {@link #castTransposeToFp8} with their histories' scales (amaxes recorded; the
+     * transposed codes are not used forward), then {@link #fp8}. FP8 GEMMs have no fp32 bias epilogue here, so a
+     * bias is first broadcast into {@code out} exactly (an fp32 GEMM of zeros with the bias epilogue,
+     * {@code 0·0 + bias}) and the FP8 GEMM accumulates onto it. The FP8 rules apply: C a multiple of 16, OC of 4.
+     */
+    public void fp8Forward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias, int N,
+                           int C, int OC, Fp8Scaling fp8) {
+        Objects.requireNonNull(fp8, "fp8");
+        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        long nInp = (long) N * C, nW = (long) OC * C;
+        long inpAt = 0, inpT = slice(nInp, 1), wAt = 2 * inpT, wT = wAt + slice(nW, 1);
+        MemorySegment base = fp8Codes(wT + slice(nW, 1));
+        float sInp = cast(fp8.input(), base, inpAt, inpT, inp, N, C);
+        float sW = cast(fp8.weight(), base, wAt, wT, weight, OC, C);
+        boolean hasBias = bias != null;
+        if (hasBias) {
+            MemorySegment z = zeros(Math.max(N, OC));
+            forward(out, z, z, bias, N, 1, OC, DType.FP32);
+        }
+        fp8(out, DType.FP32, hasBias, base.asSlice(inpAt, nInp), fp8.input().format(), sInp,
+                base.asSlice(wAt, nW), fp8.weight().format(), sW, null, N, OC, C);
+    }
+
+    /**
+     * {@code dinp (N,C) += sDout·sW · q_dout (N,OC) · (q_wᵀ (C,OC))ᵀ}, {@code dweight (OC,C) += sDout·sInp ·
+     * q_doutᵀ (OC,N) · (q_inpᵀ (C,N))ᵀ}, {@code dbias += Σ_rows dout} (fp32, may be null): dout, weight and inp cast
+     * with their transposes by {@link #castTransposeToFp8} (amaxes recorded), then two {@link #fp8} GEMMs that add.
+     * The FP8 rules apply: OC and N multiples of 16, C of 4.
+     */
+    public void fp8Backward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                            MemorySegment inp, MemorySegment weight, int N, int C, int OC, Fp8Scaling fp8) {
+        Objects.requireNonNull(fp8, "fp8");
+        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        if (dbias != null) {
+            GpuOps.need("dbias", dbias, OC, 4);
+        }
+        long nInp = (long) N * C, nW = (long) OC * C, nDout = (long) N * OC;
+        long inpAt = 0, inpT = slice(nInp, 1), wAt = 2 * inpT, wT = wAt + slice(nW, 1), gAt = wT + slice(nW, 1);
+        long gT = gAt + slice(nDout, 1);
+        MemorySegment base = fp8Codes(gT + slice(nDout, 1));
+        AmaxHistory hInp = fp8.input(), hW = fp8.weight(), hDout = fp8.gradOutput();
+        float sDout = cast(hDout, base, gAt, gT, dout, N, OC);
+        float sW = cast(hW, base, wAt, wT, weight, OC, C);
+        float sInp = cast(hInp, base, inpAt, inpT, inp, N, C);
+        fp8(dinp, DType.FP32, true, base.asSlice(gAt, nDout), hDout.format(), sDout, base.asSlice(wT, nW),
+                hW.format(), sW, null, N, C, OC);
+        fp8(dweight, DType.FP32, true, base.asSlice(gT, nDout), hDout.format(), sDout, base.asSlice(inpT, nInp),
+                hInp.format(), sInp, null, OC, C, N);
+        if (dbias != null) {
+            Kernels.MATMUL_BACKWARD_BIAS.launch(biasKernel, Dim.of((OC + 31) / 32), Dim.of(32, 8), 0, null,
+                    dbias, dout, N, OC);
+        }
+    }
+
+    /**
+     * Casts {@code src} (R,C) with {@code h}'s scale into {@code base} at {@code at} and its transpose at
+     * {@code atT}, records the amax, and returns the dequantisation factor.
+     */
+    private float cast(AmaxHistory h, MemorySegment base, long at, long atT, MemorySegment src, int R, int C) {
+        long n = (long) R * C;
+        float inv = h.scaleInv();
+        h.record(castTransposeToFp8(base.asSlice(at, n), base.asSlice(atT, n), h.format(), src, R, C, h.scale()));
+        return inv;
+    }
+
+    /** {@link #fp8Codes} as a device view of at least {@code bytes}, reallocated (old contents lost) if smaller. */
+    private MemorySegment fp8Codes(long bytes) {
+        if (fp8Codes == null || fp8Codes.byteSize() < bytes) {
+            if (fp8Codes != null) {
+                context.synchronize(); // the queued GEMMs may still read it
+                fp8Codes.close();
+                fp8Codes = null;
+            }
+            fp8Codes = context.allocate(bytes);
+        }
+        return GpuOps.device(fp8Codes);
+    }
+
+    /** At least {@code n} fp32 zeros on the device. */
+    private MemorySegment zeros(long n) {
+        if (zeros == null || zeros.byteSize() < n * Float.BYTES) {
+            if (zeros != null) {
+                context.synchronize();
+                zeros.close();
+                zeros = null;
+            }
+            zeros = context.allocate(n * Float.BYTES);
+            zeros.fill((byte) 0);
+        }
+        return GpuOps.device(zeros);
+    }
+
     /** {@link #fp8}'s preconditions, checked without a GPU (the segments' addresses are only compared). */
     static void checkFp8(MemorySegment out, DType outType, MemorySegment a, DType aType, float aScaleInv,
                          MemorySegment b, DType bType, float bScaleInv, MemorySegment amaxOut, int M, int N, int K) {
@@ -419,6 +521,14 @@ public final class GpuMatmul implements AutoCloseable {
         if (scratch != null) {
             scratch.close();
             scratch = null;
+        }
+        if (fp8Codes != null) {
+            fp8Codes.close();
+            fp8Codes = null;
+        }
+        if (zeros != null) {
+            zeros.close();
+            zeros = null;
         }
         partials.close();
         fp8Scales.close();

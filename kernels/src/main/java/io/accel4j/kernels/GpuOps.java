@@ -1,6 +1,7 @@
 package io.accel4j.kernels;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
@@ -568,6 +569,18 @@ public final class GpuOps implements Ops, AutoCloseable {
                                MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
         MatmulOps.checkOperands(operands);
         matmul("matmulBackward").backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, operands);
+    }
+
+    @Override
+    public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
+                              int N, int C, int OC, Fp8Scaling fp8) {
+        matmul("matmulForward").fp8Forward(out, inp, weight, bias, N, C, OC, fp8);
+    }
+
+    @Override
+    public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                               MemorySegment inp, MemorySegment weight, int N, int C, int OC, Fp8Scaling fp8) {
+        matmul("matmulBackward").fp8Backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fp8);
     }
 
     /**

@@ -9,6 +9,7 @@ import io.accel4j.core.DType;
 import io.accel4j.core.fp8.AmaxHistory;
 import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.fp8.DelayedScaling.Role;
+import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.gemm.Gemm;
 import io.accel4j.cpu.gemm.Layout;
@@ -264,6 +265,56 @@ class GpuMatmulTest {
         mm.fp8(gDw, DType.FP32, true, gg8T, e5, 1f / sg, gx8T, e4, 1f / sx, null, OC, C, N);
         assertFp8Close("dinp", down(gDx), dx, fp8Bound(g8, e5, 1f / sg, w8T, e4, 1f / sw, N, C, OC));
         assertFp8Close("dweight", down(gDw), dw, fp8Bound(g8T, e5, 1f / sg, x8T, e4, 1f / sx, OC, C, N));
+    }
+
+    /**
+     * {@link GpuOps}' FP8 linear layer (MatmulOps' FP8 methods: cast-transposes with each history's scale, FP8 GEMMs,
+     * the bias broadcast then accumulated onto) against {@link CpuOps}' with histories in the same state: the same
+     * codes, so the same products up to the accumulation (FP8_TOL of Σ|a·b|), the same amaxes recorded.
+     */
+    @Test
+    void fp8LinearLayerThroughGpuOpsMatchesCpuOps() {
+        assumeFp8();
+        int N = 48, C = 64, OC = 32; // K = C, OC, N multiples of 16; C, OC multiples of 4
+        MemorySegment inp = floats((long) N * C, 2, SEED + 60), w = floats((long) OC * C, 0.1f, SEED + 61);
+        MemorySegment b = floats(OC, 1, SEED + 62), dout = floats((long) N * OC, 1e-3f, SEED + 63);
+        MemorySegment pDx = floats((long) N * C, 1e-3f, SEED + 64), pDw = floats((long) OC * C, 1e-3f, SEED + 65);
+        MemorySegment pDb = floats(OC, 1e-3f, SEED + 66);
+        Fp8Scaling onCpu = calibratedLayer(), onGpu = calibratedLayer();
+        MemorySegment out = nans((long) N * OC), dx = copy(pDx), dw = copy(pDw), db = copy(pDb);
+        cpu.matmulForward(out, inp, w, b, N, C, OC, onCpu);
+        cpu.matmulBackward(dx, dw, db, dout, inp, w, N, C, OC, onCpu);
+        MemorySegment gOut = up(nans((long) N * OC)), gDx = up(pDx), gDw = up(pDw), gDb = up(pDb);
+        MemorySegment gInp = up(inp), gW = up(w), gDout = up(dout);
+        gpu.matmulForward(gOut, gInp, gW, up(b), N, C, OC, onGpu);
+        gpu.matmulBackward(gDx, gDw, gDb, gDout, gInp, gW, N, C, OC, onGpu);
+        assertThat(onGpu.input().amaxes()).containsExactly(onCpu.input().amaxes());
+        assertThat(onGpu.weight().amaxes()).containsExactly(onCpu.weight().amaxes());
+        assertThat(onGpu.gradOutput().amaxes()).containsExactly(onCpu.gradOutput().amaxes());
+        float sx = onCpu.input().scale(), sw = onCpu.weight().scale(), sg = onCpu.gradOutput().scale();
+        DType e4 = DType.FP8_E4M3, e5 = DType.FP8_E5M2;
+        MemorySegment x8 = arena.allocate((long) N * C), w8 = arena.allocate((long) OC * C);
+        MemorySegment g8 = arena.allocate((long) N * OC);
+        cpu.castToFp8(x8, e4, inp, (long) N * C, sx);
+        cpu.castToFp8(w8, e4, w, (long) OC * C, sw);
+        cpu.castToFp8(g8, e5, dout, (long) N * OC, sg);
+        assertFp8Close("out", down(gOut), out, fp8Bound(x8, e4, 1f / sx, w8, e4, 1f / sw, N, OC, C));
+        assertFp8Close("dinp", down(gDx), dx, fp8Bound(g8, e5, 1f / sg, transpose(w8, OC, C), e4, 1f / sw, N, C,
+                OC));
+        assertFp8Close("dweight", down(gDw), dw, fp8Bound(transpose(g8, N, OC), e5, 1f / sg, transpose(x8, N, C), e4,
+                1f / sx, OC, C, N));
+        assertClose("dbias (fp32)", down(gDb), db, OC);
+    }
+
+    /** A hybrid layer state after one step of amaxes 2, 0.1, 1e-3 (history 4): scales 224, 4480, ~5.7e7. */
+    private static Fp8Scaling calibratedLayer() {
+        Fp8Scaling s = Fp8Scaling.of(new DelayedScaling(
+                DelayedScaling.Format.HYBRID, 4, 0, DelayedScaling.Algorithm.MAX));
+        s.input().record(2f);
+        s.weight().record(0.1f);
+        s.gradOutput().record(1e-3f);
+        s.update();
+        return s;
     }
 
     // ---- helpers

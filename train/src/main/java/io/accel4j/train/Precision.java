@@ -1,8 +1,10 @@
 package io.accel4j.train;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.MatmulOps;
 import java.util.Locale;
+import java.util.Objects;
 
 /**
  * The arithmetic of a training run ({@code --precision}): the matmuls' operand precision and, for fp16, the dynamic
@@ -17,13 +19,22 @@ import java.util.Locale;
  *   <li>{@link DType#FP16}: matmul operands rounded to fp16 (range ±65504, overflow to inf), fp32 accumulation, and
  *       dynamic loss scaling ({@link LossScaler}) from {@code initialLossScale}, doubling after
  *       {@code lossScaleWindow} clean steps.</li>
+ *   <li>fp8 ({@link #fp8(DelayedScaling)}): every block's linear layers (qkv, attproj, fc, fcproj) take FP8
+ *       operands with delayed per-tensor scaling, Transformer Engine's hybrid recipe: inputs and weights E4M3,
+ *       output gradients E5M2, each tensor of each layer with its own amax history
+ *       ({@link io.accel4j.train.model.Fp8State}); fp32 accumulation, outputs, master weights and AdamW. The tied LM
+ *       head, the model's last (and, through the embedding, first) layer, stays in {@code operands}' precision (fp32),
+ *       as Transformer Engine keeps a model's first and last layers out of FP8: its logits feed the softmax
+ *       directly and its weight is the token embedding. No loss scaling: the per-tensor scales cover the
+ *       gradients' range.</li>
  * </ul>
  *
- * @param operands         FP32, BF16 or FP16
+ * @param operands         FP32, BF16 or FP16: every matmul's, or under fp8 the LM head's
  * @param initialLossScale fp16's starting loss scale, a power of two in [1, 2^64] (ignored otherwise)
  * @param lossScaleWindow  fp16: clean steps before the scale doubles, ≥ 1 (ignored otherwise)
+ * @param fp8              the blocks' FP8 recipe, or null when they take {@code operands} too
  */
-public record Precision(DType operands, float initialLossScale, int lossScaleWindow) {
+public record Precision(DType operands, float initialLossScale, int lossScaleWindow, DelayedScaling fp8) {
 
     /** fp16's default starting scale, 2^16 (PyTorch's GradScaler and Megatron-LM's start there too). */
     public static final float DEFAULT_LOSS_SCALE = 0x1p16f;
@@ -50,6 +61,17 @@ public record Precision(DType operands, float initialLossScale, int lossScaleWin
         }
     }
 
+    /** No FP8: {@code operands} for every matmul. */
+    public Precision(DType operands, float initialLossScale, int lossScaleWindow) {
+        this(operands, initialLossScale, lossScaleWindow, null);
+    }
+
+    /** The blocks' linear layers in FP8 with {@code recipe}, the LM head in fp32. */
+    public static Precision fp8(DelayedScaling recipe) {
+        Objects.requireNonNull(recipe, "recipe");
+        return new Precision(DType.FP32, DEFAULT_LOSS_SCALE, DEFAULT_LOSS_SCALE_WINDOW, recipe);
+    }
+
     /** {@code operands} with the default loss scaling. */
     public static Precision of(DType operands) {
         return new Precision(operands, DEFAULT_LOSS_SCALE, DEFAULT_LOSS_SCALE_WINDOW);
@@ -60,8 +82,8 @@ public record Precision(DType operands, float initialLossScale, int lossScaleWin
         return operands == DType.FP16;
     }
 
-    /** The name {@code --precision} takes: fp32, bf16 or fp16. */
+    /** The name {@code --precision} takes: fp32, bf16, fp16 or fp8. */
     public String label() {
-        return operands.name().toLowerCase(Locale.ROOT);
+        return fp8 != null ? "fp8" : operands.name().toLowerCase(Locale.ROOT);
     }
 }

@@ -16,11 +16,13 @@ import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.io.AtomicWrite;
 import io.accel4j.train.io.FileFormatException;
 import io.accel4j.train.model.FlatWeights;
+import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
@@ -40,7 +42,8 @@ import java.util.Properties;
  * set is spared).
  *
  * <p>{@link #save} writes a checkpoint into a directory: the model as an llm.c file ({@code model_NNNNNNNN.bin}), the
- * optimizer moments, step, data position and loss scaler ({@link TrainState}, {@code state_NNNNNNNN.bin}), then —
+ * optimizer moments, step, data position, loss scaler and FP8 scaling state ({@link TrainState},
+ * {@code state_NNNNNNNN.bin}), then —
  * the commit point — the small {@value #POINTER} file naming them, each written atomically; older checkpoint files
  * are then removed. {@link #resume} reads them back: the steps that follow give bit for bit the losses an uninterrupted run
  * gives (every kernel is deterministic and independent of the thread count).
@@ -154,6 +157,8 @@ public final class Trainer implements AutoCloseable {
                     + "communicator of more than one rank (got " + ranks + ")");
         }
         model.matmulOperands(cfg.precision().operands());
+        model.fp8(cfg.precision().fp8() == null ? null
+                : new Fp8State(cfg.precision().fp8(), model.config().L()));
         this.scaler = new LossScaler(cfg.precision());
         DataLoader t = null, vl = null;
         ZeroOptimizer z = null;
@@ -417,6 +422,7 @@ public final class Trainer implements AutoCloseable {
             update(lr, s + 1 - scaler.skippedSteps(), scale / lossScale); // the scale is a power of 2: exact
         }
         scaler.afterStep(overflow);
+        updateFp8();
         step = s + 1;
         double ms = (System.nanoTime() - t0) / 1e6;
         double tokensPerS = cfg.tokensPerStep() * ranks() / (ms / 1e3);
@@ -424,6 +430,31 @@ public final class Trainer implements AutoCloseable {
                 ? new StepMetrics(s, loss, valLoss, ms, tokensPerS, lr, norm, lossScale, overflow,
                         scaler.skippedSteps())
                 : new StepMetrics(s, loss, valLoss, ms, tokensPerS, lr, norm);
+    }
+
+    /**
+     * Ends the step of the model's FP8 scaling state (when it has one): with several ranks this step's amaxes first
+     * become their maximum over the ranks (every rank then computes the same scales, as Transformer Engine reduces
+     * amaxes over the data-parallel group), then every history computes the next step's scale.
+     */
+    private void updateFp8() {
+        Fp8State fp8 = model.fp8();
+        if (fp8 == null) {
+            return;
+        }
+        if (comm != null) {
+            if (comm.deviceBuffers()) { // the CLI refuses --device cuda with fp8 before this
+                throw new UnsupportedOperationException("FP8 training over a communicator of device buffers (NCCL) "
+                        + "is not supported yet: the amax maximum over the ranks is taken on host buffers");
+            }
+            float[] amaxes = fp8.stepAmaxes();
+            try (Arena tmp = Arena.ofShared()) {
+                MemorySegment buf = tmp.allocateFrom(ValueLayout.JAVA_FLOAT, amaxes);
+                comm.allReduce(buf, amaxes.length, DType.FP32, ReduceOp.MAX);
+                fp8.recordStepAmaxes(buf.toArray(ValueLayout.JAVA_FLOAT));
+            }
+        }
+        fp8.update();
     }
 
     /**
@@ -470,19 +501,28 @@ public final class Trainer implements AutoCloseable {
 
     /**
      * The mean loss over the first {@link #valBatches} batches of the val file (NaN without one). At ZeRO stage 3 a
-     * collective (the forward gathers the parameters): every rank calls it.
+     * collective (the forward gathers the parameters): every rank calls it. With FP8 the forwards cast with the
+     * current scales but leave the amax histories as they were: training does not depend on when it validates.
      */
     public double validate() {
         if (val == null) {
             return Double.NaN;
         }
-        val.seek(valStart);
-        double sum = 0;
-        for (int i = 0; i < valBatches; i++) {
-            val.next(inputs, targets);
-            sum += model.forward(inputs, targets, cfg.batch(), cfg.seq());
+        Fp8State fp8 = model.fp8();
+        byte[] fp8Before = fp8 == null ? null : fp8.encode();
+        try {
+            val.seek(valStart);
+            double sum = 0;
+            for (int i = 0; i < valBatches; i++) {
+                val.next(inputs, targets);
+                sum += model.forward(inputs, targets, cfg.batch(), cfg.seq());
+            }
+            return sum / valBatches;
+        } finally {
+            if (fp8Before != null) {
+                fp8.restore(fp8Before); // the casts recorded the validation data's amaxes: forget them
+            }
         }
-        return sum / valBatches;
     }
 
     /**
@@ -520,7 +560,8 @@ public final class Trainer implements AutoCloseable {
             }
             TrainState.write(stateFile, new TrainState.Header(step, cfg.batch(), cfg.seq(), cfg.gradAccum(),
                     model.config(), train.position().encode(), scaler.enabled() ? scaler.scale() : 0f,
-                    scaler.cleanSteps(), scaler.skippedSteps()), moments1, moments2);
+                    scaler.cleanSteps(), scaler.skippedSteps(),
+                    model.fp8() == null ? new byte[0] : model.fp8().encode()), moments1, moments2);
         }
         String pointer = "# the latest complete accel4j checkpoint\nstep=" + step + "\nmodel="
                 + modelFile.getFileName() + "\nstate=" + stateFile.getFileName() + "\n";
@@ -588,9 +629,27 @@ public final class Trainer implements AutoCloseable {
             throw new FileFormatException(stateFile, "loader state", "does not fit this run's train data: "
                     + e.getMessage());
         }
+        restoreFp8(stateFile, h.fp8State());
         step = h.step();
         scaler.restore(h.lossScale(), h.cleanSteps(), h.skippedSteps());
         checkReplicas();
+    }
+
+    /** The FP8 scaling state saved in {@code stateFile} back into the model's; both must be fp8 or neither. */
+    private void restoreFp8(Path stateFile, byte[] saved) throws FileFormatException {
+        Fp8State fp8 = model.fp8();
+        if (fp8 == null && saved.length > 0 || fp8 != null && saved.length == 0) {
+            throw new FileFormatException(stateFile, "header[18] (FP8 state bytes)", "is " + saved.length + ", but "
+                    + "this run is " + cfg.precision().label() + ": resume an fp8 run with --precision fp8, any other "
+                    + "without it");
+        }
+        if (fp8 != null) {
+            try {
+                fp8.restore(saved);
+            } catch (IllegalArgumentException e) {
+                throw new FileFormatException(stateFile, "FP8 state", e.getMessage());
+            }
+        }
     }
 
     /** AdamW's moments from {@code stateFile} into {@link #m} and {@link #v}, through host staging off the CPU. */

@@ -115,6 +115,37 @@ public final class AmaxHistory {
         return inv;
     }
 
+    /** Steps of amax the window holds. */
+    public int length() {
+        return window.length;
+    }
+
+    /**
+     * Puts this history back into a saved state (a checkpoint): {@code scale} and the window {@code amaxes}, oldest
+     * first, this step's slot last, as {@link #scale()} and {@link #amaxes()} returned them. The steps that follow
+     * behave bit for bit as they would have in the history that was saved.
+     *
+     * @throws IllegalArgumentException when {@code amaxes} is not {@link #length()} long, holds a negative value,
+     *                                  or {@code scale} is not in (0, {@link #MAX_SCALE}]
+     */
+    public void restore(float scale, float[] amaxes) {
+        Objects.requireNonNull(amaxes, "amaxes");
+        if (amaxes.length != window.length) {
+            throw new IllegalArgumentException("amaxes holds " + amaxes.length + " steps, the window " + window.length);
+        }
+        if (!(scale > 0 && scale <= MAX_SCALE)) {
+            throw new IllegalArgumentException("scale must be in (0, 2^126], got " + scale);
+        }
+        for (int i = 0; i < amaxes.length; i++) {
+            if (amaxes[i] < 0) {
+                throw new IllegalArgumentException("amaxes[" + i + "] must be >= 0, got " + amaxes[i]);
+            }
+        }
+        System.arraycopy(amaxes, 0, window, 0, window.length);
+        current = window.length - 1;
+        this.scale = scale;
+    }
+
     /** The window, oldest first, this step's slot last. */
     public float[] amaxes() {
         float[] out = new float[window.length];

@@ -1,6 +1,7 @@
 package io.accel4j.core.ops;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.Fp8Scaling;
 import java.lang.foreign.MemorySegment;
 
 /**
@@ -20,6 +21,18 @@ import java.lang.foreign.MemorySegment;
  * </ul>
  * Any other {@code operands} is an {@link IllegalArgumentException}; a backend that lacks a precision throws
  * {@link UnsupportedOperationException}.
+ *
+ * <p><b>FP8 operands</b> (the methods taking an {@link Fp8Scaling}, delayed scaling as Transformer Engine does it):
+ * each operand {@code x} of a product is cast to its history's FP8 type with the history's current scale,
+ * {@code q = fp8(x·scale)} (round to nearest even, saturating at ±max, as {@link CastOps#castToFp8}), the codes are
+ * multiplied and summed in fp32, and the sum is multiplied by the two operands' {@code scaleInv}s:
+ * forward {@code out = (scaleInv_inp·scaleInv_w)·Σ q_inp·q_w + bias}; backward
+ * {@code dinp += (scaleInv_dout·scaleInv_w)·Σ q_dout·q_w}, {@code dweight += (scaleInv_dout·scaleInv_inp)·Σ q_dout·q_inp}
+ * and {@code dbias += Σ_rows dout} (fp32, unrounded). The amax ({@code max |x|}) of every cast is
+ * {@link io.accel4j.core.fp8.AmaxHistory#record recorded} into that tensor's history; the scales are not updated
+ * (the caller does that once per step). The fp32 buffers are not modified and the outputs are fp32. A backend may
+ * require sizes its FP8 GEMM supports (the GPU: multiples of 16) and says so with an
+ * {@link IllegalArgumentException}.
  */
 public interface MatmulOps {
 
@@ -47,6 +60,21 @@ public interface MatmulOps {
      *  MemorySegment, int, int, int)} with products of {@code operands} precision (see the interface comment). */
     void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                         MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands);
+
+    /**
+     * {@code out (N,OC) = inp (N,C) · weightᵀ (C,OC) + bias (OC)} with FP8 operands scaled by {@code fp8}'s
+     * {@code input} and {@code weight} histories, whose amaxes it records (see the interface comment).
+     */
+    void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
+                       int N, int C, int OC, Fp8Scaling fp8);
+
+    /**
+     * {@code dinp += dout · weight}, {@code dweight += doutᵀ · inp}, {@code dbias += Σ_rows dout} with FP8 operands:
+     * {@code dout} by {@code fp8}'s {@code gradOutput} history, {@code weight} and {@code inp} by theirs (the same
+     * scales as the forward of this step), amaxes recorded (see the interface comment).
+     */
+    void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                        MemorySegment inp, MemorySegment weight, int N, int C, int OC, Fp8Scaling fp8);
 
     /**
      * Checks an operand precision: returns it when it is FP32, BF16 or FP16.

@@ -114,6 +114,50 @@ class DelayedScalingTest {
     }
 
     @Test
+    void aRestoredHistoryContinuesBitForBit() {
+        for (Algorithm algorithm : Algorithm.values()) {
+            AmaxHistory a = new AmaxHistory(DType.FP8_E5M2, 3, 1, algorithm);
+            float[] amaxes = {3f, 0.7f, 12f, 0.01f, 5f, 0f, 2f};
+            for (int i = 0; i < 4; i++) {
+                step(a, amaxes[i]);
+            }
+            a.record(0.3f); // mid-step: this step's slot is saved too
+            AmaxHistory b = new AmaxHistory(DType.FP8_E5M2, 3, 1, algorithm);
+            b.restore(a.scale(), a.amaxes());
+            assertThat(b.amaxes()).containsExactly(a.amaxes());
+            assertThat(b.scale()).isEqualTo(a.scale());
+            for (int i = 4; i < amaxes.length; i++) {
+                assertThat(step(b, amaxes[i])).as(algorithm + " step " + i).isEqualTo(step(a, amaxes[i]));
+                assertThat(b.amaxes()).containsExactly(a.amaxes());
+            }
+        }
+        AmaxHistory h = new AmaxHistory(DType.FP8_E4M3, 2, 0, Algorithm.MAX);
+        assertThatThrownBy(() -> h.restore(1f, new float[3])).hasMessage("amaxes holds 3 steps, the window 2");
+        assertThatThrownBy(() -> h.restore(0f, new float[2])).hasMessage("scale must be in (0, 2^126], got 0.0");
+        assertThatThrownBy(() -> h.restore(1f, new float[] {1f, -2f})).hasMessage("amaxes[1] must be >= 0, got -2.0");
+    }
+
+    @Test
+    void aLayerHasThreeDistinctHistoriesAndNoE5m2Product() {
+        Fp8Scaling s = Fp8Scaling.of(DelayedScaling.defaults());
+        assertThat(s.input().format()).isEqualTo(DType.FP8_E4M3);
+        assertThat(s.weight().format()).isEqualTo(DType.FP8_E4M3);
+        assertThat(s.gradOutput().format()).isEqualTo(DType.FP8_E5M2);
+        s.input().record(2f);
+        s.gradOutput().record(4f);
+        s.update();
+        assertThat(s.input().scale()).isEqualTo(224f);
+        assertThat(s.weight().scale()).as("nothing recorded: kept").isEqualTo(1f);
+        assertThat(s.gradOutput().scale()).isEqualTo(14336f);
+        AmaxHistory e4 = new AmaxHistory(DType.FP8_E4M3, 1, 0, Algorithm.MAX);
+        AmaxHistory e5 = new AmaxHistory(DType.FP8_E5M2, 1, 0, Algorithm.MAX);
+        AmaxHistory e5b = new AmaxHistory(DType.FP8_E5M2, 1, 0, Algorithm.MAX);
+        assertThatThrownBy(() -> new Fp8Scaling(e4, e5, e5b)).hasMessageContaining("gradOutput and weight are "
+                + "multiplied together but are both FP8_E5M2");
+        assertThatThrownBy(() -> new Fp8Scaling(e4, e4, e5)).hasMessageContaining("need a history each");
+    }
+
+    @Test
     void badArgumentsAreNamed() {
         assertThatThrownBy(() -> new DelayedScaling(Format.HYBRID, 0, 0, Algorithm.MAX))
                 .isInstanceOf(IllegalArgumentException.class).hasMessage("historyLength must be >= 1, got 0");

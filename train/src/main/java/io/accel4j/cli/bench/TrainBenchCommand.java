@@ -3,6 +3,7 @@ package io.accel4j.cli.bench;
 import io.accel4j.cli.train.Backend;
 import io.accel4j.cli.train.TrainCommand;
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
@@ -11,6 +12,7 @@ import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.train.data.Mt19937;
+import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.profile.ProfileReport;
@@ -93,9 +95,10 @@ public final class TrainBenchCommand implements Callable<Integer> {
             + "the tokens (default: ${DEFAULT-VALUE}).")
     long seed;
 
-    @Option(names = "--precision", paramLabel = "fp32|bf16|fp16", defaultValue = "fp32",
+    @Option(names = "--precision", paramLabel = "fp32|bf16|fp16|fp8", defaultValue = "fp32",
             converter = TrainCommand.Precisions.class, description = "Matmul operand precision, fp32 accumulation "
-            + "(fp16: the rounding only, no loss scaling) (default: ${DEFAULT-VALUE}).")
+            + "(fp16: the rounding only, no loss scaling; fp8: the blocks' linear layers in FP8 with delayed scaling, "
+            + "Transformer Engine's defaults, the LM head fp32) (default: ${DEFAULT-VALUE}).")
     DType precision;
     @Option(names = "--profile", description = "Also print, per thread count, a per-op table of the timed steps: "
             + "calls, total ms, %% of the step, GFLOP/s or GB/s.")
@@ -118,7 +121,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         out.printf(Locale.ROOT, "training step of %s %s: B=%d, T=%d, AdamW lr %s (0.9, 0.999, 1e-8), weight decay 0;"
                         + " %s matmul operands; %s; %d untimed + %d timed steps%n", model, config, batch, seq, lr,
-                precision.name().toLowerCase(Locale.ROOT), gpu ? "CUDA" : Simd.describe(), warmup, steps);
+                TrainCommand.Precisions.label(precision), gpu ? "CUDA" : Simd.describe(), warmup, steps);
         out.println();
         Table table = new Table(out,
                 new String[] {"threads", "median ms", "best ms", "tokens/s", "best tok/s", "loss first", "loss last"},
@@ -164,7 +167,9 @@ public final class TrainBenchCommand implements Callable<Integer> {
         try (Arena arena = Arena.ofShared(); Gpt2 gpt = new Gpt2(config, ops, B, T);
              DeviceArena states = gpt.memory().arena()) {
             gpt.initialise(seed);
-            gpt.matmulOperands(precision);
+            boolean fp8 = precision == TrainCommand.Precisions.FP8;
+            gpt.matmulOperands(fp8 ? DType.FP32 : precision);
+            gpt.fp8(fp8 ? new Fp8State(DelayedScaling.defaults(), config.L()) : null);
             DeviceMemory memory = gpt.memory();
             long count = gpt.layout().count();
             MemorySegment m = states.allocate(count * Float.BYTES); // zeroed
@@ -188,6 +193,9 @@ public final class TrainBenchCommand implements Callable<Integer> {
                 gpt.zeroGrad();
                 double loss = gpt.forwardBackward(in, tg, B, T, 1f / BT);
                 ops.adamw(gpt.params(), gpt.grads(), m, v, 0, count, adam, s + 1, 1f);
+                if (fp8) {
+                    gpt.fp8().update();
+                }
                 memory.copyToHost(gpt.params().asSlice(0, Float.BYTES), done); // waits for the step's work
                 long dt = System.nanoTime() - t0;
                 if (s == 0) {

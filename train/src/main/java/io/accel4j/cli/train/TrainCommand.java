@@ -6,6 +6,7 @@ import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.collectives.MpiCommunicator;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.train.profile.ProfileReport;
@@ -60,6 +61,8 @@ public final class TrainCommand implements Callable<Integer> {
     static final int DEFAULT_TRAIN_TOKENS = 1 << 20;
     /** Generated validation tokens. */
     static final int DEFAULT_VAL_TOKENS = 1 << 16;
+    /** --fp8-history's default: Transformer Engine's {@code amax_history_len} (1024 since TE 1.x; it was 1 before). */
+    static final int FP8_HISTORY = 1024;
     @Spec
     CommandSpec spec;
 
@@ -129,10 +132,18 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--val-batches", paramLabel = "N", defaultValue = "8", description = "Validation batches "
             + "(default: ${DEFAULT-VALUE}).")
     int valBatches;
-    @Option(names = "--precision", paramLabel = "fp32|bf16|fp16", defaultValue = "fp32", converter = Precisions.class,
-            description = "Matmul operand precision, fp32 accumulation, fp32 master weights: fp32; bf16; or fp16 "
-                    + "with dynamic loss scaling (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--precision", paramLabel = "fp32|bf16|fp16|fp8", defaultValue = "fp32",
+            converter = Precisions.class, description = "Matmul operand precision, fp32 accumulation, fp32 master "
+            + "weights: fp32; bf16; fp16 with dynamic loss scaling; or fp8: the blocks' linear layers with FP8 "
+            + "operands (E4M3 activations and weights, E5M2 gradients) and delayed per-tensor scaling, the LM head "
+            + "in fp32 (default: ${DEFAULT-VALUE}).")
     DType precision;
+    @Option(names = "--fp8-history", paramLabel = "N", description = "fp8: steps of amax each tensor's scale is "
+            + "computed from (the window's maximum) (default: " + FP8_HISTORY + ", Transformer Engine's).")
+    Integer fp8History;
+    @Option(names = "--fp8-margin", paramLabel = "M", description = "fp8: scale = fp8_max / amax / 2^M, head room "
+            + "against growth, in [0, 32] (default: 0, Transformer Engine's).")
+    Integer fp8Margin;
     @Option(names = "--loss-scale", paramLabel = "X", description = "fp16: the initial loss scale, a power of two "
             + "in [1, 2^64] (default: 65536 = 2^16).")
     Float lossScale;
@@ -370,7 +381,10 @@ public final class TrainCommand implements Callable<Integer> {
                 throw usage(e.getMessage());
             }
         }
-        String unsupported = cfg.precision().operands() != DType.FP32
+        String unsupported = cfg.precision().fp8() != null
+                ? "--precision fp8 (GpuOps has the FP8 linear layers, cuBLASLt FP8 GEMMs with cast-transposes, but "
+                        + "they have not been validated on a GPU in training)"
+                : cfg.precision().operands() != DType.FP32
                 ? "--precision " + cfg.precision().label() + " (the GPU matmuls take fp32 operands only)"
                 : memory.findBatchSize ? "--find-batch-size (it plans host memory and runs a CPU trial step)"
                 : profile ? "--profile (it times calls on the host; GPU calls return before their work is done)"
@@ -427,11 +441,29 @@ public final class TrainCommand implements Callable<Integer> {
         }
     }
 
-    /** --precision with --loss-scale and --loss-scale-window, which only fp16 takes. */
+    /**
+     * --precision with --loss-scale and --loss-scale-window, which only fp16 takes, and --fp8-history and
+     * --fp8-margin, which only fp8 takes.
+     */
     private Precision precision() {
+        String name = Precisions.label(precision);
         if (precision != DType.FP16 && (lossScale != null || lossScaleWindow != null)) {
-            throw usage("--loss-scale and --loss-scale-window apply to --precision fp16 only (this run is "
-                    + precision.name().toLowerCase(Locale.ROOT) + ")");
+            throw usage("--loss-scale and --loss-scale-window apply to --precision fp16 only (this run is " + name
+                    + ")");
+        }
+        if (precision != Precisions.FP8 && (fp8History != null || fp8Margin != null)) {
+            throw usage("--fp8-history and --fp8-margin apply to --precision fp8 only (this run is " + name + ")");
+        }
+        if (precision == Precisions.FP8) {
+            int history = fp8History != null ? fp8History : FP8_HISTORY, margin = fp8Margin != null ? fp8Margin : 0;
+            if (history < 1) {
+                throw usage("--fp8-history must be >= 1 step, got " + history);
+            }
+            if (margin < 0 || margin > DelayedScaling.MAX_MARGIN) {
+                throw usage("--fp8-margin must be in [0, " + DelayedScaling.MAX_MARGIN + "], got " + margin);
+            }
+            return Precision.fp8(new DelayedScaling(DelayedScaling.Format.HYBRID, history, margin,
+                    DelayedScaling.Algorithm.MAX));
         }
         try {
             return new Precision(precision, lossScale != null ? lossScale : Precision.DEFAULT_LOSS_SCALE,
@@ -444,6 +476,11 @@ public final class TrainCommand implements Callable<Integer> {
 
     /** ", bf16 matmul operands" or ", fp16 matmul operands, loss scale 65536 (x2 after 1000 clean steps)". */
     private static String describe(Precision p) {
+        if (p.fp8() != null) {
+            return String.format(Locale.ROOT, ", fp8 linear layers (E4M3 x E4M3 forward, E5M2 gradients, fp32 "
+                    + "accumulation; delayed scaling: amax history %d, margin %d), fp32 LM head",
+                    p.fp8().historyLength(), p.fp8().margin());
+        }
         if (!p.scalesLoss()) {
             return p.operands() == DType.FP32 ? "" : ", " + p.label() + " matmul operands (fp32 accumulation)";
         }
@@ -622,17 +659,29 @@ public final class TrainCommand implements Callable<Integer> {
         }
     }
 
-    /** {@code fp32|bf16|fp16}, case-insensitive (also for {@code accel4j bench train}). */
+    /**
+     * {@code fp32|bf16|fp16|fp8}, case-insensitive (also for {@code accel4j bench train}). fp8 is read as
+     * {@link #FP8}, which stands for the hybrid FP8 recipe ({@link Precision#fp8}), not for E4M3 everywhere.
+     */
     public static final class Precisions implements picocli.CommandLine.ITypeConverter<DType> {
+        /** What {@code fp8} converts to: the hybrid recipe (E4M3 activations and weights, E5M2 gradients). */
+        public static final DType FP8 = DType.FP8_E4M3;
+
         @Override
         public DType convert(String s) {
             return switch (s.toLowerCase(Locale.ROOT)) {
                 case "fp32" -> DType.FP32;
                 case "bf16" -> DType.BF16;
                 case "fp16" -> DType.FP16;
+                case "fp8" -> FP8;
                 default -> throw new picocli.CommandLine.TypeConversionException("'" + s
-                        + "' is not a precision: fp32, bf16 or fp16");
+                        + "' is not a precision: fp32, bf16, fp16 or fp8");
             };
+        }
+
+        /** The name a converted precision was given: fp32, bf16, fp16 or fp8. */
+        public static String label(DType precision) {
+            return precision == FP8 ? "fp8" : precision.name().toLowerCase(Locale.ROOT);
         }
     }
 

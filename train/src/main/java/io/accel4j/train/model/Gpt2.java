@@ -61,6 +61,8 @@ public final class Gpt2 implements AutoCloseable {
     private int T;
     private State state = State.EMPTY;
     private DType operands = DType.FP32;
+    /** The blocks' FP8 state, or null: their matmuls then take {@link #operands} too. */
+    private Fp8State fp8;
 
     private enum State { EMPTY, FORWARD, FORWARD_WITH_TARGETS, BACKWARD }
 
@@ -215,6 +217,27 @@ public final class Gpt2 implements AutoCloseable {
     /** The matmuls' operand precision. */
     public DType matmulOperands() {
         return operands;
+    }
+
+    /**
+     * Runs the blocks' linear layers (qkv, attproj, fc, fcproj of every block) with FP8 operands scaled by
+     * {@code state} ({@link MatmulOps}' FP8 methods: inputs and weights as {@code state}'s recipe says — E4M3 under
+     * the hybrid recipe — output gradients E5M2); null goes back to {@link #matmulOperands()} for them. The LM head
+     * keeps {@link #matmulOperands()} either way. The caller updates the state after each optimizer step.
+     *
+     * @throws IllegalArgumentException when {@code state} is for another number of blocks
+     */
+    public void fp8(Fp8State state) {
+        if (state != null && state.layers() != config.L()) {
+            throw new IllegalArgumentException("the FP8 state covers " + state.layers() + " blocks, the model has "
+                    + config.L());
+        }
+        this.fp8 = state;
+    }
+
+    /** The blocks' FP8 state, or null when their matmuls are not FP8. */
+    public Fp8State fp8() {
+        return fp8;
     }
 
     /**
@@ -395,26 +418,28 @@ public final class Gpt2 implements AutoCloseable {
             weights.beginGradients(unit);
             // the MLP: dres is d(residual3) = d(fcproj)
             MemorySegment dfchGelu = acts.zeroed(DFCH_GELU, BT);
-            ops.matmulBackward(dfchGelu, weights.grad(Param.FCPROJW, l), weights.grad(Param.FCPROJB, l), dres,
-                    acts.slice(FCH_GELU, l, BT), weights.param(Param.FCPROJW, l), BT, 4 * C, C, operands);
+            linearBackward(Fp8State.Linear.FCPROJ, l, dfchGelu, weights.grad(Param.FCPROJW, l),
+                    weights.grad(Param.FCPROJB, l), dres, acts.slice(FCH_GELU, l, BT),
+                    weights.param(Param.FCPROJW, l), BT, 4 * C, C);
             MemorySegment dfch = acts.zeroed(DFCH, BT);
             ops.geluBackward(dfch, acts.slice(FCH, l, BT), dfchGelu, (long) BT * 4 * C);
             dln = acts.zeroed(DLN, BT);
-            ops.matmulBackward(dln, weights.grad(Param.FCW, l), weights.grad(Param.FCB, l), dfch,
-                    acts.slice(LN2, l, BT), weights.param(Param.FCW, l), BT, C, 4 * C, operands);
+            linearBackward(Fp8State.Linear.FC, l, dln, weights.grad(Param.FCW, l), weights.grad(Param.FCB, l), dfch,
+                    acts.slice(LN2, l, BT), weights.param(Param.FCW, l), BT, C, 4 * C);
             ops.layernormBackward(dres, weights.grad(Param.LN2W, l), weights.grad(Param.LN2B, l), dln,
                     acts.slice(RESIDUAL2, l, BT), weights.param(Param.LN2W, l), acts.slice(LN2_MEAN, l, BT),
                     acts.slice(LN2_RSTD, l, BT), BT, C);
             // attention: dres is now d(residual2) = d(attproj)
             MemorySegment datty = acts.zeroed(DATTY, BT);
-            ops.matmulBackward(datty, weights.grad(Param.ATTPROJW, l), weights.grad(Param.ATTPROJB, l), dres,
-                    acts.slice(ATTY, l, BT), weights.param(Param.ATTPROJW, l), BT, C, C, operands);
+            linearBackward(Fp8State.Linear.ATTPROJ, l, datty, weights.grad(Param.ATTPROJW, l),
+                    weights.grad(Param.ATTPROJB, l), dres, acts.slice(ATTY, l, BT), weights.param(Param.ATTPROJW, l),
+                    BT, C, C);
             MemorySegment dqkv = acts.zeroed(DQKV, BT);
             ops.attentionBackward(dqkv, datty, acts.slice(QKV, l, BT), acts.slice(ATTY, l, BT),
                     acts.slice(LSE, l, BT), B, T, C, NH);
             dln = acts.zeroed(DLN, BT);
-            ops.matmulBackward(dln, weights.grad(Param.QKVW, l), weights.grad(Param.QKVB, l), dqkv,
-                    acts.slice(LN1, l, BT), weights.param(Param.QKVW, l), BT, C, 3 * C, operands);
+            linearBackward(Fp8State.Linear.QKV, l, dln, weights.grad(Param.QKVW, l), weights.grad(Param.QKVB, l),
+                    dqkv, acts.slice(LN1, l, BT), weights.param(Param.QKVW, l), BT, C, 3 * C);
             ops.layernormBackward(dres, weights.grad(Param.LN1W, l), weights.grad(Param.LN1B, l), dln, residual,
                     weights.param(Param.LN1W, l), acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), BT, C);
             // dres is now d(residual3 of layer l−1), or d(encoded)
@@ -516,22 +541,43 @@ public final class Gpt2 implements AutoCloseable {
         MemorySegment fchGelu = acts.slice(FCH_GELU, l, BT);
         ops.layernormForward(ln1, acts.slice(LN1_MEAN, l, BT), acts.slice(LN1_RSTD, l, BT), residual,
                 weights.param(Param.LN1W, l), weights.param(Param.LN1B, l), BT, C);
-        ops.matmulForward(qkv, ln1, weights.param(Param.QKVW, l), weights.param(Param.QKVB, l), BT, C, 3 * C,
-                operands);
+        linearForward(Fp8State.Linear.QKV, l, qkv, ln1, weights.param(Param.QKVW, l), weights.param(Param.QKVB, l),
+                BT, C, 3 * C);
         ops.attentionForward(atty, acts.slice(LSE, l, BT), qkv, B, T, C, config.NH());
-        ops.matmulForward(attproj, atty, weights.param(Param.ATTPROJW, l), weights.param(Param.ATTPROJB, l), BT, C, C,
-                operands);
+        linearForward(Fp8State.Linear.ATTPROJ, l, attproj, atty, weights.param(Param.ATTPROJW, l),
+                weights.param(Param.ATTPROJB, l), BT, C, C);
         ops.residualForward(residual2, residual, attproj, (long) BT * C);
         ops.layernormForward(ln2, acts.slice(LN2_MEAN, l, BT), acts.slice(LN2_RSTD, l, BT), residual2,
                 weights.param(Param.LN2W, l), weights.param(Param.LN2B, l), BT, C);
-        ops.matmulForward(fch, ln2, weights.param(Param.FCW, l), weights.param(Param.FCB, l), BT, C, 4 * C,
-                operands);
+        linearForward(Fp8State.Linear.FC, l, fch, ln2, weights.param(Param.FCW, l), weights.param(Param.FCB, l), BT,
+                C, 4 * C);
         ops.geluForward(fchGelu, fch, (long) BT * 4 * C);
         if (toOutput) {
             MemorySegment fcproj = acts.slice(FCPROJ, l, BT);
-            ops.matmulForward(fcproj, fchGelu, weights.param(Param.FCPROJW, l), weights.param(Param.FCPROJB, l),
-                    BT, 4 * C, C, operands);
+            linearForward(Fp8State.Linear.FCPROJ, l, fcproj, fchGelu, weights.param(Param.FCPROJW, l),
+                    weights.param(Param.FCPROJB, l), BT, 4 * C, C);
             ops.residualForward(acts.slice(RESIDUAL3, l, BT), residual2, fcproj, (long) BT * C);
+        }
+    }
+
+    /** Block {@code l}'s linear layer {@code which} forward: FP8 with its state when the model has one. */
+    private void linearForward(Fp8State.Linear which, int l, MemorySegment out, MemorySegment inp,
+                               MemorySegment weight, MemorySegment bias, int N, int C, int OC) {
+        if (fp8 != null) {
+            ops.matmulForward(out, inp, weight, bias, N, C, OC, fp8.linear(l, which));
+        } else {
+            ops.matmulForward(out, inp, weight, bias, N, C, OC, operands);
+        }
+    }
+
+    /** Block {@code l}'s linear layer {@code which} backward, as {@link #linearForward}. */
+    private void linearBackward(Fp8State.Linear which, int l, MemorySegment dinp, MemorySegment dweight,
+                                MemorySegment dbias, MemorySegment dout, MemorySegment inp, MemorySegment weight,
+                                int N, int C, int OC) {
+        if (fp8 != null) {
+            ops.matmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fp8.linear(l, which));
+        } else {
+            ops.matmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, operands);
         }
     }
 

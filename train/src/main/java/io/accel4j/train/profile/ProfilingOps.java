@@ -1,6 +1,7 @@
 package io.accel4j.train.profile;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
@@ -183,6 +184,22 @@ public final class ProfilingOps implements Ops {
                                MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
         long t0 = System.nanoTime();
         delegate.matmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, operands);
+        record("matmulBackward", t0, 4.0 * N * C * OC, 0);
+    }
+
+    @Override
+    public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
+                              int N, int C, int OC, Fp8Scaling fp8) {
+        long t0 = System.nanoTime();
+        delegate.matmulForward(out, inp, weight, bias, N, C, OC, fp8);
+        record("matmulForward", t0, 2.0 * N * C * OC, 0);
+    }
+
+    @Override
+    public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                               MemorySegment inp, MemorySegment weight, int N, int C, int OC, Fp8Scaling fp8) {
+        long t0 = System.nanoTime();
+        delegate.matmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fp8);
         record("matmulBackward", t0, 4.0 * N * C * OC, 0);
     }
 

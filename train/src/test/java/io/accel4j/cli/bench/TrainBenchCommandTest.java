@@ -66,6 +66,15 @@ class TrainBenchCommandTest {
     }
 
     @Test
+    void fp8RunsTheBlocksInFp8() {
+        Result r = run("bench", "train", "--model", "tiny", "--steps", "2", "--warmup", "0", "--threads", "1",
+                "--batch", "1", "--seq", "8", "--precision", "fp8");
+
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("fp8 matmul operands", "tokens/s");
+    }
+
+    @Test
     void badOptionsAreUsageErrors() {
         String[][] cases = {
             {"--model", "gpt3"}, {"--steps", "0"}, {"--seq", "65"}, {"--threads", "0"}, {"--batch", "0"},

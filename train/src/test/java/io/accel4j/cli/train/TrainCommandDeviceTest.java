@@ -71,6 +71,7 @@ class TrainCommandDeviceTest {
         String[][] cases = {
             {"--precision", "bf16", "does not support --precision bf16 (the GPU matmuls take fp32 operands only)"},
             {"--precision", "fp16", "does not support --precision fp16"},
+            {"--precision", "fp8", "does not support --precision fp8 (GpuOps has the FP8 linear layers"},
             {"--profile", null, "does not support --profile"},
             {"--find-batch-size", "--memory-budget=1g", "does not support --find-batch-size"},
         };

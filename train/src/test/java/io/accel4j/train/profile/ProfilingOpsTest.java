@@ -93,8 +93,9 @@ class ProfilingOpsTest {
             assertThat(e.nanos()).as(e.op()).isNotNegative();
         });
         // the work counted: sizes are all 3 (N, C, OC; B, T, C), lengths 5
-        assertThat(byName.get("matmulForward").flops()).isEqualTo(2 * 2.0 * 27); // fp32 and bf16 operands
-        assertThat(byName.get("matmulBackward").flops()).isEqualTo(2 * 4.0 * 27);
+        // fp32, bf16 and fp8 (Fp8Scaling) operands
+        assertThat(byName.get("matmulForward").flops()).isEqualTo(3 * 2.0 * 27);
+        assertThat(byName.get("matmulBackward").flops()).isEqualTo(3 * 4.0 * 27);
         assertThat(byName.get("attentionForward").flops()).isEqualTo(4.0 * 3 * 9 * 3 / 2);
         assertThat(byName.get("attentionBackward").flops()).isEqualTo(2.5 * 4.0 * 3 * 9 * 3 / 2);
         assertThat(byName.get("adamw").bytes()).isEqualTo(2 * 7.0 * 4 * 5); // one range and a list of one

@@ -1,6 +1,7 @@
 package io.accel4j.cpu.ops;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Casts;
@@ -14,7 +15,8 @@ import java.util.Objects;
  * The CPU backend of the kernel contract: each method checks nothing itself and hands its arguments, with this
  * backend's thread pool, to the kernel class of the same name ({@link Encoder}, {@link LayerNorm}, {@link Matmul},
  * {@link FlashAttention} or {@link NaiveAttention}, {@link Gelu}, {@link Residual}, {@link FusedClassifier},
- * {@link AdamW}, {@link Reductions}, {@link Casts}), which check their own arguments.
+ * {@link AdamW}, {@link Reductions}, {@link Casts}; {@link Fp8Matmul} for FP8 linear layers), which check their own
+ * arguments. The only state is the FP8 layers' per-thread scratch for the operands' codes.
  */
 public final class CpuOps implements Ops {
 
@@ -31,6 +33,7 @@ public final class CpuOps implements Ops {
 
     private final Parallel pool;
     private final AttentionKernel attention;
+    private final Fp8Matmul fp8Matmul;
 
     /** The CPU backend on {@code pool}, with flash attention. */
     public CpuOps(Parallel pool) {
@@ -40,6 +43,7 @@ public final class CpuOps implements Ops {
     public CpuOps(Parallel pool, AttentionKernel attention) {
         this.pool = Objects.requireNonNull(pool, "pool");
         this.attention = Objects.requireNonNull(attention, "attention");
+        this.fp8Matmul = new Fp8Matmul(pool, this);
     }
 
     /** The pool the kernels run on. */
@@ -88,6 +92,18 @@ public final class CpuOps implements Ops {
     public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                                MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
         Matmul.backward(pool, dinp, dweight, dbias, dout, inp, weight, N, C, OC, operands);
+    }
+
+    @Override
+    public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
+                              int N, int C, int OC, Fp8Scaling fp8) {
+        fp8Matmul.forward(out, inp, weight, bias, N, C, OC, fp8);
+    }
+
+    @Override
+    public void matmulBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                               MemorySegment inp, MemorySegment weight, int N, int C, int OC, Fp8Scaling fp8) {
+        fp8Matmul.backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fp8);
     }
 
     @Override

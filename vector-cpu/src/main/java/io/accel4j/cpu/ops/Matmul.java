@@ -66,6 +66,16 @@ public final class Matmul {
                                 MemorySegment dout, MemorySegment inp, MemorySegment weight, int N, int C, int OC,
                                 DType operands) {
         checkSizes(N, C, OC);
+        checkBias(pool, dbias, dout, N, OC);
+        Gemm.gemm(pool, Layout.NN, N, C, OC, 1f, dout, DType.FP32, OC, 1f, weight, DType.FP32, C, 1f,
+                1f, dinp, DType.FP32, C, null, operands);
+        Gemm.gemm(pool, Layout.TN, OC, C, N, 1f, dout, DType.FP32, OC, 1f, inp, DType.FP32, C, 1f,
+                1f, dweight, DType.FP32, C, null, operands);
+        biasBackward(pool, dbias, dout, N, OC);
+    }
+
+    /** {@link #biasBackward}'s checks, done before any gradient is written; nothing when {@code dbias} is null. */
+    static void checkBias(Parallel pool, MemorySegment dbias, MemorySegment dout, int N, int OC) {
         if (dbias != null) {
             Check.floats("dbias", dbias, OC);
             Check.floats("dout", dout, (long) N * OC);
@@ -73,10 +83,10 @@ public final class Matmul {
             Check.shared("dout", dout, pool.threads());
             Check.disjoint("dbias", dbias, (long) OC * Float.BYTES, "dout", dout, (long) N * OC * Float.BYTES);
         }
-        Gemm.gemm(pool, Layout.NN, N, C, OC, 1f, dout, DType.FP32, OC, 1f, weight, DType.FP32, C, 1f,
-                1f, dinp, DType.FP32, C, null, operands);
-        Gemm.gemm(pool, Layout.TN, OC, C, N, 1f, dout, DType.FP32, OC, 1f, inp, DType.FP32, C, 1f,
-                1f, dweight, DType.FP32, C, null, operands);
+    }
+
+    /** {@code dbias (OC) += Σ_rows dout (N,OC)}, nothing when {@code dbias} is null; checked by {@link #checkBias}. */
+    static void biasBackward(Parallel pool, MemorySegment dbias, MemorySegment dout, int N, int OC) {
         if (dbias != null) {
             int tasks = (OC + BIAS_COLUMNS - 1) / BIAS_COLUMNS;
             pool.forEach(tasks, task -> columnSum(dbias, dout, N, OC, task * BIAS_COLUMNS,
@@ -103,7 +113,7 @@ public final class Matmul {
         }
     }
 
-    private static void checkSizes(int N, int C, int OC) {
+    static void checkSizes(int N, int C, int OC) {
         Check.positive("N", N);
         Check.positive("C", C);
         Check.positive("OC", OC);

@@ -61,6 +61,20 @@ public final class MatmulRef {
         }
     }
 
+    /**
+     * What an FP8 operand cast with {@code scale} stands for in a product ({@link io.accel4j.core.ops.MatmulOps}' FP8
+     * methods): each value rounded to fp32, multiplied by {@code scale} in fp32, encoded to {@code fp8Type}
+     * (nearest-even, saturating) and decoded, times the dequantisation factor {@code 1f/scale}.
+     */
+    public static double[] fp8(double[] x, DType fp8Type, float scale) {
+        double inv = 1f / scale;
+        double[] r = new double[x.length];
+        for (int i = 0; i < x.length; i++) {
+            r[i] = fp8Type.decode(fp8Type.encode((float) x[i] * scale, true)) * inv;
+        }
+        return r;
+    }
+
     /** Each value rounded to fp32, then to {@code t} (nearest-even), and back: what a {@code t} product sees. */
     public static double[] round(double[] x, DType t) {
         double[] r = new double[x.length];

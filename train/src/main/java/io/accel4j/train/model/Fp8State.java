@@ -1,0 +1,177 @@
+package io.accel4j.train.model;
+
+import io.accel4j.core.fp8.AmaxHistory;
+import io.accel4j.core.fp8.DelayedScaling;
+import io.accel4j.core.fp8.Fp8Scaling;
+import java.nio.BufferUnderflowException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Objects;
+
+/**
+ * A model's FP8 delayed-scaling state ({@code --precision fp8}): for each of the {@code L} blocks' four linear layers
+ * ({@link Linear}) an {@link Fp8Scaling}, i.e. an {@link AmaxHistory} (amax window and scale) per tensor role —
+ * input, weight, output gradient — under one {@link DelayedScaling} recipe. The LM head (tied to the token
+ * embedding) is not here: it stays in higher precision, as Transformer Engine keeps a model's first and last layers.
+ *
+ * <p>A step's casts use the scales computed at the end of the step before and record their amaxes; {@link #update}
+ * ends the step (every history computes its next scale and moves its window on). With several ranks the caller
+ * first takes the maximum of this step's amaxes over the ranks ({@link #stepAmaxes}, {@link #recordStepAmaxes}) so
+ * that every rank casts with the same scales, as Transformer Engine reduces amaxes over the data-parallel group.
+ *
+ * <p>What a step records: every cast of its forwards and backwards — micro-batches and an activation-checkpointing
+ * recomputation (same values, same amax) alike; the window keeps their maximum. The trainer's validation forwards
+ * cast with the current scales but leave the histories as they were ({@link #encode} before, {@link #restore}
+ * after), so training does not depend on when it validates. The first step casts with scale 1 (no history yet, as in
+ * Transformer Engine): output gradients below E5M2's smallest subnormal (2⁻¹⁶) flush to zero in that step only.
+ *
+ * <p>{@link #encode}/{@link #restore} carry the state through a checkpoint, so a resumed run casts with the same
+ * scales as an uninterrupted one. Not thread-safe.
+ */
+public final class Fp8State {
+
+    /** The linear layers of a block, in forward order. */
+    public enum Linear { QKV, ATTPROJ, FC, FCPROJ }
+
+    /** {@link #encode}'s first int. */
+    static final int MAGIC = 0x46503853; // "FP8S"
+    private static final int ROLES = 3;
+
+    private final DelayedScaling recipe;
+    private final Fp8Scaling[][] layers;
+
+    /** Fresh histories (scale 1, no amax) for every linear layer of {@code L} blocks. */
+    public Fp8State(DelayedScaling recipe, int L) {
+        this.recipe = Objects.requireNonNull(recipe, "recipe");
+        if (L < 1) {
+            throw new IllegalArgumentException("L must be >= 1, got " + L);
+        }
+        layers = new Fp8Scaling[L][Linear.values().length];
+        for (Fp8Scaling[] layer : layers) {
+            for (int i = 0; i < layer.length; i++) {
+                layer[i] = Fp8Scaling.of(recipe);
+            }
+        }
+    }
+
+    /** The recipe every history follows. */
+    public DelayedScaling recipe() {
+        return recipe;
+    }
+
+    /** The blocks covered. */
+    public int layers() {
+        return layers.length;
+    }
+
+    /** The operand state of linear layer {@code which} of block {@code l}. */
+    public Fp8Scaling linear(int l, Linear which) {
+        Objects.checkIndex(l, layers.length);
+        return layers[l][which.ordinal()];
+    }
+
+    /** Ends the optimizer step: every history computes the scale of the next step ({@link AmaxHistory#update()}). */
+    public void update() {
+        for (Fp8Scaling[] layer : layers) {
+            for (Fp8Scaling s : layer) {
+                s.update();
+            }
+        }
+    }
+
+    /** Histories in a fixed order: block, linear layer, then input, weight, output gradient. */
+    private AmaxHistory history(int i) {
+        Fp8Scaling s = layers[i / (ROLES * Linear.values().length)][i / ROLES % Linear.values().length];
+        return switch (i % ROLES) {
+            case 0 -> s.input();
+            case 1 -> s.weight();
+            default -> s.gradOutput();
+        };
+    }
+
+    /** The number of histories: {@code L · 4 · 3}. */
+    public int histories() {
+        return layers.length * Linear.values().length * ROLES;
+    }
+
+    /** This step's amax of every history so far, in a fixed order (the element count is {@link #histories()}). */
+    public float[] stepAmaxes() {
+        float[] out = new float[histories()];
+        for (int i = 0; i < out.length; i++) {
+            float[] w = history(i).amaxes();
+            out[i] = w[w.length - 1];
+        }
+        return out;
+    }
+
+    /** Records {@code amaxes} (as {@link #stepAmaxes} orders them, e.g. their maximum over the ranks) into this step. */
+    public void recordStepAmaxes(float[] amaxes) {
+        if (amaxes.length != histories()) {
+            throw new IllegalArgumentException("amaxes holds " + amaxes.length + " values, there are " + histories()
+                    + " histories");
+        }
+        for (int i = 0; i < amaxes.length; i++) {
+            history(i).record(amaxes[i]);
+        }
+    }
+
+    /**
+     * The state as little-endian bytes: {@code MAGIC, L, histories, history length, margin, format ordinal,
+     * algorithm ordinal} (int32 each), then per history its scale and window (oldest first), fp32.
+     */
+    public byte[] encode() {
+        int n = histories(), len = recipe.historyLength();
+        ByteBuffer b = ByteBuffer.allocate(7 * Integer.BYTES + n * (1 + len) * Float.BYTES)
+                .order(ByteOrder.LITTLE_ENDIAN);
+        b.putInt(MAGIC).putInt(layers.length).putInt(n).putInt(len).putInt(recipe.margin())
+                .putInt(recipe.format().ordinal()).putInt(recipe.algorithm().ordinal());
+        for (int i = 0; i < n; i++) {
+            AmaxHistory h = history(i);
+            b.putFloat(h.scale());
+            for (float a : h.amaxes()) {
+                b.putFloat(a);
+            }
+        }
+        return b.array();
+    }
+
+    /**
+     * Puts back a state {@link #encode}d by a run of the same shape and recipe.
+     *
+     * @throws IllegalArgumentException naming what differs (layers, history length, margin, format, algorithm) or
+     *                                  what is malformed
+     */
+    public void restore(byte[] state) {
+        ByteBuffer b = ByteBuffer.wrap(state).order(ByteOrder.LITTLE_ENDIAN);
+        try {
+            if (b.getInt() != MAGIC) {
+                throw new IllegalArgumentException("not an FP8 scaling state (bad magic)");
+            }
+            expect("blocks", b.getInt(), layers.length);
+            expect("histories", b.getInt(), histories());
+            expect("amax history length (--fp8-history)", b.getInt(), recipe.historyLength());
+            expect("margin (--fp8-margin)", b.getInt(), recipe.margin());
+            expect("format ordinal", b.getInt(), recipe.format().ordinal());
+            expect("amax algorithm ordinal", b.getInt(), recipe.algorithm().ordinal());
+            float[] window = new float[recipe.historyLength()];
+            for (int i = 0; i < histories(); i++) {
+                float scale = b.getFloat();
+                b.asFloatBuffer().get(window);
+                b.position(b.position() + window.length * Float.BYTES);
+                history(i).restore(scale, window);
+            }
+        } catch (BufferUnderflowException e) {
+            throw new IllegalArgumentException("the FP8 scaling state is truncated (" + state.length + " bytes)");
+        }
+        if (b.hasRemaining()) {
+            throw new IllegalArgumentException("the FP8 scaling state has " + b.remaining() + " bytes too many");
+        }
+    }
+
+    private static void expect(String what, int saved, int here) {
+        if (saved != here) {
+            throw new IllegalArgumentException("the saved FP8 state has " + what + " " + saved + ", this run "
+                    + here + ": resume with the same model and FP8 options");
+        }
+    }
+}
