@@ -1,6 +1,5 @@
 package io.accel4j.cpu.gemm;
 
-import static io.accel4j.cpu.gemm.MicroKernel.MR;
 import static io.accel4j.cpu.gemm.MicroKernel.NR;
 
 import io.accel4j.core.DType;
@@ -23,22 +22,22 @@ final class Epilogue {
     private Epilogue() {}
 
     /**
-     * @param acc   the block in tiles ({@link GemmDriver}): element (i, j) at {@code accOff + (i/MR)·MR·ncPad
-     *              + (j/NR)·MR·NR + (i%MR)·NR + j%NR}
+     * @param acc   the block in column panels of NR ({@link GemmDriver}): element (i, j) at
+     *              {@code accOff + (j/NR)·panelStride + i·NR + j%NR}
      * @param accOff where the block starts in {@code acc}
-     * @param ncPad columns of the block rounded up to NR
+     * @param panelStride floats from one column panel to the next (the block's rows rounded up to MR, times NR)
      * @param rows  rows of the block (rows ic… of C)
      * @param cols  columns of the block (columns jc… of C)
      */
-    static void store(float[] acc, int accOff, int ncPad, int rows, int cols, float alpha, float beta,
+    static void store(float[] acc, int accOff, int panelStride, int rows, int cols, float alpha, float beta,
                       MemorySegment c, DType cType, int ldc, int ic, int jc, MemorySegment bias) {
         int vecEnd = (Simd.SCALAR || cType != DType.FP32) ? 0 : S.loopBound(cols);
         for (int i = 0; i < rows; i++) {
             long cRow = (long) (ic + i) * ldc + jc;
-            int aRow = accOff + (i / MR) * MR * ncPad + (i % MR) * NR; // a vector never crosses a tile: V divides NR
+            int aRow = accOff + i * NR; // a vector never crosses a panel: V divides NR
             int j = 0;
             for (; j < vecEnd; j += S.length()) {
-                FloatVector v = FloatVector.fromArray(S, acc, aRow + (j / NR) * MR * NR + j % NR).mul(alpha);
+                FloatVector v = FloatVector.fromArray(S, acc, aRow + (j / NR) * panelStride + j % NR).mul(alpha);
                 long off = (cRow + j) * Float.BYTES;
                 if (beta != 0f) {
                     v = v.add(FloatVector.fromMemorySegment(S, c, off, ByteOrder.LITTLE_ENDIAN).mul(beta));
@@ -50,7 +49,7 @@ final class Epilogue {
                 v.intoMemorySegment(c, off, ByteOrder.LITTLE_ENDIAN);
             }
             for (; j < cols; j++) {
-                float v = alpha * acc[aRow + (j / NR) * MR * NR + j % NR];
+                float v = alpha * acc[aRow + (j / NR) * panelStride + j % NR];
                 if (beta != 0f) {
                     v += beta * cType.getFloat(c, cRow + j);
                 }

@@ -236,6 +236,19 @@ class GemmTest {
     }
 
     @Test
+    void rowsAreCutIntoOneTaskPerBlockOfA() {
+        // Deep K: one task per MC rows (1024 rows: 14 with MC 75), so a preempted thread does fewer of them.
+        int blocks = (1024 + GemmDriver.MC - 1) / GemmDriver.MC;
+        assertThat(GemmDriver.rowTasks(2, 1024, 1024)).isEqualTo(blocks);
+        assertThat(GemmDriver.rowTasks(1, 1024, 1024)).isEqualTo(blocks);
+        // Shallow K: blocks of shallowBlockRows; never fewer tasks than threads, never more than row tiles.
+        int shallow = GemmDriver.shallowBlockRows(256);
+        assertThat(GemmDriver.rowTasks(2, 256, 256)).isEqualTo(Math.max(2, (256 + shallow - 1) / shallow));
+        assertThat(GemmDriver.rowTasks(8, 3 * MicroKernel.MR, 1024)).isEqualTo(3);
+        assertThat(GemmDriver.rowTasks(3, 2 * GemmDriver.MC + 1, 1024)).isEqualTo(3);
+    }
+
+    @Test
     void shallowProductsUseTallBlocksAndColumnSubBlocks() {
         // K ≤ KC: taller A blocks and column sub-blocks; sizes straddle both, and K at 1, 255 and KC.
         assertThat(GemmDriver.shallowBlockRows(GemmDriver.KC)).isEqualTo(GemmDriver.MC);
