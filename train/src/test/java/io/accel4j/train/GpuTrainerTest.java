@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.offset;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.accel4j.core.DType;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
@@ -23,6 +24,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * The trainer on the GPU ({@link GpuOps}, the model in device memory) with unchanged model code: a few steps give
@@ -83,15 +86,22 @@ class GpuTrainerTest {
         }
     }
 
-    private static TrainConfig config() {
+    private static TrainConfig config(Precision precision) {
         return TrainConfig.builder().batch(3).seq(7).steps(6).lr(1e-2f).warmup(1).gradClip(1f).gradAccum(2)
-                .valEvery(2).valBatches(2).dataOrder(SampleOrder.Mode.SHUFFLED).seed(3).build();
+                .valEvery(2).valBatches(2).dataOrder(SampleOrder.Mode.SHUFFLED).seed(3).precision(precision).build();
     }
 
     /** Steps [from, 6) of a run on {@code ops}, resumed from {@code resume} when not null, saved into {@code save}. */
     private static List<StepMetrics> train(Ops ops, Path resume, Path save, int saveAt) throws IOException {
+        return train(ops, resume, save, saveAt, Precision.FP32);
+    }
+
+    /** {@link #train(Ops, Path, Path, int)} with the matmul operands and loss scaling of {@code precision}. */
+    private static List<StepMetrics> train(Ops ops, Path resume, Path save, int saveAt, Precision precision)
+            throws IOException {
         List<StepMetrics> steps = new ArrayList<>();
-        try (Gpt2 m = TrainerTest.model(ops, 3, 5); Trainer t = new Trainer(m, config(), trainFile, valFile)) {
+        try (Gpt2 m = TrainerTest.model(ops, 3, 5);
+             Trainer t = new Trainer(m, config(precision), trainFile, valFile)) {
             if (resume != null) {
                 t.resume(resume);
             }
@@ -107,7 +117,21 @@ class GpuTrainerTest {
 
     @Test
     void aFewStepsGiveTheCpuLosses() throws IOException {
-        List<StepMetrics> c = train(cpu, null, null, 0), g = train(gpu, null, null, 0);
+        assertSameSteps(train(cpu, null, null, 0), train(gpu, null, null, 0));
+    }
+
+    /**
+     * bf16 and fp16 operands (fp16 with loss scaling): the GPU rounds them as the CPU does (cast.cu is bit-identical
+     * to core's casts) and multiplies the same values, so only the fp32 summation order differs, as in fp32.
+     */
+    @ParameterizedTest
+    @EnumSource(value = DType.class, names = {"BF16", "FP16"})
+    void lowPrecisionOperandsGiveTheCpuLosses(DType operands) throws IOException {
+        Precision p = Precision.of(operands);
+        assertSameSteps(train(cpu, null, null, 0, p), train(gpu, null, null, 0, p));
+    }
+
+    private static void assertSameSteps(List<StepMetrics> c, List<StepMetrics> g) {
         assertThat(g).hasSameSizeAs(c);
         for (int i = 0; i < c.size(); i++) {
             StepMetrics a = g.get(i), e = c.get(i);

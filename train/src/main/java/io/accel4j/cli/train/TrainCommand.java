@@ -384,8 +384,6 @@ public final class TrainCommand implements Callable<Integer> {
         String unsupported = cfg.precision().fp8() != null
                 ? "--precision fp8 (GpuOps has the FP8 linear layers, cuBLASLt FP8 GEMMs with cast-transposes, but "
                         + "they have not been validated on a GPU in training)"
-                : cfg.precision().operands() != DType.FP32
-                ? "--precision " + cfg.precision().label() + " (the GPU matmuls take fp32 operands only)"
                 : memory.findBatchSize ? "--find-batch-size (it plans host memory and runs a CPU trial step)"
                 : profile ? "--profile (it times calls on the host; GPU calls return before their work is done)"
                 : null;

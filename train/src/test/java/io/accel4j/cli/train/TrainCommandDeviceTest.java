@@ -63,14 +63,18 @@ class TrainCommandDeviceTest {
         assertThat(r.err()).startsWith("accel4j: error: --device cuda: no usable GPU: CUDA " + probe.describe());
         assertThat(r.out()).doesNotContain("using ");
         assertThat(dir).as("nothing written").doesNotExist();
+        // bf16 and fp16 operands are the GPU's too: the same runtime error, not a usage error
+        for (String precision : new String[] {"bf16", "fp16"}) {
+            Result p = run(quick(dir, "--device", "cuda", "--steps", "1", "--precision", precision));
+            assertThat(p.code()).as(precision).isEqualTo(1);
+            assertThat(p.err()).as(precision).startsWith("accel4j: error: --device cuda: no usable GPU");
+        }
     }
 
     @Test
     void whatTheGpuPathDoesNotDoYetIsAUsageError() {
         String out = tmp.resolve("x").toString();
         String[][] cases = {
-            {"--precision", "bf16", "does not support --precision bf16 (the GPU matmuls take fp32 operands only)"},
-            {"--precision", "fp16", "does not support --precision fp16"},
             {"--precision", "fp8", "does not support --precision fp8 (GpuOps has the FP8 linear layers"},
             {"--profile", null, "does not support --profile"},
             {"--find-batch-size", "--memory-budget=1g", "does not support --find-batch-size"},
