@@ -31,13 +31,16 @@ final class AdamWGpu implements AutoCloseable {
     static final int ROW_BYTES = 32;
 
     private final GpuOps ops;
-    private DeviceBuffer table;
+    private final ScratchBuffer table;
+    /** A device view of {@link #table} holding the rows last uploaded; null before the first upload. */
+    private MemorySegment uploaded;
     private List<AdamWRange> uploadedRows;
     private float uploadedDecay;
     private int grid;
 
     AdamWGpu(GpuOps ops) {
         this.ops = Objects.requireNonNull(ops, "ops");
+        this.table = ScratchBuffer.of(ops.context());
     }
 
     /** adamw_f32_multi over {@code ranges} of the buffers (device views holding every range's elements). */
@@ -46,7 +49,7 @@ final class AdamWGpu implements AutoCloseable {
         if (prepare(params, "params", grads, m, v, ranges, config, step)) {
             float[] c = GpuOps.adamwCoefficients(config, step);
             Kernels.ADAMW_F32_MULTI.launch(ops.kernel(Kernels.ADAMW_F32_MULTI), Dim.of(grid), Dim.of(THREADS), 0,
-                    null, params, grads, m, v, GpuOps.device(table), ranges.size(), config.lr(), config.beta1(),
+                    null, params, grads, m, v, uploaded, ranges.size(), config.lr(), config.beta1(),
                     config.beta2(), config.eps(), c[0], c[1], gradScale);
         }
     }
@@ -59,7 +62,7 @@ final class AdamWGpu implements AutoCloseable {
             GpuOps.need("paramsBf16", paramsBf16, AdamWRange.check(ranges), 2);
             float[] c = GpuOps.adamwCoefficients(config, step);
             Kernels.ADAMW_BF16_MULTI.launch(ops.kernel(Kernels.ADAMW_BF16_MULTI), Dim.of(grid), Dim.of(THREADS), 0,
-                    null, paramsBf16, master, grads, m, v, GpuOps.device(table), ranges.size(), config.lr(),
+                    null, paramsBf16, master, grads, m, v, uploaded, ranges.size(), config.lr(),
                     config.beta1(), config.beta2(), config.eps(), c[0], c[1], gradScale, seed);
         }
     }
@@ -91,15 +94,9 @@ final class AdamWGpu implements AutoCloseable {
                 throw new IllegalArgumentException("AdamW over " + rows.size() + " ranges needs " + blocks
                         + " blocks of " + CHUNK + " elements, more than a grid takes");
             }
-            if (table == null || table.byteSize() < bytes) {
-                if (table != null) {
-                    ops.context().synchronize(); // the queued kernels may still read it
-                    table.close();
-                    table = null;
-                }
-                table = ops.context().allocate(bytes);
-            }
-            table.copyFrom(host);
+            DeviceBuffer t = table.atLeast(bytes);
+            t.copyFrom(host);
+            uploaded = GpuOps.device(t);
             uploadedRows = rows;
             uploadedDecay = weightDecay;
             grid = (int) blocks;
@@ -127,9 +124,6 @@ final class AdamWGpu implements AutoCloseable {
 
     @Override
     public void close() {
-        if (table != null) {
-            table.close();
-            table = null;
-        }
+        table.close();
     }
 }

@@ -1,7 +1,6 @@
 package io.accel4j.kernels;
 
 import io.accel4j.cuda.CudaKernel.Dim;
-import io.accel4j.cuda.DeviceBuffer;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 
@@ -37,12 +36,13 @@ public final class AttentionBf16Gpu implements AutoCloseable {
     private static final int D_THREADS = 256;
 
     private final GpuOps ops;
-    /** attention_bf16_backward_d's D (B,NH,T) fp32, grown to the largest call so far; null until a backward. */
-    private DeviceBuffer d;
+    /** attention_bf16_backward_d's D (B,NH,T) fp32, grown to the largest call so far. */
+    private final ScratchBuffer d;
 
     /** Launches on the kernels {@code ops} loaded (which must stay open while this is used; closing this first). */
     public AttentionBf16Gpu(GpuOps ops) {
         this.ops = Objects.requireNonNull(ops, "ops");
+        this.d = ScratchBuffer.of(ops.context());
     }
 
     /**
@@ -82,7 +82,7 @@ public final class AttentionBf16Gpu implements AutoCloseable {
         need("dqkv", dqkv, bt * 3 * C, 2); need("dout", dout, bt * C, 2); need("qkv", qkv, bt * 3 * C, 2);
         need("out", out, bt * C, 2); need("lse", lse, nLse, 4);
         aligned("qkv", qkv); aligned("dout", dout);
-        MemorySegment dev = GpuOps.device(scratch(4 * nLse));
+        MemorySegment dev = d.view(4 * nLse);
         int warps = D_THREADS / 32;
         Kernels.ATTENTION_BF16_BACKWARD_D.launch(ops.kernel(Kernels.ATTENTION_BF16_BACKWARD_D),
                 Dim.of(Math.toIntExact((nLse + warps - 1) / warps)), Dim.of(D_THREADS), 0, null,
@@ -97,27 +97,11 @@ public final class AttentionBf16Gpu implements AutoCloseable {
 
     @Override
     public void close() {
-        if (d != null) {
-            d.close();
-            d = null;
-        }
+        d.close();
     }
 
     private void launch(KernelSignature s, Dim grid, int sharedBytes, Object... args) {
         s.launch(ops.kernel(s), grid, Dim.of(THREADS), sharedBytes, null, args);
-    }
-
-    /** The D buffer, at least {@code bytes}; a larger one replaces it once the queued kernels that use it are done. */
-    private DeviceBuffer scratch(long bytes) {
-        if (d == null || d.byteSize() < bytes) {
-            if (d != null) {
-                ops.context().synchronize();
-                d.close();
-                d = null;
-            }
-            d = ops.context().allocate(bytes);
-        }
-        return d;
     }
 
     /** Sizes ≥ 1, hs = C/NH ∈ {64, 128}, grid limits; returns hs. */

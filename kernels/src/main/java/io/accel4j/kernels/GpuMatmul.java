@@ -110,12 +110,12 @@ public final class GpuMatmul implements AutoCloseable {
     private final CudaKernel castTranspose;
     /** cast_transpose_f32_to_fp8's per-block amax partials ({@value #CAST_MAX_BLOCKS} uints). */
     private final DeviceBuffer partials;
-    /** The rounded operands of a BF16/FP16 product, grown to the largest call so far; null until then. */
-    private DeviceBuffer scratch;
+    /** The rounded operands of a BF16/FP16 product, grown to the largest call so far. */
+    private final ScratchBuffer scratch;
     /** The FP8 codes of {@link #fp8Forward}/{@link #fp8Backward}'s operands and their transposes, likewise. */
-    private DeviceBuffer fp8Codes;
-    /** fp32 zeros (max(N, OC) of the largest call) for {@link #fp8Forward}'s bias broadcast; null until then. */
-    private DeviceBuffer zeros;
+    private final ScratchBuffer fp8Codes;
+    /** fp32 zeros (max(N, OC) of the largest call) for {@link #fp8Forward}'s bias broadcast. */
+    private final ScratchBuffer zeros;
     private final Map<Key, CublasLtMatmul> plans = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<Key, CublasLtMatmul> eldest) {
@@ -155,6 +155,9 @@ public final class GpuMatmul implements AutoCloseable {
      */
     GpuMatmul(CudaContext context, Function<KernelSignature, CudaKernel> kernels, List<CudaModule> ownedModules) {
         this.context = context;
+        this.scratch = ScratchBuffer.of(context);
+        this.fp8Codes = ScratchBuffer.of(context);
+        this.zeros = ScratchBuffer.zeroed(context);
         this.ownedModules = List.copyOf(ownedModules);
         this.biasKernel = kernels.apply(Kernels.MATMUL_BACKWARD_BIAS);
         this.toBf16 = kernels.apply(Kernels.CAST_F32_TO_BF16);
@@ -198,7 +201,7 @@ public final class GpuMatmul implements AutoCloseable {
         MemorySegment w = weight, x = inp;
         if (operands != DType.FP32) {
             long wAt = 0, xAt = slice((long) OC * C, 2);
-            MemorySegment base = scratch(xAt + (long) N * C * 2);
+            MemorySegment base = scratch.view(xAt + (long) N * C * 2);
             w = round(base, wAt, weight, (long) OC * C, operands);
             x = round(base, xAt, inp, (long) N * C, operands);
         }
@@ -232,7 +235,7 @@ public final class GpuMatmul implements AutoCloseable {
         MemorySegment w = weight, x = inp, g = dout;
         if (operands != DType.FP32) {
             long wAt = 0, xAt = slice((long) OC * C, 2), gAt = xAt + slice((long) N * C, 2);
-            MemorySegment base = scratch(gAt + (long) N * OC * 2);
+            MemorySegment base = scratch.view(gAt + (long) N * OC * 2);
             w = round(base, wAt, weight, (long) OC * C, operands);
             x = round(base, xAt, inp, (long) N * C, operands);
             g = round(base, gAt, dout, (long) N * OC, operands);
@@ -327,12 +330,12 @@ public final class GpuMatmul implements AutoCloseable {
         GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
         long nInp = (long) N * C, nW = (long) OC * C;
         long inpAt = 0, inpT = slice(nInp, 1), wAt = 2 * inpT, wT = wAt + slice(nW, 1);
-        MemorySegment base = fp8Codes(wT + slice(nW, 1));
+        MemorySegment base = fp8Codes.view(wT + slice(nW, 1));
         float sInp = cast(fp8.input(), base, inpAt, inpT, inp, N, C);
         float sW = cast(fp8.weight(), base, wAt, wT, weight, OC, C);
         boolean hasBias = bias != null;
         if (hasBias) {
-            MemorySegment z = zeros(Math.max(N, OC));
+            MemorySegment z = zeros.view(Math.max(N, OC) * (long) Float.BYTES);
             forward(out, z, z, bias, N, 1, OC, DType.FP32);
         }
         fp8(out, DType.FP32, hasBias, base.asSlice(inpAt, nInp), fp8.input().format(), sInp,
@@ -355,7 +358,7 @@ public final class GpuMatmul implements AutoCloseable {
         long nInp = (long) N * C, nW = (long) OC * C, nDout = (long) N * OC;
         long inpAt = 0, inpT = slice(nInp, 1), wAt = 2 * inpT, wT = wAt + slice(nW, 1), gAt = wT + slice(nW, 1);
         long gT = gAt + slice(nDout, 1);
-        MemorySegment base = fp8Codes(gT + slice(nDout, 1));
+        MemorySegment base = fp8Codes.view(gT + slice(nDout, 1));
         AmaxHistory hInp = fp8.input(), hW = fp8.weight(), hDout = fp8.gradOutput();
         float sDout = cast(hDout, base, gAt, gT, dout, N, OC);
         float sW = cast(hW, base, wAt, wT, weight, OC, C);
@@ -381,32 +384,6 @@ public final class GpuMatmul implements AutoCloseable {
         return inv;
     }
 
-    /** {@link #fp8Codes} as a device view of at least {@code bytes}, reallocated (old contents lost) if smaller. */
-    private MemorySegment fp8Codes(long bytes) {
-        if (fp8Codes == null || fp8Codes.byteSize() < bytes) {
-            if (fp8Codes != null) {
-                context.synchronize(); // the queued GEMMs may still read it
-                fp8Codes.close();
-                fp8Codes = null;
-            }
-            fp8Codes = context.allocate(bytes);
-        }
-        return GpuOps.device(fp8Codes);
-    }
-
-    /** At least {@code n} fp32 zeros on the device. */
-    private MemorySegment zeros(long n) {
-        if (zeros == null || zeros.byteSize() < n * Float.BYTES) {
-            if (zeros != null) {
-                context.synchronize();
-                zeros.close();
-                zeros = null;
-            }
-            zeros = context.allocate(n * Float.BYTES);
-            zeros.fill((byte) 0);
-        }
-        return GpuOps.device(zeros);
-    }
 
     /** {@link #fp8}'s preconditions, checked without a GPU (the segments' addresses are only compared). */
     static void checkFp8(MemorySegment out, DType outType, MemorySegment a, DType aType, float aScaleInv,
@@ -473,19 +450,6 @@ public final class GpuMatmul implements AutoCloseable {
         return (n * bytesEach + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
     }
 
-    /** The scratch buffer as a device view of at least {@code bytes}, reallocated (old contents lost) if smaller. */
-    private MemorySegment scratch(long bytes) {
-        if (scratch == null || scratch.byteSize() < bytes) {
-            if (scratch != null) {
-                context.synchronize(); // the queued GEMMs may still read it
-                scratch.close();
-                scratch = null;
-            }
-            scratch = context.allocate(bytes);
-        }
-        return GpuOps.device(scratch);
-    }
-
     /** Queues {@code src} (n fp32) rounded to {@code type} into {@code base} at byte {@code at}; returns that view. */
     private MemorySegment round(MemorySegment base, long at, MemorySegment src, long n, DType type) {
         MemorySegment dst = base.asSlice(at, n * 2);
@@ -518,18 +482,9 @@ public final class GpuMatmul implements AutoCloseable {
     public void close() {
         plans.values().forEach(CublasLtMatmul::close);
         plans.clear();
-        if (scratch != null) {
-            scratch.close();
-            scratch = null;
-        }
-        if (fp8Codes != null) {
-            fp8Codes.close();
-            fp8Codes = null;
-        }
-        if (zeros != null) {
-            zeros.close();
-            zeros = null;
-        }
+        scratch.close();
+        fp8Codes.close();
+        zeros.close();
         partials.close();
         fp8Scales.close();
         workspace.close();

@@ -66,8 +66,8 @@ public final class GpuOps implements Ops, AutoCloseable {
     private final List<CudaModule> modules = new ArrayList<>();
     private final Map<String, CudaKernel> kernels = new HashMap<>();
     private final DeviceBuffer partials;
-    /** attention_backward_d's D (B,NH,T), grown to the largest call so far; null until the first backward. */
-    private DeviceBuffer attentionD;
+    /** attention_backward_d's D (B,NH,T), grown to the largest call so far. */
+    private final ScratchBuffer attentionD;
     /** The multi-range AdamW's launcher and table; null until the first multi-range call. */
     private AdamWGpu adamwRanges;
 
@@ -84,6 +84,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         this.context = Objects.requireNonNull(context, "context");
         this.memory = new CudaMemory(context);
         this.ptxArch = Kernels.ptxArch(context.computeCapability());
+        this.attentionD = ScratchBuffer.of(context);
         try {
             for (String name : Kernels.MODULES) {
                 modules.add(context.loadPtx(Kernels.ptx(name, ptxArch)));
@@ -134,9 +135,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         if (adamwRanges != null) {
             adamwRanges.close();
         }
-        if (attentionD != null) {
-            attentionD.close();
-        }
+        attentionD.close();
         if (matmul != null) {
             matmul.close();
         }
@@ -386,7 +385,7 @@ public final class GpuOps implements Ops, AutoCloseable {
         long bt = (long) B * T, nLse = (long) B * NH * T;
         need("dqkv", dqkv, bt * 3 * C, 4); need("dout", dout, bt * C, 4); need("qkv", qkv, bt * 3 * C, 4);
         need("out", out, bt * C, 4); need("lse", lse, nLse, 4);
-        MemorySegment d = device(attentionScratch(4 * nLse));
+        MemorySegment d = attentionD.view(4 * nLse);
         // a warp per (b, t, h): 8 warps per block of 256
         launch(Kernels.ATTENTION_BACKWARD_D, Dim.of(Math.toIntExact((nLse + 7) / 8)), Dim.of(BLOCK),
                 d, dout, out, B, T, C, NH);
@@ -398,18 +397,6 @@ public final class GpuOps implements Ops, AutoCloseable {
                 Dim.of(ATTENTION_THREADS), smem, dqkv, dout, qkv, lse, d, B, T, C, NH, scale);
     }
 
-    /** The D buffer, at least {@code bytes}; a larger one replaces it once the queued kernels that use it are done. */
-    private DeviceBuffer attentionScratch(long bytes) {
-        if (attentionD == null || attentionD.byteSize() < bytes) {
-            if (attentionD != null) {
-                context.synchronize();
-                attentionD.close();
-                attentionD = null;
-            }
-            attentionD = context.allocate(bytes);
-        }
-        return attentionD;
-    }
 
     private static int tiles(int n, int tile) {
         return (n + tile - 1) / tile;
