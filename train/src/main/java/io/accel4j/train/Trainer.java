@@ -535,7 +535,7 @@ public final class Trainer implements AutoCloseable {
         Path modelFile = dir.resolve("model_" + name + ".bin");
         Path stateFile = dir.resolve("state_" + name + ".bin");
         try (Arena gathered = Arena.ofConfined()) {
-            MemorySegment moments1 = m, moments2 = v, params = null;
+            MemorySegment moments1, moments2, params = null;
             if (zero != null) {
                 boolean root = rank() == 0;
                 if (shardsParameters()) { // the whole vector, only for the file
@@ -548,9 +548,9 @@ public final class Trainer implements AutoCloseable {
                 if (!root) {
                     return modelFile;
                 }
-            } else if (!memory.hostAccessible()) {
-                moments1 = onHost(m, gathered);
-                moments2 = onHost(v, gathered);
+            } else {
+                moments1 = memory.readableOnHost(m, gathered);
+                moments2 = memory.readableOnHost(v, gathered);
             }
             Files.createDirectories(dir);
             if (params != null) {
@@ -664,13 +664,6 @@ public final class Trainer implements AutoCloseable {
             memory.copyToDevice(hv, v);
             return h;
         }
-    }
-
-    /** A host copy of device segment {@code device} in {@code staging}. */
-    private MemorySegment onHost(MemorySegment device, Arena staging) {
-        MemorySegment host = staging.allocate(device.byteSize(), 64);
-        memory.copyToHost(device, host);
-        return host;
     }
 
     /** Stops the data loaders and frees the optimizer state (the model stays open). */

@@ -1,5 +1,6 @@
 package io.accel4j.core.memory;
 
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
 /**
@@ -51,6 +52,20 @@ public interface DeviceMemory {
      * write: true only for {@link HostMemory}.
      */
     boolean hostAccessible();
+
+    /**
+     * The contents of device segment {@code device} where host code may read them: {@code device} itself when
+     * {@link #hostAccessible()}, else a copy of it ({@link #copyToHost}) in a 64-byte-aligned segment of
+     * {@code staging}.
+     */
+    default MemorySegment readableOnHost(MemorySegment device, Arena staging) {
+        if (hostAccessible()) {
+            return device;
+        }
+        MemorySegment host = staging.allocate(device.byteSize(), 64);
+        copyToHost(device, host);
+        return host;
+    }
 
     /** One line for logs, e.g. {@code host memory} or {@code CUDA device memory (NVIDIA H100)}. */
     String describe();

@@ -70,6 +70,29 @@ class HostMemoryTest {
     }
 
     @Test
+    void readableOnHostIsTheSegmentItselfInHostMemoryAndACopyElsewhere() {
+        try (DeviceArena arena = memory.arena(); Arena staging = Arena.ofConfined()) {
+            MemorySegment d = arena.allocate(12);
+            d.set(ValueLayout.JAVA_INT, 4, 0x1234_5678);
+            assertThat(memory.readableOnHost(d, staging)).isSameAs(d);
+            DeviceMemory elsewhere = new DeviceMemory() { // host memory that claims to be a device's
+                @Override public DeviceArena arena() { return memory.arena(); }
+                @Override public void copyToDevice(MemorySegment h, MemorySegment dv) { memory.copyToDevice(h, dv); }
+                @Override public void copyToHost(MemorySegment dv, MemorySegment h) { memory.copyToHost(dv, h); }
+                @Override public void copy(MemorySegment src, MemorySegment dst) { memory.copy(src, dst); }
+                @Override public void zero(MemorySegment dv) { memory.zero(dv); }
+                @Override public boolean hostAccessible() { return false; }
+                @Override public String describe() { return "test"; }
+            };
+            MemorySegment copy = elsewhere.readableOnHost(d, staging);
+            assertThat(copy).isNotSameAs(d);
+            assertThat(copy.byteSize()).isEqualTo(12);
+            assertThat(copy.mismatch(d)).isEqualTo(-1L);
+            assertThat(copy.address() % 64).isZero();
+        }
+    }
+
+    @Test
     void aBackendComputesInHostMemoryUnlessItSaysOtherwise() {
         Ops ops = (Ops) Proxy.newProxyInstance(Ops.class.getClassLoader(), new Class<?>[] {Ops.class},
                 (proxy, method, args) -> java.lang.reflect.InvocationHandler.invokeDefault(proxy, method, args));

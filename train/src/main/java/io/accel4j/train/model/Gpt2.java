@@ -130,13 +130,8 @@ public final class Gpt2 implements AutoCloseable {
 
     /** Writes the parameters as an llm.c checkpoint (fp32, version 3), atomically. */
     public void save(Path file) throws IOException {
-        try (Arena staging = Arena.ofConfined()) {
-            MemorySegment host = params(); // on the CPU written as it is, else staged
-            if (!memory.hostAccessible()) {
-                host = staging.allocate(layout.fp32Bytes(), 64);
-                copyParamsToHost(host);
-            }
-            LlmcCheckpoint.write(file, config, host, LlmcCheckpoint.VERSION_FP32);
+        try (Arena staging = Arena.ofConfined()) { // on the CPU written as they are, else staged
+            LlmcCheckpoint.write(file, config, memory.readableOnHost(params(), staging), LlmcCheckpoint.VERSION_FP32);
         }
     }
 
