@@ -487,9 +487,8 @@ public final class Trainer implements AutoCloseable {
     /** AdamW step {@code t} (≥ 1) at learning rate {@code lr}, gradients multiplied by {@code gradScale}. */
     private void update(float lr, int t, float gradScale) {
         AdamWConfig decay = new AdamWConfig(lr, cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay());
-        AdamWConfig none = new AdamWConfig(lr, cfg.beta1(), cfg.beta2(), cfg.eps(), 0f);
         if (zero != null) {
-            zero.update(decay, none, t, gradScale);
+            zero.update(decay, t, gradScale);
             return;
         }
         List<AdamWRange> ranges = new ArrayList<>();

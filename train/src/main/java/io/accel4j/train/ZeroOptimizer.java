@@ -6,6 +6,7 @@ import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.model.Gpt2;
@@ -77,8 +78,16 @@ final class ZeroOptimizer implements AutoCloseable {
     private final long length;
     /** This rank's shard, as runs of the flat layout: one below stage 3. */
     private final List<UnitShards.Piece> pieces;
-    /** AdamW's runs: the pieces cut where weight decay starts or stops. */
-    private final List<Run> runs;
+    /**
+     * AdamW's ranges over the shard buffers: the pieces cut where weight decay starts or stops, each at its shard
+     * index ({@code start}) and its index in the whole vector ({@code offset}, the stochastic-rounding stream).
+     */
+    private final List<AdamWRange> ranges;
+    /**
+     * {@link #ranges} split by piece, each {@code start} counted from its piece's first element: for the stages whose
+     * parameters are not sharded, where a piece sits at one place in the shard buffers and at another in the whole.
+     */
+    private final List<List<AdamWRange>> rangesByPiece;
     /** Stage ≥ 2: the model's weights, holding this rank's shards; null below. */
     private final ShardedWeights sharded;
     /** The model's memory, and the arena of the moment shards in it. */
@@ -92,7 +101,6 @@ final class ZeroOptimizer implements AutoCloseable {
     private final MemorySegment paramShard;
 
     /** {@code length} elements at {@code flat} of the layout, at {@code shard} of this rank's shard. */
-    private record Run(long flat, long shard, long length, boolean decays) {}
     /** The norm's partial sums (N float64) and the overflow flags, across the ranks. */
     private final ValueExchange exchange;
 
@@ -114,13 +122,19 @@ final class ZeroOptimizer implements AutoCloseable {
         this.pieces = piecesOf(r);
         this.length = pieces.stream().mapToLong(UnitShards.Piece::length).sum();
         List<DecayRanges.Range> decay = DecayRanges.of(model.layout(), cfg);
-        List<Run> rs = new java.util.ArrayList<>();
+        List<List<AdamWRange>> byPiece = new java.util.ArrayList<>();
+        List<AdamWRange> all = new java.util.ArrayList<>();
         for (UnitShards.Piece p : pieces) {
+            List<AdamWRange> rs = new java.util.ArrayList<>();
             for (DecayRanges.Range d : DecayRanges.clip(decay, p.flat(), p.flat() + p.length())) {
-                rs.add(new Run(d.offset(), p.shard() + d.offset() - p.flat(), d.length(), d.decays()));
+                long inPiece = d.offset() - p.flat();
+                rs.add(new AdamWRange(inPiece, d.offset(), d.length(), d.decays()));
+                all.add(new AdamWRange(p.shard() + inPiece, d.offset(), d.length(), d.decays()));
             }
+            byPiece.add(List.copyOf(rs));
         }
-        this.runs = List.copyOf(rs);
+        this.rangesByPiece = List.copyOf(byPiece);
+        this.ranges = List.copyOf(all);
         long bytes = length * Float.BYTES;
         this.memory = model.memory();
         this.arena = memory.arena();
@@ -269,21 +283,23 @@ final class ZeroOptimizer implements AutoCloseable {
     }
 
     /**
-     * AdamW step {@code t} on this rank's shard ({@code decay} for the decaying runs, {@code none} for the others),
-     * gradients multiplied by {@code gradScale}; then, below stage 3, the model's parameter buffer is gathered from
-     * every rank's updated shard, so it holds the updated parameters on every rank. At stage 3 the next use of each
-     * unit gathers it.
+     * AdamW step {@code t} on this rank's shard ({@code decay}'s weight decay for the decaying ranges, none for the
+     * others), gradients multiplied by {@code gradScale}, in multi-range calls: one at stages 1 and 3 (one launch on
+     * a GPU), one per piece at stage 2, whose parameters stay whole. Then, below stage 3, the model's parameter buffer
+     * is gathered from every rank's updated shard, so it holds the updated parameters on every rank. At stage 3 the
+     * next use of each unit gathers it.
      */
-    void update(AdamWConfig decay, AdamWConfig none, int t, float gradScale) {
-        for (Run r : runs) {
-            long shardAt = r.shard() * Float.BYTES, at = r.flat() * Float.BYTES;
-            long bytes = r.length() * Float.BYTES;
-            MemorySegment p = paramShard != null ? paramShard.asSlice(shardAt, bytes)
-                    : model.params().asSlice(at, bytes);
-            MemorySegment g = gradShard != null ? gradShard.asSlice(shardAt, bytes)
-                    : model.grads().asSlice(at, bytes);
-            ops.adamw(p, g, m.asSlice(shardAt, bytes), v.asSlice(shardAt, bytes), r.flat(), r.length(),
-                    r.decays() ? decay : none, t, gradScale);
+    void update(AdamWConfig decay, int t, float gradScale) {
+        if (paramShard != null) {
+            ops.adamw(paramShard, gradShard, m, v, ranges, decay, t, gradScale);
+        } else {
+            for (int i = 0; i < pieces.size(); i++) {
+                UnitShards.Piece piece = pieces.get(i);
+                long flat = piece.flat() * Float.BYTES, shard = piece.shard() * Float.BYTES;
+                MemorySegment g = gradShard != null ? gradShard.asSlice(shard) : model.grads().asSlice(flat);
+                ops.adamw(model.params().asSlice(flat), g, m.asSlice(shard), v.asSlice(shard), rangesByPiece.get(i),
+                        decay, t, gradScale);
+            }
         }
         if (shardsParameters()) {
             sharded.parametersChanged();
