@@ -106,18 +106,24 @@ __device__ __forceinline__ unsigned int amax_bits(unsigned int amax, float x) {
     return abs <= 0x7F800000u ? max(amax, abs) : amax;
 }
 
-// partial[blockIdx.x] = the max of every thread's amax over a block of BLOCK threads (any shape, linear order).
-__device__ __forceinline__ void store_block_max(unsigned int amax, unsigned int* __restrict__ partial) {
+// The max of every thread's amax over a block of BLOCK threads (any shape, linear order), in thread 0 (the other
+// threads get their warp's).
+__device__ __forceinline__ unsigned int block_max_bits(unsigned int amax) {
     __shared__ unsigned int scratch[BLOCK / 32];
     int t = threadIdx.y * blockDim.x + threadIdx.x;
     amax = __reduce_max_sync(0xffffffffu, amax);
     if ((t & 31) == 0) scratch[t >> 5] = amax;
     __syncthreads();
     if (t == 0) {
-        unsigned int m = 0;
-        for (int w = 0; w < BLOCK / 32; w++) m = max(m, scratch[w]);
-        partial[blockIdx.x] = m;
+        for (int w = 0; w < BLOCK / 32; w++) amax = max(amax, scratch[w]);
     }
+    return amax;
+}
+
+// partial[blockIdx.x] = the max of every thread's amax over a block of BLOCK threads (any shape, linear order).
+__device__ __forceinline__ void store_block_max(unsigned int amax, unsigned int* __restrict__ partial) {
+    amax = block_max_bits(amax);
+    if (threadIdx.y * blockDim.x + threadIdx.x == 0) partial[blockIdx.x] = amax;
 }
 
 // dst (n, fp8 codes) = round_satfinite(src · scale) as E4M3 (e4m3 != 0) or E5M2; partial[blockIdx.x] (gridDim.x
@@ -170,6 +176,23 @@ extern "C" __global__ void __launch_bounds__(BLOCK) cast_transpose_f32_to_fp8(un
         __syncthreads();
     }
     store_block_max(amax, partial);
+}
+
+// An FP8 cast's amax into its tensor's device slot, so that the host need not wait for it (GpuMatmul's Fp8Slots):
+// m = max of partial[0..n) (the cast's per-block |x| bit patterns: NaN already left out, each ≤ +inf's 0x7F800000,
+// so the largest pattern is the largest value); slot[0] = m when first (the slot's first cast since the host last read
+// it), else max(slot[0], m) (the step's casts keep their maximum, as AmaxHistory.record does); slot[1] = scaleInv's
+// bits (the dequantisation factor of the codes just cast: cuBLASLt reads it through a device pointer, in stream
+// order, so the host uploads nothing). One block of BLOCK threads; no atomics (deterministic).
+extern "C" __global__ void __launch_bounds__(BLOCK) fp8_amax_to_slot(unsigned int* __restrict__ slot,
+        const unsigned int* __restrict__ partial, int n, float scaleInv, int first) {
+    unsigned int amax = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) amax = max(amax, partial[i]);
+    amax = block_max_bits(amax);
+    if (threadIdx.x == 0) {
+        slot[0] = first ? amax : max(slot[0], amax);
+        slot[1] = f2u(scaleInv);
+    }
 }
 
 // dst (n, fp32) = src (n, bf16 bits), exact. Grid-stride.

@@ -2,7 +2,8 @@
 // transpose and amax with the CPU casts. The element conversions are CUDA's own headers' host code (cuda_fp8.h's
 // software path, the one the sm_80 PTX takes, and the headers' emulation of cvt.rn for bf16/fp16; CastHostCheckTest
 // checks them bit for bit), so this needs the CUDA headers but no GPU; it checks the grid-stride loops, the tiling,
-// the transpose through shared memory, the boundaries and the amax reductions. The test passes the launch
+// the transpose through shared memory, the boundaries and the amax reductions (into the partials, and from them into
+// a device slot: fp8_amax_to_slot). The test passes the launch
 // configuration (GpuOps's, GpuMatmul's).
 //
 //   cast_emu DIR KERNEL GX GY BX BY [SCALAR...]   as kernels_emu (emu_io.h's EmuArgs and EmuBuffers)
@@ -43,6 +44,9 @@ int main(int argc, char** argv) {
         emu_launch(a.grid(), a.block(), cast_transpose_f32_to_fp8, b.get<u8>("dst"),
                 b.get<u8>("dstT"), b.get<unsigned int>("partial"), b.get<float>("src"), a.i32(0),
                 a.i32(1), a.f32(2), a.i32(3));
+    } else if (k == "fp8_amax_to_slot") {
+        emu_launch(a.grid(), a.block(), fp8_amax_to_slot, b.get<unsigned int>("slot"),
+                b.get<unsigned int>("partial"), a.i32(0), a.f32(1), a.i32(2));
     } else {
         fprintf(stderr, "unknown kernel %s\n", k.c_str());
         return 2;

@@ -37,7 +37,9 @@ import java.util.function.Function;
  *   <li>{@link #castTransposeToFp8}: FP8 codes of an fp32 matrix and of its transpose in one pass, returning its amax
  *       (the K-major operands a backward pass needs);</li>
  *   <li>{@link #fp8Forward} / {@link #fp8Backward}: {@link MatmulOps}' linear layer with FP8 operands and delayed
- *       scaling ({@link Fp8Scaling}), built from the two above.</li>
+ *       scaling ({@link Fp8Scaling}), built from the two above, with no host synchronisation: each cast's amax
+ *       waits in a device slot ({@link Fp8AmaxSlots}) until {@link #flushAmaxes} records them all with one copy,
+ *       and the GEMM reads each operand's dequantisation factor from that slot, written by the cast.</li>
  * </ul>
  *
  * <p><b>Row-major ↔ column-major.</b> A row-major (R, C) matrix is, byte for byte, the column-major (C, R) matrix
@@ -77,10 +79,18 @@ import java.util.function.Function;
  */
 public final class GpuMatmul implements AutoCloseable {
 
+    /**
+     * What an FP8 GEMM's K must be a multiple of (cuBLASLt): so {@link #fp8Forward} needs C, and {@link #fp8Backward}
+     * OC and N, to be multiples of it.
+     */
+    public static final int FP8_MULTIPLE = 16;
     /** cuBLASLt's recommended workspace for Hopper (NVIDIA's cuBLAS docs: 32 MiB). */
     static final long WORKSPACE_BYTES = 32L << 20;
-    /** Plans kept: a GPT-2 step has a few per layer and pass, each distinct by bias address. */
-    static final int MAX_PLANS = 512;
+    /**
+     * Plans kept: a GPT-2 step has a few per layer and pass, each distinct by bias address, and with FP8 three more
+     * per linear layer, distinct by their operands' scale-inverse slots (GPT-2 XL's 48 blocks: ~1,000 in all).
+     */
+    static final int MAX_PLANS = 2048;
     /** Scratch slices start at multiples of this (cuBLASLt's preferred alignment). */
     private static final long SLICE_ALIGN = 256;
     private static final int CAST_BLOCK = 256;
@@ -92,9 +102,13 @@ public final class GpuMatmul implements AutoCloseable {
 
     private enum Kind { FORWARD, DINP, DWEIGHT, FP8 }
 
-    /** A plan's identity: everything its spec depends on. {@code extra} is the amax address of an FP8 plan. */
+    /**
+     * A plan's identity: everything its spec depends on. {@code extra} is the amax address of an FP8 plan,
+     * {@code scaleA} and {@code scaleB} the device addresses of its operands' dequantisation factors (cuBLASLt's A
+     * and B), 0 for the others.
+     */
     private record Key(Kind kind, int m, int n, int k, int typeA, int typeB, int typeD, long bias, long extra,
-                       int alignA, int alignB, int alignC, int alignD) {}
+                       long scaleA, long scaleB, int alignA, int alignB, int alignC, int alignD) {}
 
     private final CudaContext context;
     /** 89 for sm_89: FP8 needs at least that. */
@@ -110,6 +124,8 @@ public final class GpuMatmul implements AutoCloseable {
     private final CudaKernel castTranspose;
     /** cast_transpose_f32_to_fp8's per-block amax partials ({@value #CAST_MAX_BLOCKS} uints). */
     private final DeviceBuffer partials;
+    /** The amaxes of {@link #fp8Forward}/{@link #fp8Backward}'s casts, until {@link #flushAmaxes}. */
+    private final Fp8AmaxSlots amaxSlots;
     /** The rounded operands of a BF16/FP16 product, grown to the largest call so far. */
     private final ScratchBuffer scratch;
     /** The FP8 codes of {@link #fp8Forward}/{@link #fp8Backward}'s operands and their transposes, likewise. */
@@ -163,6 +179,7 @@ public final class GpuMatmul implements AutoCloseable {
         this.toBf16 = kernels.apply(Kernels.CAST_F32_TO_BF16);
         this.toF16 = kernels.apply(Kernels.CAST_F32_TO_F16);
         this.castTranspose = kernels.apply(Kernels.CAST_TRANSPOSE_F32_TO_FP8);
+        this.amaxSlots = new Fp8AmaxSlots(context, kernels.apply(Kernels.FP8_AMAX_TO_SLOT));
         this.computeCapability = context.computeCapability();
         this.lt = CublasLtHandle.create(context);
         List<DeviceBuffer> made = new ArrayList<>();
@@ -207,8 +224,8 @@ public final class GpuMatmul implements AutoCloseable {
         }
         long b = bias == null ? 0 : bias.address();
         int t = cudaType(operands);
-        CublasLtMatmul plan = plan(new Key(Kind.FORWARD, OC, N, C, t, t, cublas_api_h.CUDA_R_32F, b, 0, align(w),
-                align(x), align(out), align(out)), key -> {
+        CublasLtMatmul plan = plan(new Key(Kind.FORWARD, OC, N, C, t, t, cublas_api_h.CUDA_R_32F, b, 0, 0, 0,
+                align(w), align(x), align(out), align(out)), key -> {
             CublasLtMatmul.Spec s = spec(key).transpose(true, false);
             if (b != 0) {
                 s.epilogue(cublasLt_h.CUBLASLT_EPILOGUE_BIAS).bias(b, cublas_api_h.CUDA_R_32F);
@@ -241,10 +258,10 @@ public final class GpuMatmul implements AutoCloseable {
             g = round(base, gAt, dout, (long) N * OC, operands);
         }
         int t = cudaType(operands), f32 = cublas_api_h.CUDA_R_32F;
-        CublasLtMatmul dx = plan(new Key(Kind.DINP, C, N, OC, t, t, f32, 0, 0, align(w), align(g), align(dinp),
-                align(dinp)), GpuMatmul::spec);
+        CublasLtMatmul dx = plan(new Key(Kind.DINP, C, N, OC, t, t, f32, 0, 0, 0, 0, align(w), align(g),
+                align(dinp), align(dinp)), GpuMatmul::spec);
         dx.run(null, w.address(), g.address(), dinp.address(), dinp.address(), 1f, 1f);
-        CublasLtMatmul dw = plan(new Key(Kind.DWEIGHT, C, OC, N, t, t, f32, 0, 0, align(x), align(g),
+        CublasLtMatmul dw = plan(new Key(Kind.DWEIGHT, C, OC, N, t, t, f32, 0, 0, 0, 0, align(x), align(g),
                 align(dweight), align(dweight)), key -> spec(key).transpose(false, true));
         dw.run(null, x.address(), g.address(), dweight.address(), dweight.address(), 1f, 1f);
         if (dbias != null) {
@@ -267,22 +284,37 @@ public final class GpuMatmul implements AutoCloseable {
                     float aScaleInv, MemorySegment b, DType bType, float bScaleInv, MemorySegment amaxOut,
                     int M, int N, int K) {
         checkFp8(out, outType, a, aType, aScaleInv, b, bType, bScaleInv, amaxOut, M, N, K);
+        checkFp8Device();
+        try (Arena arena = Arena.ofConfined()) {
+            fp8Scales.copyFrom(arena.allocateFrom(ValueLayout.JAVA_FLOAT, aScaleInv, bScaleInv));
+        }
+        fp8Gemm(out, outType, accumulate, a, aType, fp8Scales.address(), b, bType, fp8Scales.address() + 4, amaxOut,
+                M, N, K);
+    }
+
+    /**
+     * {@link #fp8} (its preconditions checked by the caller) with the dequantisation factors read on the device, in
+     * stream order, from {@code aScaleInv} and {@code bScaleInv} (device addresses of one float each).
+     */
+    private void fp8Gemm(MemorySegment out, DType outType, boolean accumulate, MemorySegment a, DType aType,
+                         long aScaleInv, MemorySegment b, DType bType, long bScaleInv, MemorySegment amaxOut,
+                         int M, int N, int K) {
+        long amax = amaxOut == null ? 0 : amaxOut.address();
+        int d = cudaType(outType);
+        CublasLtMatmul plan = plan(new Key(Kind.FP8, N, M, K, cudaType(bType), cudaType(aType), d, 0, amax,
+                bScaleInv, aScaleInv, align(b), align(a), align(out), align(out)), key -> {
+            CublasLtMatmul.Spec s = spec(key).transpose(true, false).types(key.typeA(), key.typeB(), d, d)
+                    .scales(key.scaleA(), key.scaleB(), 0);
+            return key.extra() == 0 ? s : s.amaxD(key.extra());
+        });
+        plan.run(null, b.address(), a.address(), out.address(), out.address(), 1f, accumulate ? 1f : 0f);
+    }
+
+    private void checkFp8Device() {
         if (computeCapability < 89) {
             throw new UnsupportedOperationException("FP8 GEMMs need compute capability 8.9 (Ada) or newer, this GPU is"
                     + " sm_" + computeCapability);
         }
-        long amax = amaxOut == null ? 0 : amaxOut.address();
-        try (Arena arena = Arena.ofConfined()) {
-            fp8Scales.copyFrom(arena.allocateFrom(ValueLayout.JAVA_FLOAT, bScaleInv, aScaleInv));
-        }
-        int d = cudaType(outType);
-        CublasLtMatmul plan = plan(new Key(Kind.FP8, N, M, K, cudaType(bType), cudaType(aType), d, 0, amax,
-                align(b), align(a), align(out), align(out)), key -> {
-            CublasLtMatmul.Spec s = spec(key).transpose(true, false).types(key.typeA(), key.typeB(), d, d)
-                    .scales(fp8Scales.address(), fp8Scales.address() + 4, 0);
-            return key.extra() == 0 ? s : s.amaxD(key.extra());
-        });
-        plan.run(null, b.address(), a.address(), out.address(), out.address(), 1f, accumulate ? 1f : 0f);
     }
 
     /**
@@ -302,14 +334,21 @@ public final class GpuMatmul implements AutoCloseable {
         scaleFactor("scale", scale);
         long n = (long) R * C;
         GpuOps.need("dst", dst, n, 1); GpuOps.need("dstT", dstT, n, 1); GpuOps.need("src", src, n, 4);
-        int tiles = castTransposeGrid(R, C);
-        Kernels.CAST_TRANSPOSE_F32_TO_FP8.launch(castTranspose, Dim.of(tiles), CAST_TRANSPOSE_BLOCK, 0, null,
-                dst, dstT, GpuOps.device(partials), src, R, C, scale, fp8Type == DType.FP8_E4M3 ? 1 : 0);
+        int tiles = launchCastTranspose(dst, dstT, fp8Type, src, R, C, scale);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment host = arena.allocate(ValueLayout.JAVA_INT, tiles);
             partials.copyTo(host); // synchronous: after the kernel
             return GpuOps.maxBitsOfPartials(host, tiles);
         }
+    }
+
+    /** Queues cast_transpose_f32_to_fp8 (arguments checked), its amax partials into {@link #partials}; the grid. */
+    private int launchCastTranspose(MemorySegment dst, MemorySegment dstT, DType fp8Type, MemorySegment src, int R,
+                                    int C, float scale) {
+        int tiles = castTransposeGrid(R, C);
+        Kernels.CAST_TRANSPOSE_F32_TO_FP8.launch(castTranspose, Dim.of(tiles), CAST_TRANSPOSE_BLOCK, 0, null,
+                dst, dstT, GpuOps.device(partials), src, R, C, scale, fp8Type == DType.FP8_E4M3 ? 1 : 0);
+        return tiles;
     }
 
     /** cast_transpose_f32_to_fp8's grid: a block per 32×32 tile of (R, C), at most CAST_MAX_BLOCKS (grid-stride). */
@@ -319,34 +358,46 @@ public final class GpuMatmul implements AutoCloseable {
 
     /**
      * {@code out (N,OC) = sInp·sW · q_inp (N,C) · q_wᵀ + bias} ({@link MatmulOps}' FP8 forward, {@code bias} may be
-     * null): inp and weight cast by {@link #castTransposeToFp8} with their histories' scales (amaxes recorded; the
-     * transposed codes are not used forward), then {@link #fp8}. FP8 GEMMs have no fp32 bias epilogue here, so a
-     * bias is first broadcast into {@code out} exactly (an fp32 GEMM of zeros with the bias epilogue,
-     * {@code 0·0 + bias}) and the FP8 GEMM accumulates onto it. The FP8 rules apply: C a multiple of 16, OC of 4.
+     * null): inp and weight cast as {@link #castTransposeToFp8} does with their histories' scales (the transposed
+     * codes are not used forward), their amaxes left in device slots until {@link #flushAmaxes}, then an {@link #fp8}
+     * GEMM that reads the dequantisation factors from the slots. Nothing waits for the GPU. FP8 GEMMs have no fp32
+     * bias epilogue here, so a bias is first broadcast into {@code out} exactly (an fp32 GEMM of zeros with the bias
+     * epilogue, {@code 0·0 + bias}) and the FP8 GEMM accumulates onto it. The FP8 rules apply: C a multiple of 16,
+     * OC of 4; they are checked before anything is cast.
      */
     public void fp8Forward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias, int N,
                            int C, int OC, Fp8Scaling fp8) {
         Objects.requireNonNull(fp8, "fp8");
         GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        if (bias != null) {
+            GpuOps.need("bias", bias, OC, 4);
+        }
+        GpuOps.need("inp", inp, (long) N * C, 4); GpuOps.need("weight", weight, (long) OC * C, 4);
         long nInp = (long) N * C, nW = (long) OC * C;
         long inpAt = 0, inpT = slice(nInp, 1), wAt = 2 * inpT, wT = wAt + slice(nW, 1);
         MemorySegment base = fp8Codes.view(wT + slice(nW, 1));
-        float sInp = cast(fp8.input(), base, inpAt, inpT, inp, N, C);
-        float sW = cast(fp8.weight(), base, wAt, wT, weight, OC, C);
+        AmaxHistory hInp = fp8.input(), hW = fp8.weight();
+        MemorySegment qInp = base.asSlice(inpAt, nInp), qW = base.asSlice(wAt, nW);
+        checkFp8(out, DType.FP32, qInp, hInp.format(), hInp.scaleInv(), qW, hW.format(), hW.scaleInv(), null, N, OC,
+                C);
+        checkFp8Device();
+        cast(hInp, base, inpAt, inpT, inp, N, C);
+        cast(hW, base, wAt, wT, weight, OC, C);
         boolean hasBias = bias != null;
         if (hasBias) {
             MemorySegment z = zeros.view(Math.max(N, OC) * (long) Float.BYTES);
             forward(out, z, z, bias, N, 1, OC, DType.FP32);
         }
-        fp8(out, DType.FP32, hasBias, base.asSlice(inpAt, nInp), fp8.input().format(), sInp,
-                base.asSlice(wAt, nW), fp8.weight().format(), sW, null, N, OC, C);
+        fp8Gemm(out, DType.FP32, hasBias, qInp, hInp.format(), amaxSlots.scaleInvAddress(hInp), qW, hW.format(),
+                amaxSlots.scaleInvAddress(hW), null, N, OC, C);
     }
 
     /**
      * {@code dinp (N,C) += sDout·sW · q_dout (N,OC) · (q_wᵀ (C,OC))ᵀ}, {@code dweight (OC,C) += sDout·sInp ·
      * q_doutᵀ (OC,N) · (q_inpᵀ (C,N))ᵀ}, {@code dbias += Σ_rows dout} (fp32, may be null): dout, weight and inp cast
-     * with their transposes by {@link #castTransposeToFp8} (amaxes recorded), then two {@link #fp8} GEMMs that add.
-     * The FP8 rules apply: OC and N multiples of 16, C of 4.
+     * with their transposes as {@link #castTransposeToFp8} does (amaxes into device slots, as {@link #fp8Forward}),
+     * then two {@link #fp8} GEMMs that add. The FP8 rules apply: OC and N multiples of 16, C of 4; they are checked
+     * before anything is cast.
      */
     public void fp8Backward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                             MemorySegment inp, MemorySegment weight, int N, int C, int OC, Fp8Scaling fp8) {
@@ -355,35 +406,56 @@ public final class GpuMatmul implements AutoCloseable {
         if (dbias != null) {
             GpuOps.need("dbias", dbias, OC, 4);
         }
+        GpuOps.need("dout", dout, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
+        GpuOps.need("weight", weight, (long) OC * C, 4);
         long nInp = (long) N * C, nW = (long) OC * C, nDout = (long) N * OC;
         long inpAt = 0, inpT = slice(nInp, 1), wAt = 2 * inpT, wT = wAt + slice(nW, 1), gAt = wT + slice(nW, 1);
         long gT = gAt + slice(nDout, 1);
         MemorySegment base = fp8Codes.view(gT + slice(nDout, 1));
         AmaxHistory hInp = fp8.input(), hW = fp8.weight(), hDout = fp8.gradOutput();
-        float sDout = cast(hDout, base, gAt, gT, dout, N, OC);
-        float sW = cast(hW, base, wAt, wT, weight, OC, C);
-        float sInp = cast(hInp, base, inpAt, inpT, inp, N, C);
-        fp8(dinp, DType.FP32, true, base.asSlice(gAt, nDout), hDout.format(), sDout, base.asSlice(wT, nW),
-                hW.format(), sW, null, N, C, OC);
-        fp8(dweight, DType.FP32, true, base.asSlice(gT, nDout), hDout.format(), sDout, base.asSlice(inpT, nInp),
-                hInp.format(), sInp, null, OC, C, N);
+        MemorySegment qDout = base.asSlice(gAt, nDout), qDoutT = base.asSlice(gT, nDout);
+        MemorySegment qWT = base.asSlice(wT, nW), qInpT = base.asSlice(inpT, nInp);
+        checkFp8(dinp, DType.FP32, qDout, hDout.format(), hDout.scaleInv(), qWT, hW.format(), hW.scaleInv(), null, N,
+                C, OC);
+        checkFp8(dweight, DType.FP32, qDoutT, hDout.format(), hDout.scaleInv(), qInpT, hInp.format(),
+                hInp.scaleInv(), null, OC, C, N);
+        checkFp8Device();
+        cast(hDout, base, gAt, gT, dout, N, OC);
+        cast(hW, base, wAt, wT, weight, OC, C);
+        cast(hInp, base, inpAt, inpT, inp, N, C);
+        long sDout = amaxSlots.scaleInvAddress(hDout), sW = amaxSlots.scaleInvAddress(hW);
+        long sInp = amaxSlots.scaleInvAddress(hInp);
+        fp8Gemm(dinp, DType.FP32, true, qDout, hDout.format(), sDout, qWT, hW.format(), sW, null, N, C, OC);
+        fp8Gemm(dweight, DType.FP32, true, qDoutT, hDout.format(), sDout, qInpT, hInp.format(), sInp, null, OC, C, N);
         if (dbias != null) {
-            Kernels.MATMUL_BACKWARD_BIAS.launch(biasKernel, Dim.of((OC + 31) / 32), Dim.of(32, 8), 0, null,
+            Kernels.MATMUL_BACKWARD_BIAS.launch(biasKernel, Dim.of((OC + 31) / 32), BIAS_BLOCK, 0, null,
                     dbias, dout, N, OC);
         }
     }
 
     /**
-     * Casts {@code src} (R,C) with {@code h}'s scale into {@code base} at {@code at} and its transpose at
-     * {@code atT}, records the amax, and returns the dequantisation factor.
+     * Queues the cast of {@code src} (R,C) with {@code h}'s scale into {@code base} at {@code at} and its transpose
+     * at {@code atT}, then the reduction of its amax into {@code h}'s slot with {@code h}'s dequantisation factor.
      */
-    private float cast(AmaxHistory h, MemorySegment base, long at, long atT, MemorySegment src, int R, int C) {
+    private void cast(AmaxHistory h, MemorySegment base, long at, long atT, MemorySegment src, int R, int C) {
         long n = (long) R * C;
-        float inv = h.scaleInv();
-        h.record(castTransposeToFp8(base.asSlice(at, n), base.asSlice(atT, n), h.format(), src, R, C, h.scale()));
-        return inv;
+        int tiles = launchCastTranspose(base.asSlice(at, n), base.asSlice(atT, n), h.format(), src, R, C, h.scale());
+        amaxSlots.record(h, GpuOps.device(partials), tiles, h.scaleInv());
     }
 
+    /**
+     * Records the amaxes that {@link #fp8Forward} and {@link #fp8Backward} left in device slots into their
+     * histories ({@link MatmulOps#flushAmaxes}): one device→host copy, which waits for the work queued so far;
+     * nothing when none is pending.
+     */
+    public void flushAmaxes() {
+        amaxSlots.flush();
+    }
+
+    /** Histories whose amaxes wait for {@link #flushAmaxes}. */
+    int pendingAmaxes() {
+        return amaxSlots.pending();
+    }
 
     /** {@link #fp8}'s preconditions, checked without a GPU (the segments' addresses are only compared). */
     static void checkFp8(MemorySegment out, DType outType, MemorySegment a, DType aType, float aScaleInv,
@@ -402,8 +474,9 @@ public final class GpuMatmul implements AutoCloseable {
         if (outType != DType.FP32 && outType != DType.BF16) {
             throw new IllegalArgumentException("fp8 writes FP32 or BF16, got " + outType);
         }
-        if (K % 16 != 0) {
-            throw new IllegalArgumentException("K must be a multiple of 16 for FP8 (cuBLASLt), got " + K);
+        if (K % FP8_MULTIPLE != 0) {
+            throw new IllegalArgumentException("K must be a multiple of " + FP8_MULTIPLE + " for FP8 (cuBLASLt), got "
+                    + K);
         }
         if ((long) N * outType.byteSize() % 16 != 0) {
             throw new IllegalArgumentException("a row of out must be a multiple of 16 bytes for FP8 (cuBLASLt): N "
@@ -485,6 +558,7 @@ public final class GpuMatmul implements AutoCloseable {
         scratch.close();
         fp8Codes.close();
         zeros.close();
+        amaxSlots.close();
         partials.close();
         fp8Scales.close();
         workspace.close();

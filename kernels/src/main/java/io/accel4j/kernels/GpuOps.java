@@ -570,6 +570,14 @@ public final class GpuOps implements Ops, AutoCloseable {
         matmul("matmulBackward").fp8Backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fp8);
     }
 
+    /** {@link GpuMatmul#flushAmaxes}: the FP8 casts' amaxes wait in device slots until this. */
+    @Override
+    public void flushAmaxes() {
+        if (matmul != null) {
+            matmul.flushAmaxes();
+        }
+    }
+
     /**
      * This backend's {@link GpuMatmul} (its FP8 GEMM and cast-transpose are beyond {@link MatmulOps}), shared with
      * the matmul methods and closed with this object.

@@ -63,6 +63,8 @@ public final class Kernels {
     public static final KernelSignature CAST_F16_TO_F32 = KernelSignature.of("cast", "cast_f16_to_f32", PTR, PTR, I64);
     public static final KernelSignature CAST_FP8_TO_F32 = KernelSignature.of("cast", "cast_fp8_to_f32",
             PTR, PTR, I64, F32, I32);
+    public static final KernelSignature FP8_AMAX_TO_SLOT = KernelSignature.of("cast", "fp8_amax_to_slot",
+            PTR, PTR, I32, F32, I32);
     // classifier.cu
     public static final KernelSignature CLASSIFIER = KernelSignature.of("classifier", "classifier_forward_backward",
             PTR, PTR, PTR, I32, I32, I32, F32, I32);
@@ -108,7 +110,8 @@ public final class Kernels {
             ADAMW_F32, ADAMW_BF16, ADAMW_F32_MULTI, ADAMW_BF16_MULTI, ATTENTION_FORWARD, ATTENTION_BACKWARD_D,
             ATTENTION_BACKWARD_DQ, ATTENTION_BACKWARD_DKDV, ATTENTION_BF16_FORWARD, ATTENTION_BF16_BACKWARD_D,
             ATTENTION_BF16_BACKWARD_DQ, ATTENTION_BF16_BACKWARD_DKDV, CAST_F32_TO_BF16, CAST_F32_TO_F16,
-            CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32, CAST_F16_TO_F32, CAST_FP8_TO_F32, CLASSIFIER,
+            CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32, CAST_F16_TO_F32, CAST_FP8_TO_F32,
+            FP8_AMAX_TO_SLOT, CLASSIFIER,
             ENCODER_FORWARD, ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE, GELU_FORWARD, GELU_BACKWARD, LAYERNORM_FORWARD,
             LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, MATMUL_BACKWARD_BIAS, SUM_OF_SQUARES, AMAX,
             HAS_NON_FINITE, RESIDUAL_FORWARD, RESIDUAL_BACKWARD, RING_COMBINE_F32, RING_DIVIDE_F32);

@@ -27,7 +27,8 @@ import org.junit.jupiter.api.io.TempDir;
  * of its codes: codes, transposed codes and the amax; odd R and C (partial tiles), both formats, saturating values, a
  * NaN and an infinity, and a case with more tiles than the grid has blocks (the grid-stride loop over tiles). The
  * element-wise casts on every 16-bit or 8-bit code (decodes) and on odd-length random fp32 (encodes, with fp8's block
- * amax). Checks the tiling, the shared-memory transpose, the boundaries and the amax reductions without a GPU
+ * amax), and the reduction of a cast's partials into GpuMatmul's device amax slot. Checks the tiling, the
+ * shared-memory transpose, the boundaries and the amax reductions without a GPU
  * ({@link CastHostCheckTest} checks the conversions themselves). Skipped without g++ or the CUDA headers.
  */
 class CastEmuTest {
@@ -149,6 +150,85 @@ class CastEmuTest {
                 }
             }
         }
+    }
+
+    /**
+     * GpuMatmul's deferred amax (fp8_amax_to_slot after cast_transpose_f32_to_fp8, as Fp8AmaxSlots launches it): the
+     * slot holds the CPU cast's amax bit for bit — NaN left out, ±inf kept as +inf, −0 as +0, odd sizes, a tensor of
+     * NaN and zeros only — and the scaleInv's bits; a later cast of the same step (first = 0) keeps the maximum, as
+     * AmaxHistory.record does, and the first cast after a flush (first = 1) overwrites whatever the slot held.
+     */
+    @Test
+    void amaxSlotHoldsTheCpuAmaxBitForBit() throws Exception {
+        float[][] specials = {
+            {Float.NaN, -0f},
+            {Float.NEGATIVE_INFINITY, Float.NaN},
+            {Float.POSITIVE_INFINITY, -0f},
+            {-0f, Float.MIN_VALUE},
+            {},
+        };
+        int[][] shapes = {{37, 67}, {1, 1}, {33, 5}, {64, 48}, {3, 101}};
+        MemorySegment slot = arena.allocate(JAVA_INT, 2);
+        float stepMax = 0;
+        for (int c = 0; c < shapes.length; c++) {
+            int R = shapes[c][0], C = shapes[c][1];
+            long n = (long) R * C;
+            MemorySegment src = randomFloats(n);
+            for (int i = 0; i < specials[c].length; i++) {
+                src.setAtIndex(JAVA_FLOAT, random.nextLong(n), specials[c][i]);
+            }
+            if (c == 1) { // NaN and zeros only: the amax is 0
+                src.fill((byte) 0);
+                src.setAtIndex(JAVA_FLOAT, 0, Float.NaN);
+            }
+            DType type = c % 2 == 0 ? DType.FP8_E4M3 : DType.FP8_E5M2;
+            float scale = 0.75f, scaleInv = 1f / scale;
+            float cAmax = cpu.castToFp8(arena.allocate(n), type, src, n, scale);
+            boolean first = c % 3 == 0;
+            if (first) {
+                slot.setAtIndex(JAVA_INT, 0, 0x7F80_0000); // +inf: only an overwrite gets below it
+                stepMax = cAmax;
+            } else {
+                stepMax = Math.max(stepMax, cAmax);
+            }
+            slot.setAtIndex(JAVA_INT, 1, -1);
+            amaxToSlot(slot, type, src, R, C, scale, scaleInv, first);
+            String what = type + " " + R + "×" + C + (first ? " (first cast)" : " (later cast)");
+            assertThat(slot.getAtIndex(JAVA_INT, 0)).as("%s: slot amax bits, the CPU's %s", what, cAmax)
+                    .isEqualTo(Float.floatToRawIntBits(stepMax));
+            assertThat(slot.getAtIndex(JAVA_INT, 1)).as("%s: slot scaleInv bits", what)
+                    .isEqualTo(Float.floatToRawIntBits(scaleInv));
+        }
+    }
+
+    /** More partials than the reduction's block has threads (its strided loop): the largest, wherever it is. */
+    @Test
+    void amaxSlotReducesMorePartialsThanThreads() throws Exception {
+        int n = 3 * Fp8AmaxSlots.REDUCE_BLOCK + 7;
+        for (int where : new int[] {0, n - 1, Fp8AmaxSlots.REDUCE_BLOCK + 5}) {
+            MemorySegment partial = arena.allocate(JAVA_INT, n);
+            for (int i = 0; i < n; i++) {
+                partial.setAtIndex(JAVA_INT, i, random.nextInt(0x3F80_0000)); // below 1.0f
+            }
+            partial.setAtIndex(JAVA_INT, where, 0x4000_0000); // 2.0f
+            MemorySegment slot = arena.allocate(JAVA_INT, 2).fill((byte) 0x7F);
+            Emulator.launch(exe, tmp, "fp8_amax_to_slot", Dim.of(1), Dim.of(Fp8AmaxSlots.REDUCE_BLOCK),
+                    Emulator.buffers("slot", slot, "partial", partial), n, 0.5f, 1);
+            assertThat(slot.getAtIndex(JAVA_FLOAT, 0)).as("amax with the largest at %d", where).isEqualTo(2f);
+        }
+    }
+
+    /** cast_transpose_f32_to_fp8 then fp8_amax_to_slot, GpuMatmul's launches, into {@code slot} (two ints). */
+    private void amaxToSlot(MemorySegment slot, DType type, MemorySegment src, int R, int C, float scale,
+                            float scaleInv, boolean first) throws Exception {
+        long n = (long) R * C;
+        int grid = GpuMatmul.castTransposeGrid(R, C);
+        MemorySegment partial = poisonedPartials(grid);
+        Emulator.launch(exe, tmp, "cast_transpose_f32_to_fp8", Dim.of(grid), GpuMatmul.CAST_TRANSPOSE_BLOCK,
+                Emulator.buffers("dst", arena.allocate(n), "dstT", arena.allocate(n), "partial", partial, "src",
+                        src), R, C, scale, type == DType.FP8_E4M3 ? 1 : 0);
+        Emulator.launch(exe, tmp, "fp8_amax_to_slot", Dim.of(1), Dim.of(Fp8AmaxSlots.REDUCE_BLOCK),
+                Emulator.buffers("slot", slot, "partial", partial), grid, scaleInv, first ? 1 : 0);
     }
 
     private void check(DType type, int R, int C, float scale, boolean specials) throws Exception {

@@ -270,7 +270,9 @@ class GpuMatmulTest {
     /**
      * {@link GpuOps}' FP8 linear layer (MatmulOps' FP8 methods: cast-transposes with each history's scale, FP8 GEMMs,
      * the bias broadcast then accumulated onto) against {@link CpuOps}' with histories in the same state: the same
-     * codes, so the same products up to the accumulation (FP8_TOL of Σ|a·b|), the same amaxes recorded.
+     * codes, so the same products up to the accumulation (FP8_TOL of Σ|a·b|), the same amaxes recorded — by
+     * {@link GpuOps#flushAmaxes} (the forward's and backward's casts of inp and weight kept their maximum in one slot
+     * each), not before.
      */
     @Test
     void fp8LinearLayerThroughGpuOpsMatchesCpuOps() {
@@ -286,8 +288,14 @@ class GpuMatmulTest {
         cpu.matmulBackward(dx, dw, db, dout, inp, w, N, C, OC, onCpu);
         MemorySegment gOut = up(nans((long) N * OC)), gDx = up(pDx), gDw = up(pDw), gDb = up(pDb);
         MemorySegment gInp = up(inp), gW = up(w), gDout = up(dout);
+        float[] calibrated = calibratedLayer().input().amaxes();
         gpu.matmulForward(gOut, gInp, gW, up(b), N, C, OC, onGpu);
         gpu.matmulBackward(gDx, gDw, gDb, gDout, gInp, gW, N, C, OC, onGpu);
+        assertThat(gpu.gpuMatmul().pendingAmaxes()).as("the three histories wait in device slots").isEqualTo(3);
+        assertThat(onGpu.input().amaxes()).as("deferred: not recorded yet").containsExactly(calibrated);
+        gpu.flushAmaxes();
+        assertThat(gpu.gpuMatmul().pendingAmaxes()).isZero();
+        gpu.flushAmaxes(); // nothing pending: records nothing twice
         assertThat(onGpu.input().amaxes()).containsExactly(onCpu.input().amaxes());
         assertThat(onGpu.weight().amaxes()).containsExactly(onCpu.weight().amaxes());
         assertThat(onGpu.gradOutput().amaxes()).containsExactly(onCpu.gradOutput().amaxes());
@@ -304,6 +312,50 @@ class GpuMatmulTest {
         assertFp8Close("dweight", down(gDw), dw, fp8Bound(transpose(g8, N, OC), e5, 1f / sg, transpose(x8, N, C), e4,
                 1f / sx, OC, C, N));
         assertClose("dbias (fp32)", down(gDb), db, OC);
+    }
+
+    /**
+     * More FP8 layers than the first buffer of amax slots holds (Fp8AmaxSlots: 64 slots, 2 histories per forward):
+     * the buffer grows while amaxes are pending, which must survive the move, and every GEMM reads its operands'
+     * scale inverses from the slots where they are then. Each layer's output against the CPU's (fresh histories:
+     * scale 1), and after the flush each history's amax the CPU's bit for bit.
+     */
+    @Test
+    void amaxSlotsGrowKeepingPendingAmaxesAndScales() {
+        assumeFp8();
+        int N = 16, C = 32, OC = 16, layers = 40;
+        DelayedScaling recipe = new DelayedScaling(DelayedScaling.Format.HYBRID, 2, 0,
+                DelayedScaling.Algorithm.MAX);
+        List<Fp8Scaling> onCpu = new ArrayList<>(), onGpu = new ArrayList<>();
+        List<MemorySegment> inps = new ArrayList<>(), ws = new ArrayList<>(), outs = new ArrayList<>();
+        List<MemorySegment> gOuts = new ArrayList<>();
+        for (int l = 0; l < layers; l++) {
+            float magnitude = (float) Math.scalb(1.0, l % 7 - 3);
+            MemorySegment inp = floats((long) N * C, magnitude, SEED + 100 + l);
+            MemorySegment w = floats((long) OC * C, 0.1f * magnitude, SEED + 200 + l);
+            onCpu.add(Fp8Scaling.of(recipe));
+            onGpu.add(Fp8Scaling.of(recipe));
+            MemorySegment out = nans((long) N * OC), gOut = up(nans((long) N * OC));
+            cpu.matmulForward(out, inp, w, null, N, C, OC, onCpu.get(l));
+            gpu.matmulForward(gOut, up(inp), up(w), null, N, C, OC, onGpu.get(l));
+            inps.add(inp);
+            ws.add(w);
+            outs.add(out);
+            gOuts.add(gOut);
+        }
+        gpu.flushAmaxes();
+        for (int l = 0; l < layers; l++) {
+            Fp8Scaling c = onCpu.get(l), g = onGpu.get(l);
+            assertThat(g.input().amaxes()).as("layer %d input amaxes", l).containsExactly(c.input().amaxes());
+            assertThat(g.weight().amaxes()).as("layer %d weight amaxes", l).containsExactly(c.weight().amaxes());
+            assertThat(c.input().amaxes()[1]).as("layer %d: an amax was recorded", l).isPositive();
+            MemorySegment x8 = arena.allocate((long) N * C), w8 = arena.allocate((long) OC * C);
+            // scale 1 (fresh histories): the same codes the GEMMs multiplied
+            cpu.castToFp8(x8, DType.FP8_E4M3, inps.get(l), (long) N * C, 1f);
+            cpu.castToFp8(w8, DType.FP8_E4M3, ws.get(l), (long) OC * C, 1f);
+            assertFp8Close("layer " + l + " out", down(gOuts.get(l)), outs.get(l),
+                    fp8Bound(x8, DType.FP8_E4M3, 1f, w8, DType.FP8_E4M3, 1f, N, OC, C));
+        }
     }
 
     /** A hybrid layer state after one step of amaxes 2, 0.1, 1e-3 (history 4): scales 224, 4480, ~5.7e7. */

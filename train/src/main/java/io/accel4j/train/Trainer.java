@@ -22,7 +22,6 @@ import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
@@ -158,7 +157,7 @@ public final class Trainer implements AutoCloseable {
         }
         model.matmulOperands(cfg.precision().operands());
         model.fp8(cfg.precision().fp8() == null ? null
-                : new Fp8State(cfg.precision().fp8(), model.config().L()));
+                : new Fp8State(cfg.precision().fp8(), model.config().L(), model.ops()));
         this.scaler = new LossScaler(cfg.precision());
         DataLoader t = null, vl = null;
         ZeroOptimizer z = null;
@@ -176,7 +175,9 @@ public final class Trainer implements AutoCloseable {
             long tokens = (long) cfg.batch() * cfg.seq() * Integer.BYTES;
             this.inputs = arena.allocate(tokens, 64);
             this.targets = arena.allocate(tokens, 64);
-            x = this.comm == null ? null : new ValueExchange(this.comm, memory, 8); // ReplicaCheck's 8 pieces
+            // room for ReplicaCheck's 8 pieces and updateFp8's amaxes
+            int values = Math.max(8, model.fp8() == null ? 0 : model.fp8().histories());
+            x = this.comm == null ? null : new ValueExchange(this.comm, memory, values);
             this.buckets = this.comm == null || cfg.bucketBytes() == 0 || z != null && z.shardsGradients() ? null
                     : new GradientBuckets(this.comm, model.grads(), model.layout(), cfg.bucketBytes());
         } catch (RuntimeException | Error e) {
@@ -433,26 +434,18 @@ public final class Trainer implements AutoCloseable {
     }
 
     /**
-     * Ends the step of the model's FP8 scaling state (when it has one): with several ranks this step's amaxes first
-     * become their maximum over the ranks (every rank then computes the same scales, as Transformer Engine reduces
-     * amaxes over the data-parallel group), then every history computes the next step's scale.
+     * Ends the step of the model's FP8 scaling state (when it has one): the amaxes the backend deferred are flushed
+     * into the histories (one device→host copy on the GPU, see {@link Fp8State}); with several ranks this step's
+     * amaxes then become their maximum over the ranks (every rank then computes the same scales, as Transformer
+     * Engine reduces amaxes over the data-parallel group); then every history computes the next step's scale.
      */
     private void updateFp8() {
         Fp8State fp8 = model.fp8();
         if (fp8 == null) {
             return;
         }
-        if (comm != null) {
-            if (comm.deviceBuffers()) { // the CLI refuses --device cuda with fp8 before this
-                throw new UnsupportedOperationException("FP8 training over a communicator of device buffers (NCCL) "
-                        + "is not supported yet: the amax maximum over the ranks is taken on host buffers");
-            }
-            float[] amaxes = fp8.stepAmaxes();
-            try (Arena tmp = Arena.ofShared()) {
-                MemorySegment buf = tmp.allocateFrom(ValueLayout.JAVA_FLOAT, amaxes);
-                comm.allReduce(buf, amaxes.length, DType.FP32, ReduceOp.MAX);
-                fp8.recordStepAmaxes(buf.toArray(ValueLayout.JAVA_FLOAT));
-            }
+        if (comm != null) { // through the model's memory: host buffers, or device buffers for NCCL
+            fp8.recordStepAmaxes(exchange.allReduce(ReduceOp.MAX, fp8.stepAmaxes()));
         }
         fp8.update();
     }

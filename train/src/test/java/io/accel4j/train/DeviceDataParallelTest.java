@@ -7,6 +7,7 @@ import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
@@ -36,7 +37,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * ranks talk through {@link StrictCommunicator} (only that memory's device segments, on the in-process ring). DDP
  * (bucketed or whole) and ZeRO stages 1-3 then give bit for bit what the same ranks give in host memory on the ring
  * itself — the same kernels on the same bytes in the same order — including the checkpoint files, a resume, fp16's
- * loss scaling and ZeRO-3's gathered model.
+ * loss scaling, fp8's amax maximum over the ranks and ZeRO-3's gathered model.
  */
 class DeviceDataParallelTest {
 
@@ -67,9 +68,15 @@ class DeviceDataParallelTest {
         return config(bucketBytes, zero, DType.FP32);
     }
 
-    /** {@link #config(long, int)} with matmul operands {@code operands} (fp16: with dynamic loss scaling). */
+    /**
+     * {@link #config(long, int)} with matmul operands {@code operands} (fp16: with dynamic loss scaling; FP8_E4M3:
+     * {@code --precision fp8}, a 3-step amax window, the amaxes' maximum over the ranks taken through the model's
+     * memory).
+     */
     private static TrainConfig config(long bucketBytes, int zero, DType operands) {
-        return TrainConfig.builder().precision(Precision.of(operands)).batch(2).seq(5).steps(STEPS).lr(2e-2f)
+        Precision p = operands.isFp8() ? Precision.fp8(new DelayedScaling(DelayedScaling.Format.HYBRID, 3, 0,
+                DelayedScaling.Algorithm.MAX)) : Precision.of(operands);
+        return TrainConfig.builder().precision(p).batch(2).seq(5).steps(STEPS).lr(2e-2f)
                 .eps(1e-5f).gradClip(0.5f).weightDecay(0.1f).decayMatricesOnly(true).gradAccum(2).valEvery(2)
                 .valBatches(2).dataOrder(SampleOrder.Mode.SHUFFLED).seed(9).bucketBytes(bucketBytes).zeroStage(zero).build();
     }
@@ -156,7 +163,8 @@ class DeviceDataParallelTest {
 
     @ParameterizedTest(name = "{0} ranks, bucket bytes {1}, ZeRO {2}, {3}")
     @CsvSource({"2, 1, 0, FP32", "3, 0, 0, FP32", "3, 1, 1, FP32", "2, 0, 1, FP32", "3, 0, 2, FP32", "2, 0, 3, FP32",
-        "3, 0, 3, FP32", "2, 1, 0, FP16", "3, 0, 1, FP16", "2, 0, 2, FP16"})
+        "3, 0, 3, FP32", "2, 1, 0, FP16", "3, 0, 1, FP16", "2, 0, 2, FP16", "2, 1, 0, FP8_E4M3",
+        "3, 0, 1, FP8_E4M3"})
     void dataParallelismOnTheStrictDeviceIsBitIdenticalToHostMemory(int n, long bucketBytes, int zero,
                                                                     DType operands) throws IOException {
         TrainConfig cfg = config(bucketBytes == 1 ? PER_LAYER : 0, zero, operands);

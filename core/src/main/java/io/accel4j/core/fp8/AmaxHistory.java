@@ -15,6 +15,11 @@ import java.util.Objects;
  * {@link #update()}: the new scale is computed from the window and the window moves on by one step, the oldest amax
  * dropped. Before the first update the scale is 1.
  *
+ * <p>A backend's FP8 matmuls may record their amaxes later than the cast: the GPU's keep them on the device until
+ * {@link io.accel4j.core.ops.MatmulOps#flushAmaxes()}. Whoever owns a history flushes that backend before reading or
+ * updating it ({@link #update()}, {@link #amaxes()}, a checkpoint); since a step's slot keeps the maximum of what is
+ * recorded, a deferred record gives the same window as one at the call.
+ *
  * <p><b>When the amax gives no scale.</b> {@code update()} keeps the previous scale when the amax it uses (the
  * window's maximum, or the last step's) is 0 (nothing recorded, or an all-zero tensor), +inf or NaN (an overflowed
  * tensor: with {@link DelayedScaling.Algorithm#MAX} such a step freezes the scale until it leaves the window). A

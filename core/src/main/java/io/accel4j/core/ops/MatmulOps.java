@@ -33,6 +33,14 @@ import java.lang.foreign.MemorySegment;
  * (the caller does that once per step). The fp32 buffers are not modified and the outputs are fp32. A backend may
  * require sizes its FP8 GEMM supports (the GPU: multiples of 16) and says so with an
  * {@link IllegalArgumentException}.
+ *
+ * <p><b>When the amaxes arrive.</b> A backend may record an FP8 cast's amax at the call (the CPU) or defer it until
+ * {@link #flushAmaxes()} (the GPU keeps them in device memory, so that a cast never waits for the device). So the
+ * owner of the histories calls {@code flushAmaxes()} before it reads them or ends the step: before
+ * {@link io.accel4j.core.fp8.AmaxHistory#update()}, {@code amaxes()}, a checkpoint's copy of them or a
+ * {@code restore}. A flush records each pending amax into its history (the maximum of that history's casts since
+ * the last flush, which is what recording them one by one gives); the scales a cast uses are read from the histories
+ * at the call, so a step's casts see the scales of the last {@code update()} either way.
  */
 public interface MatmulOps {
 
@@ -86,5 +94,13 @@ public interface MatmulOps {
             throw new IllegalArgumentException("matmul operands must be FP32, BF16 or FP16, got " + operands);
         }
         return operands;
+    }
+
+    /**
+     * Records into their {@link io.accel4j.core.fp8.AmaxHistory histories} the amaxes of the FP8 casts this backend
+     * has deferred (see the interface comment), after the work queued before; a no-op when none is pending. The
+     * default, for backends that record at the call, does nothing.
+     */
+    default void flushAmaxes() {
     }
 }

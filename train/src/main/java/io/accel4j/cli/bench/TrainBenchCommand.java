@@ -169,7 +169,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
             gpt.initialise(seed);
             boolean fp8 = precision == TrainCommand.Precisions.FP8;
             gpt.matmulOperands(fp8 ? DType.FP32 : precision);
-            gpt.fp8(fp8 ? new Fp8State(DelayedScaling.defaults(), config.L()) : null);
+            gpt.fp8(fp8 ? new Fp8State(DelayedScaling.defaults(), config.L(), gpt.ops()) : null);
             DeviceMemory memory = gpt.memory();
             long count = gpt.layout().count();
             MemorySegment m = states.allocate(count * Float.BYTES); // zeroed

@@ -9,6 +9,7 @@ import io.accel4j.core.DType;
 import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cuda.Cuda;
+import io.accel4j.kernels.GpuMatmul;
 import io.accel4j.train.profile.ProfileReport;
 import io.accel4j.train.profile.ProfilingOps;
 import io.accel4j.train.Precision;
@@ -218,6 +219,10 @@ public final class TrainCommand implements Callable<Integer> {
         checkDevice(launch, asked);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
+        checkGpuFp8(modelConfig, asked);
+        if (device == Backend.Device.CUDA) {
+            Backend.check(device, launch.gpusNeeded(ranks), Cuda::probe, io.accel4j.cuda.CudaLibraries::nccl);
+        }
         PrintWriter w = spec.commandLine().getOut();
         PrintWriter leadOut = launch.lead() ? w : new PrintWriter(Writer.nullWriter());
         TrainConfig cfg = memory.choose(asked, modelConfig, worldRanks, leadOut, this::usage);
@@ -367,8 +372,8 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /**
-     * With --device cuda: a usage error for what the GPU path does not do yet, then a runtime error unless this
-     * machine has a usable GPU per rank (and NCCL for several), before anything is written.
+     * With --device cuda: a usage error for what the GPU path does not do yet ({@link #call} then checks that this
+     * machine has a usable GPU per rank, and NCCL for several, before anything is written).
      */
     private void checkDevice(Launch launch, TrainConfig cfg) {
         if (device != Backend.Device.CUDA) {
@@ -381,16 +386,35 @@ public final class TrainCommand implements Callable<Integer> {
                 throw usage(e.getMessage());
             }
         }
-        String unsupported = cfg.precision().fp8() != null
-                ? "--precision fp8 (GpuOps has the FP8 linear layers, cuBLASLt FP8 GEMMs with cast-transposes, but "
-                        + "they have not been validated on a GPU in training)"
-                : memory.findBatchSize ? "--find-batch-size (it plans host memory and runs a CPU trial step)"
+        String unsupported = memory.findBatchSize
+                ? "--find-batch-size (it plans host memory and runs a CPU trial step)"
                 : profile ? "--profile (it times calls on the host; GPU calls return before their work is done)"
                 : null;
         if (unsupported != null) {
             throw usage("--device cuda does not support " + unsupported + " yet: use --device cpu for it");
         }
-        Backend.check(device, launch.gpusNeeded(ranks), Cuda::probe, io.accel4j.cuda.CudaLibraries::nccl);
+    }
+
+    /**
+     * With --device cuda --precision fp8: a usage error unless the GPU's FP8 GEMMs (cuBLASLt) can take the blocks'
+     * linear layers, whose K is a multiple of {@link GpuMatmul#FP8_MULTIPLE}: the width C (the forward's K, and as
+     * 3C, C, 4C, C outputs the backward's dinp K) and the B·T rows of a micro-batch (the backward's dweight K).
+     */
+    private void checkGpuFp8(GptConfig model, TrainConfig cfg) {
+        if (device != Backend.Device.CUDA || cfg.precision().fp8() == null) {
+            return;
+        }
+        int m = GpuMatmul.FP8_MULTIPLE;
+        if (model.C() % m != 0) {
+            throw usage("--device cuda --precision fp8 needs the model's width (channels, C) to be a multiple of " + m
+                    + " (cuBLASLt's FP8 GEMMs), this model's is " + model.C() + ": use --device cpu for it");
+        }
+        long rows = (long) cfg.batch() * cfg.seq();
+        if (rows % m != 0) {
+            throw usage("--device cuda --precision fp8 needs --batch × --seq (the rows of a micro-batch) to be a "
+                    + "multiple of " + m + " (cuBLASLt's FP8 GEMMs), got " + cfg.batch() + " × " + cfg.seq() + " = "
+                    + rows);
+        }
     }
 
     /** In-process ranks, or one rank per process under mpirun ({@link Launch}); a contradiction is a usage error. */

@@ -3,6 +3,7 @@ package io.accel4j.train.model;
 import io.accel4j.core.fp8.AmaxHistory;
 import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.fp8.Fp8Scaling;
+import io.accel4j.core.ops.MatmulOps;
 import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -27,6 +28,13 @@ import java.util.Objects;
  *
  * <p>{@link #encode}/{@link #restore} carry the state through a checkpoint, so a resumed run casts with the same
  * scales as an uninterrupted one. Not thread-safe.
+ *
+ * <p><b>Deferred amaxes.</b> The backend whose FP8 matmuls cast with these histories may keep their amaxes until
+ * its {@link MatmulOps#flushAmaxes()} (the GPU does, so that no cast waits for the device). Given that backend,
+ * every method here that reads or changes the histories — {@link #update}, {@link #stepAmaxes},
+ * {@link #recordStepAmaxes}, {@link #encode}, {@link #restore} — flushes it first: one device→host copy per
+ * optimizer step, at its end, and a checkpoint, a rank's amax exchange or a validation's {@code restore} see every
+ * cast made before them.
  */
 public final class Fp8State {
 
@@ -39,10 +47,25 @@ public final class Fp8State {
 
     private final DelayedScaling recipe;
     private final Fp8Scaling[][] layers;
+    /** The backend whose casts record into these histories, flushed before they are read; null: none defers. */
+    private final MatmulOps ops;
 
-    /** Fresh histories (scale 1, no amax) for every linear layer of {@code L} blocks. */
+    /**
+     * Fresh histories (scale 1, no amax) for every linear layer of {@code L} blocks, cast by a backend that records
+     * each amax at the call (the CPU's); {@link #Fp8State(DelayedScaling, int, MatmulOps)} for any backend.
+     */
     public Fp8State(DelayedScaling recipe, int L) {
+        this(recipe, L, null);
+    }
+
+    /**
+     * Fresh histories (scale 1, no amax) for every linear layer of {@code L} blocks, cast by {@code ops}' FP8 matmuls:
+     * its deferred amaxes are flushed before the histories are read (see the class comment); null for a backend
+     * that records at the call.
+     */
+    public Fp8State(DelayedScaling recipe, int L, MatmulOps ops) {
         this.recipe = Objects.requireNonNull(recipe, "recipe");
+        this.ops = ops;
         if (L < 1) {
             throw new IllegalArgumentException("L must be >= 1, got " + L);
         }
@@ -70,8 +93,22 @@ public final class Fp8State {
         return layers[l][which.ordinal()];
     }
 
-    /** Ends the optimizer step: every history computes the scale of the next step ({@link AmaxHistory#update()}). */
+    /**
+     * Records the amaxes the backend has deferred into their histories ({@link MatmulOps#flushAmaxes()}); the other
+     * methods call it where they need to, so a caller only needs it to read a history through {@link #linear}.
+     */
+    public void flush() {
+        if (ops != null) {
+            ops.flushAmaxes();
+        }
+    }
+
+    /**
+     * Ends the optimizer step: the deferred amaxes flushed, every history computes the scale of the next step
+     * ({@link AmaxHistory#update()}).
+     */
     public void update() {
+        flush();
         for (Fp8Scaling[] layer : layers) {
             for (Fp8Scaling s : layer) {
                 s.update();
@@ -96,6 +133,7 @@ public final class Fp8State {
 
     /** This step's amax of every history so far, in a fixed order (the element count is {@link #histories()}). */
     public float[] stepAmaxes() {
+        flush();
         float[] out = new float[histories()];
         for (int i = 0; i < out.length; i++) {
             float[] w = history(i).amaxes();
@@ -110,6 +148,7 @@ public final class Fp8State {
             throw new IllegalArgumentException("amaxes holds " + amaxes.length + " values, there are " + histories()
                     + " histories");
         }
+        flush();
         for (int i = 0; i < amaxes.length; i++) {
             history(i).record(amaxes[i]);
         }
@@ -120,6 +159,7 @@ public final class Fp8State {
      * algorithm ordinal} (int32 each), then per history its scale and window (oldest first), fp32.
      */
     public byte[] encode() {
+        flush();
         int n = histories(), len = recipe.historyLength();
         ByteBuffer b = ByteBuffer.allocate(7 * Integer.BYTES + n * (1 + len) * Float.BYTES)
                 .order(ByteOrder.LITTLE_ENDIAN);
@@ -136,12 +176,14 @@ public final class Fp8State {
     }
 
     /**
-     * Puts back a state {@link #encode}d by a run of the same shape and recipe.
+     * Puts back a state {@link #encode}d by a run of the same shape and recipe. Amaxes the backend still holds are
+     * flushed first, then overwritten: the casts made since the state was encoded leave no trace.
      *
      * @throws IllegalArgumentException naming what differs (layers, history length, margin, format, algorithm) or
      *                                  what is malformed
      */
     public void restore(byte[] state) {
+        flush();
         ByteBuffer b = ByteBuffer.wrap(state).order(ByteOrder.LITTLE_ENDIAN);
         try {
             if (b.getInt() != MAGIC) {

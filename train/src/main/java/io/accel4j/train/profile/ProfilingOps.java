@@ -204,6 +204,13 @@ public final class ProfilingOps implements Ops {
     }
 
     @Override
+    public void flushAmaxes() {
+        long t0 = System.nanoTime();
+        delegate.flushAmaxes();
+        record("flushAmaxes", t0, 0, 0);
+    }
+
+    @Override
     public void attentionForward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C,
                                  int NH) {
         long t0 = System.nanoTime();

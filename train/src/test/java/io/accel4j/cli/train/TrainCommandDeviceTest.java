@@ -11,10 +11,14 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.accel4j.cli.CliException;
 import io.accel4j.cli.Main;
 import io.accel4j.cli.train.TrainCommandTest.Result;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaProbe;
 import io.accel4j.train.StepMetrics;
+import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.GptConfig;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
@@ -63,8 +67,8 @@ class TrainCommandDeviceTest {
         assertThat(r.err()).startsWith("accel4j: error: --device cuda: no usable GPU: CUDA " + probe.describe());
         assertThat(r.out()).doesNotContain("using ");
         assertThat(dir).as("nothing written").doesNotExist();
-        // bf16 and fp16 operands are the GPU's too: the same runtime error, not a usage error
-        for (String precision : new String[] {"bf16", "fp16"}) {
+        // bf16, fp16 and fp8 operands are the GPU's too: the same runtime error, not a usage error
+        for (String precision : new String[] {"bf16", "fp16", "fp8"}) {
             Result p = run(quick(dir, "--device", "cuda", "--steps", "1", "--precision", precision));
             assertThat(p.code()).as(precision).isEqualTo(1);
             assertThat(p.err()).as(precision).startsWith("accel4j: error: --device cuda: no usable GPU");
@@ -75,7 +79,6 @@ class TrainCommandDeviceTest {
     void whatTheGpuPathDoesNotDoYetIsAUsageError() {
         String out = tmp.resolve("x").toString();
         String[][] cases = {
-            {"--precision", "fp8", "does not support --precision fp8 (GpuOps has the FP8 linear layers"},
             {"--profile", null, "does not support --profile"},
             {"--find-batch-size", "--memory-budget=1g", "does not support --find-batch-size"},
         };
@@ -90,6 +93,31 @@ class TrainCommandDeviceTest {
         assertThat(r.code()).isEqualTo(2);
         assertThat(r.err()).contains("'tpu' is not a device: cpu or cuda");
         assertThat(Path.of(out)).doesNotExist();
+    }
+
+    /**
+     * --device cuda --precision fp8 with shapes the GPU's FP8 GEMMs cannot take (K a multiple of 16): a usage error
+     * naming the dimension, before any GPU is looked for or anything written — B·T, then a model of width 24.
+     */
+    @Test
+    void fp8ShapesTheGpuCannotTakeAreAUsageErrorNamingTheDimension() throws IOException {
+        Path dir = tmp.resolve("fp8-shapes");
+        Result rows = run("train", "--out", dir.toString(), "--device", "cuda", "--precision", "fp8", "--batch", "3",
+                "--seq", "7");
+        assertThat(rows.code()).as(rows.err()).isEqualTo(2);
+        assertThat(rows.err()).startsWith("accel4j: error: --device cuda --precision fp8 needs --batch × --seq")
+                .contains("got 3 × 7 = 21");
+        Path narrow = tmp.resolve("narrow.bin");
+        try (Parallel pool = new Parallel(1);
+             Gpt2 g = new Gpt2(new GptConfig(16, 256, 256, 1, 2, 24), new CpuOps(pool), 1, 16)) {
+            g.initialise(1);
+            g.save(narrow);
+        }
+        Result width = run(quick(dir, "--device", "cuda", "--precision", "fp8", "--model", narrow.toString()));
+        assertThat(width.code()).as(width.err()).isEqualTo(2);
+        assertThat(width.err()).startsWith("accel4j: error: --device cuda --precision fp8 needs the model's width")
+                .contains("this model's is 24").contains("use --device cpu");
+        assertThat(dir).as("nothing written").doesNotExist();
     }
 
     @Test
