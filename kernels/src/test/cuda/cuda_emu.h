@@ -2,7 +2,8 @@
 // __syncthreads a block barrier, __syncwarp a warp barrier, warp shuffles and votes through a per-warp exchange slot
 // between two warp barriers. Threads are numbered x fastest, then y, then z, and warps are 32 consecutive numbers, as
 // on the GPU; a thread that returns leaves the barriers (an exited thread no longer holds up __syncthreads).
-// emu/ holds stand-ins for <cuda_bf16.h> and <mma.h> (wmma) for kernels that include them.
+// emu/ holds stand-ins for <cuda_bf16.h> and <mma.h> (wmma) for kernels that include them, and wgmma_emu.h, the
+// Hopper instructions of attention_wgmma.cu (warpgroup MMA, cp.async; its warpgroup barrier is emu_syncwarpgroup).
 //
 // `__shared__` expands to nothing, which gives every emulated thread its own copy of a static __shared__ array; a
 // harness whose kernels share such arrays redefines it as `static` after this header (blocks run one at a time, so
@@ -71,18 +72,26 @@ using std::max;
 struct EmuBlock {
     std::barrier<> block;
     std::vector<std::barrier<>*> warps;
+    std::vector<std::barrier<>*> warpgroups;  // 4 consecutive warps (128 threads): Hopper's wgmma unit
     double slot[32][32];
     int vote[1024];
     explicit EmuBlock(int threads) : block(threads) {
         for (int w = 0; w < (threads + 31) / 32; w++)  // a last partial warp waits for its threads only
             warps.push_back(new std::barrier<>(std::min(32, threads - 32 * w)));
+        for (int g = 0; g < (threads + 127) / 128; g++)
+            warpgroups.push_back(new std::barrier<>(std::min(128, threads - 128 * g)));
     }
-    ~EmuBlock() { for (auto* w : warps) delete w; }
+    ~EmuBlock() {
+        for (auto* w : warps) delete w;
+        for (auto* g : warpgroups) delete g;
+    }
 };
 inline EmuBlock* emu_block;
 
 inline void __syncthreads() { emu_block->block.arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_block->warps[emu_tid >> 5]->arrive_and_wait(); }
+// A barrier of the caller's warpgroup (threads 128g … 128g+127): what a .sync.aligned wgmma instruction implies.
+inline void emu_syncwarpgroup() { emu_block->warpgroups[emu_tid >> 7]->arrive_and_wait(); }
 
 // Nonzero if pred is nonzero in any thread of the block (a barrier, as __syncthreads).
 inline int __syncthreads_or(int pred) {
@@ -156,6 +165,7 @@ void emu_launch(uint3e grid, uint3e block, K kernel, A... args) {
                 kernel(args...);
                 emu_block->block.arrive_and_drop();
                 emu_block->warps[t >> 5]->arrive_and_drop();
+                emu_block->warpgroups[t >> 7]->arrive_and_drop();
                 done.arrive_and_wait();
             }
         });

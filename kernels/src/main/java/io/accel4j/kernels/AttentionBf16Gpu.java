@@ -1,8 +1,12 @@
 package io.accel4j.kernels;
 
+import io.accel4j.cuda.CudaKernel;
 import io.accel4j.cuda.CudaKernel.Dim;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Multi-head self-attention in bf16 on the GPU's tensor cores (attention_bf16.cu: FlashAttention-2 style, wmma
@@ -21,8 +25,25 @@ import java.util.Objects;
  * </pre>
  * Every segment is a device view ({@link GpuOps#device}), qkv and dout 16-byte aligned; work is queued on the
  * default stream, in call order. Deterministic: no atomics, fixed summation orders.
+ *
+ * <p>Two forward kernels ({@link ForwardKernel}): on a device of compute capability 9.0 (where {@link GpuOps} loads
+ * the sm_90a PTX) {@link #forward} runs attention_wgmma.cu's (Hopper's warpgroup MMA, 128 query rows a block), else
+ * attention_bf16.cu's (wmma); the choice is logged once. The backward is attention_bf16.cu's everywhere: it reads
+ * only out and lse, which both forwards write to the same contract.
  */
 public final class AttentionBf16Gpu implements AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(AttentionBf16Gpu.class);
+    /** Whether the forward kernel choice has been logged (once a JVM: every instance of a process makes the same). */
+    private static final AtomicBoolean LOGGED = new AtomicBoolean();
+
+    /** The forward kernels. */
+    public enum ForwardKernel {
+        /** attention_bf16_forward: wmma m16n16k16, any device of compute capability 8.0 or later. */
+        WMMA,
+        /** attention_wgmma_forward: wgmma m64nNk16, compute capability 9.0 only (sm_90a PTX). */
+        WGMMA
+    }
 
     /** Threads of every tile kernel (4 warps). */
     private static final int THREADS = 128;
@@ -34,15 +55,58 @@ public final class AttentionBf16Gpu implements AutoCloseable {
     private static final int KEYS = 32;
     /** Threads of attention_bf16_backward_d: a warp per (b, t, h). */
     private static final int D_THREADS = 256;
+    /** Threads of attention_wgmma_forward: two warpgroups (AW_THREADS). */
+    private static final int WGMMA_THREADS = 256;
+    /** Query rows per block of attention_wgmma_forward (AW_ROWS), and its key tile (AW_KEYS). */
+    private static final int WGMMA_ROWS = 128;
 
     private final GpuOps ops;
     /** attention_bf16_backward_d's D (B,NH,T) fp32, grown to the largest call so far. */
     private final ScratchBuffer d;
+    /** The device's compute capability (major·10 + minor). */
+    private final int computeCapability;
+    /** What {@link #forward} runs. */
+    private final ForwardKernel forwardKernel;
+    /** Whether attention_wgmma_forward may take its (over 48 KiB) shared memory yet: set on its first launch. */
+    private boolean wgmmaOptedIn;
 
     /** Launches on the kernels {@code ops} loaded (which must stay open while this is used; closing this first). */
     public AttentionBf16Gpu(GpuOps ops) {
         this.ops = Objects.requireNonNull(ops, "ops");
+        this.computeCapability = ops.context().computeCapability();
+        this.forwardKernel = forwardKernelFor(computeCapability);
         this.d = ScratchBuffer.of(ops.context());
+        if (LOGGED.compareAndSet(false, true)) {
+            LOG.info("bf16 attention: {}", describe());
+        }
+    }
+
+    /**
+     * The forward kernel on a device of compute capability {@code major·10 + minor}: WGMMA where {@link GpuOps} loads
+     * the sm_90a PTX ({@link Kernels#ptxArch}: 9.0 only), else WMMA.
+     */
+    public static ForwardKernel forwardKernelFor(int computeCapability) {
+        return Kernels.ptxArch(computeCapability).equals(Kernels.HOPPER_ARCH) ? ForwardKernel.WGMMA
+                : ForwardKernel.WMMA;
+    }
+
+    /** Whether {@code kernel} runs on this device: WGMMA on compute capability 9.0 only, where the sm_90a PTX is. */
+    public boolean supports(ForwardKernel kernel) {
+        return kernel == ForwardKernel.WMMA || forwardKernelFor(computeCapability) == ForwardKernel.WGMMA;
+    }
+
+    /** The kernel {@link #forward} runs: {@link ForwardKernel#WGMMA} where supported, else WMMA. */
+    public ForwardKernel forwardKernel() {
+        return forwardKernel;
+    }
+
+    /** One line: which forward and backward kernels run, and why. */
+    public String describe() {
+        String cc = computeCapability / 10 + "." + computeCapability % 10;
+        return forwardKernel == ForwardKernel.WGMMA
+                ? "forward attention_wgmma_forward (wgmma, sm_90a, compute capability " + cc + "), backward wmma"
+                : "forward and backward wmma (attention_bf16.cu; the wgmma forward needs compute capability 9.0, "
+                        + "this device is " + cc + ")";
     }
 
     /**
@@ -53,20 +117,61 @@ public final class AttentionBf16Gpu implements AutoCloseable {
         return 128 * (hs + 8) * 2 + 4 * 16 * (KEYS + 4) * 4 + 4 * 16 * (KEYS + 8) * 2;
     }
 
+    /**
+     * Dynamic shared memory of attention_wgmma_forward: 1 KiB of slack (its swizzled tiles start on a 1024-byte
+     * boundary) and six 128-row tiles of hs bf16 (Q, K twice, V three times): 193 KiB at hs 128, 97 KiB at 64.
+     */
+    static int wgmmaSharedBytes(int hs) {
+        return 1024 + 6 * WGMMA_ROWS * hs * 2;
+    }
+
     /** Dynamic shared memory of the dQ and dK/dV kernels: 4·32 rows of hs + 8 bf16, 2·32×36 fp32, 2·32×40 bf16. */
     static int backwardSharedBytes(int hs) {
         return 4 * 32 * (hs + 8) * 2 + 2 * 32 * (KEYS + 4) * 4 + 2 * 32 * (KEYS + 8) * 2;
     }
 
-    /** Writes {@code out (B,T,C)} bf16 and {@code lse (B,NH,T)} fp32 from {@code qkv (B,T,3C)} bf16. */
+    /**
+     * Writes {@code out (B,T,C)} bf16 and {@code lse (B,NH,T)} fp32 from {@code qkv (B,T,3C)} bf16, with
+     * {@link #forwardKernel()}.
+     */
     public void forward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH,
                         boolean causal) {
+        forward(forwardKernel, out, lse, qkv, B, T, C, NH, causal);
+    }
+
+    /**
+     * {@link #forward} with the given kernel (for tests and benchmarks: both write the same results to within bf16
+     * rounding).
+     *
+     * @throws IllegalStateException if this device does not {@link #supports support} {@code kernel}
+     */
+    public void forward(ForwardKernel kernel, MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T,
+                        int C, int NH, boolean causal) {
+        Objects.requireNonNull(kernel, "kernel");
         int hs = headSize(B, T, C, NH);
         long bt = (long) B * T;
         need("out", out, bt * C, 2); need("lse", lse, (long) B * NH * T, 4); need("qkv", qkv, bt * 3 * C, 2);
         aligned("qkv", qkv);
-        launch(Kernels.ATTENTION_BF16_FORWARD, new Dim(tiles(T, FORWARD_ROWS), NH, B), forwardSharedBytes(hs),
-                out, lse, qkv, B, T, C, NH, scale(hs), causal ? 1 : 0);
+        if (kernel == ForwardKernel.WMMA) {
+            launch(Kernels.ATTENTION_BF16_FORWARD, new Dim(tiles(T, FORWARD_ROWS), NH, B), forwardSharedBytes(hs),
+                    out, lse, qkv, B, T, C, NH, scale(hs), causal ? 1 : 0);
+            return;
+        }
+        if (!supports(kernel)) {
+            throw new IllegalStateException("the wgmma attention forward needs compute capability 9.0 (sm_90a PTX), "
+                    + "this device is " + computeCapability / 10 + "." + computeCapability % 10);
+        }
+        if (out.address() % 4 != 0) {  // it stores out two bf16 at a time
+            throw new IllegalArgumentException("out must be 4-byte aligned for the wgmma forward, its address is 0x"
+                    + Long.toHexString(out.address()));
+        }
+        CudaKernel k = ops.kernel(Kernels.ATTENTION_WGMMA_FORWARD);
+        if (!wgmmaOptedIn) {
+            k.setMaxDynamicSharedBytes(wgmmaSharedBytes(128));
+            wgmmaOptedIn = true;
+        }
+        Kernels.ATTENTION_WGMMA_FORWARD.launch(k, new Dim(tiles(T, WGMMA_ROWS), NH, B), Dim.of(WGMMA_THREADS),
+                wgmmaSharedBytes(hs), null, out, lse, qkv, B, T, C, NH, scale(hs), causal ? 1 : 0);
     }
 
     /**

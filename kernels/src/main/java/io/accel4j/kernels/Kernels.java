@@ -20,8 +20,8 @@ public final class Kernels {
      * {@code io/accel4j/kernels/ptx/sm_90a/<name>.ptx} (sm_90a).
      */
     public static final List<String> MODULES =
-            List.of("adamw", "attention", "attention_bf16", "cast", "classifier", "encoder", "gelu", "layernorm",
-                    "matmul", "norm", "residual", "ring");
+            List.of("adamw", "attention", "attention_bf16", "attention_wgmma", "cast", "classifier", "encoder", "gelu",
+                    "layernorm", "matmul", "norm", "residual", "ring");
 
     // adamw.cu
     public static final KernelSignature ADAMW_F32 = KernelSignature.of("adamw", "adamw_f32",
@@ -50,6 +50,9 @@ public final class Kernels {
             "attention_bf16_backward_dq", PTR, PTR, PTR, PTR, PTR, I32, I32, I32, I32, F32, I32);
     public static final KernelSignature ATTENTION_BF16_BACKWARD_DKDV = KernelSignature.of("attention_bf16",
             "attention_bf16_backward_dkdv", PTR, PTR, PTR, PTR, PTR, I32, I32, I32, I32, F32, I32);
+    // attention_wgmma.cu (sm_90a; its sm_80 entry traps)
+    public static final KernelSignature ATTENTION_WGMMA_FORWARD = KernelSignature.of("attention_wgmma",
+            "attention_wgmma_forward", PTR, PTR, PTR, I32, I32, I32, I32, F32, I32);
     // cast.cu
     public static final KernelSignature CAST_F32_TO_BF16 = KernelSignature.of("cast", "cast_f32_to_bf16",
             PTR, PTR, I64);
@@ -109,12 +112,12 @@ public final class Kernels {
     public static final List<KernelSignature> ALL = List.of(
             ADAMW_F32, ADAMW_BF16, ADAMW_F32_MULTI, ADAMW_BF16_MULTI, ATTENTION_FORWARD, ATTENTION_BACKWARD_D,
             ATTENTION_BACKWARD_DQ, ATTENTION_BACKWARD_DKDV, ATTENTION_BF16_FORWARD, ATTENTION_BF16_BACKWARD_D,
-            ATTENTION_BF16_BACKWARD_DQ, ATTENTION_BF16_BACKWARD_DKDV, CAST_F32_TO_BF16, CAST_F32_TO_F16,
-            CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32, CAST_F16_TO_F32, CAST_FP8_TO_F32,
-            FP8_AMAX_TO_SLOT, CLASSIFIER,
-            ENCODER_FORWARD, ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE, GELU_FORWARD, GELU_BACKWARD, LAYERNORM_FORWARD,
-            LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS, MATMUL_BACKWARD_BIAS, SUM_OF_SQUARES, AMAX,
-            HAS_NON_FINITE, RESIDUAL_FORWARD, RESIDUAL_BACKWARD, RING_COMBINE_F32, RING_DIVIDE_F32);
+            ATTENTION_BF16_BACKWARD_DQ, ATTENTION_BF16_BACKWARD_DKDV, ATTENTION_WGMMA_FORWARD, CAST_F32_TO_BF16,
+            CAST_F32_TO_F16, CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32, CAST_F16_TO_F32,
+            CAST_FP8_TO_F32, FP8_AMAX_TO_SLOT, CLASSIFIER, ENCODER_FORWARD, ENCODER_BACKWARD_WPE, ENCODER_BACKWARD_WTE,
+            GELU_FORWARD, GELU_BACKWARD, LAYERNORM_FORWARD, LAYERNORM_BACKWARD_DINP, LAYERNORM_BACKWARD_PARAMS,
+            MATMUL_BACKWARD_BIAS, SUM_OF_SQUARES, AMAX, HAS_NON_FINITE, RESIDUAL_FORWARD, RESIDUAL_BACKWARD,
+            RING_COMBINE_F32, RING_DIVIDE_F32);
 
     /** The portable PTX, for every device of compute capability 8.0 or later. */
     public static final String PORTABLE_ARCH = "sm_80";

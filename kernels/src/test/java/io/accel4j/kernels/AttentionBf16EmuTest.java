@@ -4,9 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.accel4j.cpu.ref.AttentionRef;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -27,8 +24,6 @@ import org.junit.jupiter.api.io.TempDir;
 class AttentionBf16EmuTest {
 
     private static final long SEED = 20261203L;
-    private static final ValueLayout.OfShort LE16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-    private static final ValueLayout.OfFloat LE32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     @TempDir
     static Path tmp;
@@ -112,40 +107,15 @@ class AttentionBf16EmuTest {
         AttentionBf16Check.Inputs in = c.inputs(SEED + c.T() + c.C());
         Path dir = Files.createTempDirectory(tmp, "case-");
         Path qkv = dir.resolve("qkv.bf16"), dout = dir.resolve("dout.bf16");
-        Files.write(qkv, bytes(in.qkv()));
-        Files.write(dout, bytes(in.dout()));
+        Emulator.writeShorts(qkv, in.qkv());
+        Emulator.writeShorts(dout, in.dout());
         List<String> cmd = new ArrayList<>();
         for (int v : new int[] {c.B(), c.T(), c.C(), c.NH(), c.causal() ? 1 : 0}) {
             cmd.add(Integer.toString(v));
         }
         cmd.addAll(List.of(qkv.toString(), dout.toString(), dir.toString()));
         Emulator.run(exe, cmd);
-        c.check(in, shorts(dir.resolve("out.bf16")), floats(dir.resolve("lse.f32")), shorts(dir.resolve("dqkv.bf16")));
-    }
-
-    private static byte[] bytes(short[] h) {
-        MemorySegment s = MemorySegment.ofArray(new byte[2 * h.length]);
-        for (int i = 0; i < h.length; i++) {
-            s.set(LE16, 2L * i, h[i]);
-        }
-        return s.toArray(ValueLayout.JAVA_BYTE);
-    }
-
-    private static short[] shorts(Path p) throws Exception {
-        MemorySegment s = MemorySegment.ofArray(Files.readAllBytes(p));
-        short[] h = new short[(int) (s.byteSize() / 2)];
-        for (int i = 0; i < h.length; i++) {
-            h[i] = s.get(LE16, 2L * i);
-        }
-        return h;
-    }
-
-    private static float[] floats(Path p) throws Exception {
-        MemorySegment s = MemorySegment.ofArray(Files.readAllBytes(p));
-        float[] x = new float[(int) (s.byteSize() / 4)];
-        for (int i = 0; i < x.length; i++) {
-            x[i] = s.get(LE32, 4L * i);
-        }
-        return x;
+        c.check(in, Emulator.readShorts(dir.resolve("out.bf16")), Emulator.readFloats(dir.resolve("lse.f32")),
+                Emulator.readShorts(dir.resolve("dqkv.bf16")));
     }
 }

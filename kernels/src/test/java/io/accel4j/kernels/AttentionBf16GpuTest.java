@@ -22,7 +22,8 @@ import org.junit.jupiter.api.Test;
 /**
  * {@link AttentionBf16Gpu} on a GPU against the float64 reference ({@link AttentionBf16Check}, the same cases and
  * tolerances as the emulator's test, plus long sequences), run-to-run bit equality, and the PTX set {@link GpuOps}
- * chose. The GPU tests skip, with {@link Cuda#probe()}'s description as the reason, where there is no GPU; the
+ * chose. Every case runs with each forward kernel the device supports (wmma everywhere, wgmma on compute capability
+ * 9.0), each followed by the (wmma) backward. The GPU tests skip, with {@link Cuda#probe()}'s description as the reason, where there is no GPU; the
  * precondition test needs none.
  */
 class AttentionBf16GpuTest {
@@ -76,6 +77,20 @@ class AttentionBf16GpuTest {
     }
 
     @Test
+    void forwardKernelIsWgmmaExactlyOnComputeCapability90() {
+        needGpu();
+        boolean hopper = ctx.computeCapability() == 90;
+        assertThat(attention.forwardKernel()).isEqualTo(hopper ? AttentionBf16Gpu.ForwardKernel.WGMMA
+                : AttentionBf16Gpu.ForwardKernel.WMMA);
+        assertThat(attention.describe()).contains(hopper ? "attention_wgmma_forward" : "needs compute capability 9.0");
+        if (!hopper) {
+            MemorySegment any = up(poison(6 * 128 * 64));
+            assertThatThrownBy(() -> attention.forward(AttentionBf16Gpu.ForwardKernel.WGMMA, any, any, any, 1, 1, 64,
+                    1, true)).isInstanceOf(IllegalStateException.class).hasMessageContaining("compute capability 9.0");
+        }
+    }
+
+    @Test
     void headSize64MatchesReference() {
         needGpu();
         run(new AttentionBf16Check(2, 67, 128, 2, true));
@@ -107,27 +122,43 @@ class AttentionBf16GpuTest {
         assertThatThrownBy(() -> AttentionBf16Gpu.headSize(1, 0, 128, 2)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("T must be >= 1, got 0");
         assertThat(AttentionBf16Gpu.headSize(2, 5, 384, 3)).isEqualTo(128);
-        // the kernels set no opt-in attribute: a launch may take at most 48 KiB of dynamic shared memory
+        // the wmma kernels set no opt-in attribute: a launch may take at most 48 KiB of dynamic shared memory; the
+        // wgmma forward opts in, up to Hopper's 227 KiB a block
         for (int hs : new int[] {64, 128}) {
             assertThat(AttentionBf16Gpu.forwardSharedBytes(hs)).isLessThanOrEqualTo(48 * 1024);
             assertThat(AttentionBf16Gpu.backwardSharedBytes(hs)).isLessThanOrEqualTo(48 * 1024);
+            assertThat(AttentionBf16Gpu.wgmmaSharedBytes(hs)).isLessThanOrEqualTo(227 * 1024);
+        }
+        assertThat(AttentionBf16Gpu.wgmmaSharedBytes(128)).isEqualTo(1024 + 6 * 128 * 128 * 2);
+    }
+
+    /** {@link #run(AttentionBf16Check, AttentionBf16Gpu.ForwardKernel)} with every forward kernel supported. */
+    private void run(AttentionBf16Check c) {
+        for (AttentionBf16Gpu.ForwardKernel k : AttentionBf16Gpu.ForwardKernel.values()) {
+            if (attention.supports(k)) {
+                run(c, k);
+            }
         }
     }
 
     /** Forward, backward (each twice: the second must give the same bits), compared with the reference. */
-    private void run(AttentionBf16Check c) {
+    private void run(AttentionBf16Check c, AttentionBf16Gpu.ForwardKernel kernel) {
         AttentionBf16Check.Inputs in = c.inputs(SEED + c.T() + c.C());
         long btc = (long) c.B() * c.T() * c.C(), nLse = (long) c.B() * c.NH() * c.T();
         MemorySegment qkv = up(arena.allocateFrom(JAVA_SHORT, in.qkv())), dout = up(arena.allocateFrom(JAVA_SHORT,
                 in.dout()));
         MemorySegment out = up(poison(2 * btc)), lse = up(poison(4 * nLse)), dqkv = up(poison(6 * btc));
         MemorySegment out2 = up(poison(2 * btc)), lse2 = up(poison(4 * nLse)), dqkv2 = up(poison(6 * btc));
-        attention.forward(out, lse, qkv, c.B(), c.T(), c.C(), c.NH(), c.causal());
+        attention.forward(kernel, out, lse, qkv, c.B(), c.T(), c.C(), c.NH(), c.causal());
         attention.backward(dqkv, dout, qkv, out, lse, c.B(), c.T(), c.C(), c.NH(), c.causal());
-        attention.forward(out2, lse2, qkv, c.B(), c.T(), c.C(), c.NH(), c.causal());
+        attention.forward(kernel, out2, lse2, qkv, c.B(), c.T(), c.C(), c.NH(), c.causal());
         attention.backward(dqkv2, dout, qkv, out2, lse2, c.B(), c.T(), c.C(), c.NH(), c.causal());
         MemorySegment hOut = down(out), hLse = down(lse), hDqkv = down(dqkv);
-        c.check(in, hOut.toArray(JAVA_SHORT), hLse.toArray(JAVA_FLOAT), hDqkv.toArray(JAVA_SHORT));
+        try {
+            c.check(in, hOut.toArray(JAVA_SHORT), hLse.toArray(JAVA_FLOAT), hDqkv.toArray(JAVA_SHORT));
+        } catch (AssertionError e) {
+            throw new AssertionError(kernel + " forward: " + e.getMessage(), e);
+        }
         assertThat(down(out2).mismatch(hOut)).as("out of a second run differs at byte (%s)", c).isEqualTo(-1);
         assertThat(down(lse2).mismatch(hLse)).as("lse of a second run differs at byte (%s)", c).isEqualTo(-1);
         assertThat(down(dqkv2).mismatch(hDqkv)).as("dqkv of a second run differs at byte (%s)", c).isEqualTo(-1);

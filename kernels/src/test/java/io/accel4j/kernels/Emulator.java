@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import io.accel4j.cuda.CudaKernel.Dim;
@@ -115,5 +116,37 @@ final class Emulator {
     static MemorySegment read(Arena arena, Path file) throws Exception {
         byte[] b = Files.readAllBytes(file);
         return arena.allocate(Math.max(1, b.length), 16).asSlice(0, b.length).copyFrom(MemorySegment.ofArray(b));
+    }
+
+    private static final ValueLayout.OfShort LE16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfFloat LE32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    /** Writes {@code h} (e.g. bf16 codes) to {@code file}, little-endian. */
+    static void writeShorts(Path file, short[] h) throws Exception {
+        MemorySegment s = MemorySegment.ofArray(new byte[2 * h.length]);
+        for (int i = 0; i < h.length; i++) {
+            s.set(LE16, 2L * i, h[i]);
+        }
+        write(file, s);
+    }
+
+    /** The little-endian 16-bit values of {@code file}. */
+    static short[] readShorts(Path file) throws Exception {
+        MemorySegment s = MemorySegment.ofArray(Files.readAllBytes(file));
+        short[] h = new short[(int) (s.byteSize() / 2)];
+        for (int i = 0; i < h.length; i++) {
+            h[i] = s.get(LE16, 2L * i);
+        }
+        return h;
+    }
+
+    /** The little-endian floats of {@code file}. */
+    static float[] readFloats(Path file) throws Exception {
+        MemorySegment s = MemorySegment.ofArray(Files.readAllBytes(file));
+        float[] x = new float[(int) (s.byteSize() / 4)];
+        for (int i = 0; i < x.length; i++) {
+            x[i] = s.get(LE32, 4L * i);
+        }
+        return x;
     }
 }

@@ -88,6 +88,22 @@ public final class CudaKernel {
         return params;
     }
 
+    /**
+     * Lets launches of this kernel take up to {@code bytes} of dynamic shared memory
+     * ({@code CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES}): a launch above 48 KiB fails without it. The device's
+     * limit is {@code CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN} (227 KiB on Hopper); above it the driver
+     * refuses, and this throws.
+     */
+    public void setMaxDynamicSharedBytes(int bytes) {
+        if (bytes < 0) {
+            throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
+        }
+        module.ensureOpen();
+        context.makeCurrent();
+        check("cuFuncSetAttribute(" + name + ", MAX_DYNAMIC_SHARED_SIZE_BYTES, " + bytes + ")",
+                cuda_h.cuFuncSetAttribute(function, cuda_h.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes));
+    }
+
     /** How many blocks of {@code blockSize} threads fit on one multiprocessor at once. */
     public int maxActiveBlocksPerMultiprocessor(int blockSize, long sharedBytes) {
         module.ensureOpen();

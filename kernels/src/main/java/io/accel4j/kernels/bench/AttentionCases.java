@@ -1,7 +1,11 @@
 package io.accel4j.kernels.bench;
 
+import static io.accel4j.kernels.AttentionBf16Gpu.ForwardKernel.WGMMA;
+import static io.accel4j.kernels.AttentionBf16Gpu.ForwardKernel.WMMA;
+
 import io.accel4j.core.DType;
 import io.accel4j.cuda.DeviceBuffer;
+import io.accel4j.kernels.AttentionBf16Gpu;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,7 +18,11 @@ import java.util.Locale;
  * io.accel4j.kernels.GpuOps#attentionForward}, the output {@code (B,T,C)} and the fp32 log-sum-exp {@code (B,NH,T)}.
  *
  * <p>A kernel is a {@link Kernel}: its element type and two launches; adding one is one line in {@link #kernels}. A
- * kernel without a non-causal variant (the fp32 one) has its non-causal cases skipped, saying so.
+ * kernel without a non-causal variant (the fp32 one) has its non-causal cases skipped, saying so; one without a
+ * backward (the wgmma forward) has forward cases only; one the device lacks gets one skip line.
+ *
+ * <p>The bf16 forward runs twice, wmma beside wgmma (Hopper), so one device run gives both figures; to stay inside
+ * the bench budget the wmma kernel skips T ≤ 1k, where the kernels' difference matters least.
  */
 final class AttentionCases {
 
@@ -42,22 +50,40 @@ final class AttentionCases {
         void run(Buffers b, Shape s);
     }
 
-    /** An attention kernel: name, element type, ceiling, whether it has a non-causal variant, forward, backward. */
-    record Kernel(String name, DType type, Ceiling ceiling, boolean nonCausal, Launch forward, Launch backward) {}
+    /**
+     * An attention kernel: name, element type, ceiling, whether it has a non-causal variant, forward, backward (null:
+     * forward cases only), the shortest T it is measured at, and why the device cannot run it (null when it can).
+     */
+    record Kernel(String name, DType type, Ceiling ceiling, boolean nonCausal, Launch forward, Launch backward,
+                  int minT, String unavailable) {
+
+        /** A kernel measured at every T, on any device. */
+        Kernel(String name, DType type, Ceiling ceiling, boolean nonCausal, Launch forward, Launch backward) {
+            this(name, type, ceiling, nonCausal, forward, backward, 0, null);
+        }
+    }
 
     private AttentionCases() {}
 
+    /** The kernels on {@code d} (null: listing only, every kernel taken as available). */
     static List<Kernel> kernels(BenchDevice d) {
+        AttentionBf16Gpu a = d == null ? null : d.attentionBf16;
         return List.of(
+                // the wgmma forward first: a budget cut short drops the fp32 cases, not the figure wanted most
+                new Kernel("flash bf16 wgmma", DType.BF16, Ceiling.BF16, true,
+                        (b, s) -> a.forward(WGMMA, b.out(), b.lse(), b.qkv(), s.B(), s.T(), s.C(), s.NH(),
+                                s.causal()),
+                        null, 0, a == null || a.supports(WGMMA) ? null : a.describe()),
+                new Kernel("flash bf16", DType.BF16, Ceiling.BF16, true,
+                        (b, s) -> a.forward(WMMA, b.out(), b.lse(), b.qkv(), s.B(), s.T(), s.C(), s.NH(),
+                                s.causal()),
+                        (b, s) -> a.backward(b.dqkv(), b.dout(), b.qkv(), b.out(), b.lse(), s.B(), s.T(), s.C(),
+                                s.NH(), s.causal()),
+                        2048, null),
                 new Kernel("GpuOps fp32", DType.FP32, Ceiling.FP32, false,
                         (b, s) -> d.ops.attentionForward(b.out(), b.lse(), b.qkv(), s.B(), s.T(), s.C(), s.NH()),
                         (b, s) -> d.ops.attentionBackward(b.dqkv(), b.dout(), b.qkv(), b.out(), b.lse(), s.B(),
-                                s.T(), s.C(), s.NH())),
-                new Kernel("flash bf16", DType.BF16, Ceiling.BF16, true,
-                        (b, s) -> d.attentionBf16.forward(b.out(), b.lse(), b.qkv(), s.B(), s.T(), s.C(), s.NH(),
-                                s.causal()),
-                        (b, s) -> d.attentionBf16.backward(b.dqkv(), b.dout(), b.qkv(), b.out(), b.lse(), s.B(),
-                                s.T(), s.C(), s.NH(), s.causal())));
+                                s.T(), s.C(), s.NH())));
     }
 
     /** The shapes for one head size and masking: T over {@link #SEQUENCE_LENGTHS}, B = {@link #TOKENS}/T. */
@@ -69,10 +95,17 @@ final class AttentionCases {
         return shapes;
     }
 
-    /** Every kernel: forward and forward+backward per shape; one skip line per kernel for the masks it lacks. */
+    /**
+     * Every kernel: forward and (if it has a backward) forward+backward per shape from its {@link Kernel#minT()};
+     * one skip line per kernel for the masks it lacks, or for all of it where the device cannot run it.
+     */
     static List<Case> cases(BenchDevice d, List<Kernel> kernels) {
         List<Case> cases = new ArrayList<>();
         for (Kernel k : kernels) {
+            if (k.unavailable() != null) {
+                cases.add(Case.skip("attention", k.name(), "all", k.ceiling(), k.unavailable()));
+                continue;
+            }
             for (boolean causal : new boolean[] {true, false}) {
                 if (!causal && !k.nonCausal()) {
                     cases.add(Case.skip("attention", k.name(), "all full (non-causal)", k.ceiling(),
@@ -81,12 +114,17 @@ final class AttentionCases {
                 }
                 for (int hd : HEAD_SIZES) {
                     for (Shape s : shapes(hd, causal)) {
+                        if (s.T() < k.minT()) {
+                            continue;
+                        }
                         cases.add(Case.of("attention", k.name() + " fwd", s.label(),
                                 Flops.attentionForward(s.B(), s.NH(), s.T(), s.hd(), causal), k.ceiling(),
                                 () -> prepare(d, k, s, false)));
-                        cases.add(Case.of("attention", k.name() + " fwd+bwd", s.label(),
-                                Flops.attentionForwardBackward(s.B(), s.NH(), s.T(), s.hd(), causal), k.ceiling(),
-                                () -> prepare(d, k, s, true)));
+                        if (k.backward() != null) {
+                            cases.add(Case.of("attention", k.name() + " fwd+bwd", s.label(),
+                                    Flops.attentionForwardBackward(s.B(), s.NH(), s.T(), s.hd(), causal),
+                                    k.ceiling(), () -> prepare(d, k, s, true)));
+                        }
                     }
                 }
             }

@@ -45,6 +45,21 @@ class CaseListTest {
     }
 
     @Test
+    void aKernelCanStartAtALongerSequenceHaveNoBackwardOrBeUnavailable() {
+        AttentionCases.Launch none = (b, s) -> { };
+        List<Case> cases = AttentionCases.cases(null, List.of(
+                new AttentionCases.Kernel("long", DType.BF16, Ceiling.BF16, true, none, none, 2048, null),
+                new AttentionCases.Kernel("fwd", DType.BF16, Ceiling.BF16, true, none, null, 0, null),
+                new AttentionCases.Kernel("absent", DType.BF16, Ceiling.BF16, true, none, null, 0, "no such device")));
+        assertThat(cases.stream().filter(c -> c.kernel().startsWith("long")).toList()).hasSize(2 * 2 * 4 * 2)
+                .noneSatisfy(c -> assertThat(c.shape()).matches(".* T(512|1024) .*"));
+        assertThat(cases.stream().filter(c -> c.kernel().startsWith("fwd")).toList()).hasSize(2 * 2 * 6)
+                .allSatisfy(c -> assertThat(c.kernel()).isEqualTo("fwd fwd"));
+        assertThat(cases.stream().filter(c -> c.kernel().startsWith("absent")).toList()).singleElement()
+                .satisfies(c -> assertThat(c.skipReason()).isEqualTo("no such device"));
+    }
+
+    @Test
     void gemmRunsEveryVariantAtEveryShape() {
         List<GemmCases.Variant> variants = GemmCases.variants();
         List<Case> cases = GemmCases.cases(null, variants);

@@ -243,4 +243,19 @@ public final class cuda_h extends cuda_h_1 {
             throw Downcall.rethrow(t);
         }
     }
+
+    private static final class cuFuncSetAttribute {
+        static final String PROTOTYPE = "CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)";
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(CUresult, CUfunction, CUfunction_attribute, C_INT);
+        static final Downcall HANDLE = Downcall.driver("cuFuncSetAttribute", DESC);
+    }
+
+    /** {@code CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)} */
+    public static int cuFuncSetAttribute(MemorySegment hfunc, int attrib, int value) {
+        try {
+            return (int) cuFuncSetAttribute.HANDLE.handle().invokeExact(hfunc, attrib, value);
+        } catch (Throwable t) {
+            throw Downcall.rethrow(t);
+        }
+    }
 }

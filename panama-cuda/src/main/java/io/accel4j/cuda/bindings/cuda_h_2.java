@@ -30,6 +30,7 @@ class cuda_h_2 {
     public static final ValueLayout.OfLong size_t = C_LONG;
     public static final ValueLayout.OfInt CUjit_option = C_INT;
     public static final ValueLayout.OfInt CUdevice_attribute = C_INT;
+    public static final ValueLayout.OfInt CUfunction_attribute = C_INT;
     public static final AddressLayout CUcontext = C_POINTER;
     public static final AddressLayout CUstream = C_POINTER;
     public static final AddressLayout CUevent = C_POINTER;
@@ -63,6 +64,9 @@ class cuda_h_2 {
     public static final int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
     public static final int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
     public static final int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+
+    // enum CUfunction_attribute_enum
+    public static final int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 
     // enum CUjit_option_enum
     public static final int CU_JIT_INFO_LOG_BUFFER = 3;

@@ -3,6 +3,7 @@ package io.accel4j.cli.doctor;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaProbe;
+import io.accel4j.kernels.AttentionBf16Gpu;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -33,10 +34,17 @@ final class CudaSection implements DoctorSection {
                     new Line("device memory",
                             String.format(Locale.ROOT, "%.1f GiB", r.totalMemory() / (1024.0 * 1024 * 1024))),
                     new Line("driver", "CUDA " + Cuda.versionString(r.driverVersion())
-                            + " (" + r.library() + ")"));
+                            + " (" + r.library() + ")"),
+                    new Line("bf16 attention", attention(r.computeCapability())));
             case CudaProbe.DriverNotFound d -> notFound(d);
             case CudaProbe p -> List.of(new Line("status", p.describe()));
         };
+    }
+
+    /** Which bf16 attention forward {@code AttentionBf16Gpu} runs on the device (the backward is wmma everywhere). */
+    static String attention(int computeCapability) {
+        return AttentionBf16Gpu.forwardKernelFor(computeCapability) == AttentionBf16Gpu.ForwardKernel.WGMMA
+                ? "forward wgmma (sm_90a), backward wmma" : "forward and backward wmma";
     }
 
     private static List<Line> notFound(CudaProbe.DriverNotFound d) {

@@ -33,7 +33,10 @@ class CudaSectionTest {
                 new DoctorSection.Line("compute capability", "9.0"),
                 new DoctorSection.Line("multiprocessors", "132"),
                 new DoctorSection.Line("device memory", "150.0 GiB"),
-                new DoctorSection.Line("driver", "CUDA 13.0 (dynamic loader (libcuda.so.1))"));
+                new DoctorSection.Line("driver", "CUDA 13.0 (dynamic loader (libcuda.so.1))"),
+                new DoctorSection.Line("bf16 attention", "forward wgmma (sm_90a), backward wmma"));
+        assertThat(CudaSection.attention(89)).isEqualTo("forward and backward wmma");
+        assertThat(CudaSection.attention(100)).isEqualTo("forward and backward wmma");
     }
 
     @Test
