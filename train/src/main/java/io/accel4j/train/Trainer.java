@@ -646,14 +646,11 @@ public final class Trainer implements AutoCloseable {
 
     /** AdamW's moments from {@code stateFile} into {@link #m} and {@link #v}, through host staging off the CPU. */
     private TrainState.Header readMoments(Path stateFile, GptConfig want) throws IOException {
-        if (memory.hostAccessible()) {
-            return TrainState.read(stateFile, want, m, v);
-        }
         try (Arena staging = Arena.ofConfined()) {
-            MemorySegment hm = staging.allocate(m.byteSize(), 64), hv = staging.allocate(v.byteSize(), 64);
+            MemorySegment hm = memory.writableOnHost(m, staging), hv = memory.writableOnHost(v, staging);
             TrainState.Header h = TrainState.read(stateFile, want, hm, hv);
-            memory.copyToDevice(hm, m);
-            memory.copyToDevice(hv, v);
+            memory.writeBack(hm, m);
+            memory.writeBack(hv, v);
             return h;
         }
     }

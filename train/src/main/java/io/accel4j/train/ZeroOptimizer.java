@@ -362,14 +362,10 @@ final class ZeroOptimizer implements AutoCloseable {
             for (UnitShards.Piece p : pieces) {
                 long at = p.shard() * Float.BYTES, bytes = p.length() * Float.BYTES;
                 MemorySegment dm = m.asSlice(at, bytes), dv = v.asSlice(at, bytes);
-                if (memory.hostAccessible()) {
-                    h = TrainState.read(file, model.config(), dm, dv, p.flat(), p.length());
-                    continue;
-                }
-                MemorySegment hm = staging.allocate(bytes, 64), hv = staging.allocate(bytes, 64);
+                MemorySegment hm = memory.writableOnHost(dm, staging), hv = memory.writableOnHost(dv, staging);
                 h = TrainState.read(file, model.config(), hm, hv, p.flat(), p.length());
-                memory.copyToDevice(hm, dm);
-                memory.copyToDevice(hv, dv);
+                memory.writeBack(hm, dm);
+                memory.writeBack(hv, dv);
             }
         }
         return h != null ? h : TrainState.read(file, model.config(), MemorySegment.NULL, MemorySegment.NULL, 0, 0);

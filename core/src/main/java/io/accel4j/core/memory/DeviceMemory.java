@@ -67,6 +67,25 @@ public interface DeviceMemory {
         return host;
     }
 
+    /**
+     * Where host code may write what device segment {@code device} is to hold: {@code device} itself when
+     * {@link #hostAccessible()}, else a 64-byte-aligned segment of {@code staging} of the same size (its contents
+     * undefined), which {@link #writeBack} then copies to the device.
+     */
+    default MemorySegment writableOnHost(MemorySegment device, Arena staging) {
+        return hostAccessible() ? device : staging.allocate(device.byteSize(), 64);
+    }
+
+    /**
+     * Completes a {@link #writableOnHost} write: copies {@code host} to {@code device} unless it is {@code device}
+     * itself (the same region of host memory, written in place).
+     */
+    default void writeBack(MemorySegment host, MemorySegment device) {
+        if (!host.equals(device)) {
+            copyToDevice(host, device);
+        }
+    }
+
     /** One line for logs, e.g. {@code host memory} or {@code CUDA device memory (NVIDIA H100)}. */
     String describe();
 

@@ -75,21 +75,49 @@ class HostMemoryTest {
             MemorySegment d = arena.allocate(12);
             d.set(ValueLayout.JAVA_INT, 4, 0x1234_5678);
             assertThat(memory.readableOnHost(d, staging)).isSameAs(d);
-            DeviceMemory elsewhere = new DeviceMemory() { // host memory that claims to be a device's
-                @Override public DeviceArena arena() { return memory.arena(); }
-                @Override public void copyToDevice(MemorySegment h, MemorySegment dv) { memory.copyToDevice(h, dv); }
-                @Override public void copyToHost(MemorySegment dv, MemorySegment h) { memory.copyToHost(dv, h); }
-                @Override public void copy(MemorySegment src, MemorySegment dst) { memory.copy(src, dst); }
-                @Override public void zero(MemorySegment dv) { memory.zero(dv); }
-                @Override public boolean hostAccessible() { return false; }
-                @Override public String describe() { return "test"; }
-            };
-            MemorySegment copy = elsewhere.readableOnHost(d, staging);
+            MemorySegment copy = elsewhere().readableOnHost(d, staging);
             assertThat(copy).isNotSameAs(d);
             assertThat(copy.byteSize()).isEqualTo(12);
             assertThat(copy.mismatch(d)).isEqualTo(-1L);
             assertThat(copy.address() % 64).isZero();
         }
+    }
+
+    @Test
+    void writableOnHostIsTheSegmentItselfInHostMemoryAndAStagedCopyElsewhere() {
+        try (DeviceArena arena = memory.arena(); Arena staging = Arena.ofConfined()) {
+            MemorySegment d = arena.allocate(12);
+            MemorySegment in = memory.writableOnHost(d, staging);
+            assertThat(in).isSameAs(d);
+            in.set(ValueLayout.JAVA_INT, 8, 42);
+            memory.writeBack(in, d.asSlice(0)); // an equal slice: written in place, nothing to copy
+            assertThat(d.get(ValueLayout.JAVA_INT, 8)).isEqualTo(42);
+
+            DeviceMemory elsewhere = elsewhere();
+            MemorySegment host = elsewhere.writableOnHost(d, staging);
+            assertThat(host.address()).isNotEqualTo(d.address());
+            assertThat(host.byteSize()).isEqualTo(12);
+            assertThat(host.address() % 64).isZero();
+            host.set(ValueLayout.JAVA_INT, 4, 0x0bad_cafe);
+            host.set(ValueLayout.JAVA_INT, 8, 7);
+            assertThat(d.get(ValueLayout.JAVA_INT, 8)).as("not on the device before writeBack").isEqualTo(42);
+            elsewhere.writeBack(host, d);
+            assertThat(d.get(ValueLayout.JAVA_INT, 4)).isEqualTo(0x0bad_cafe);
+            assertThat(d.get(ValueLayout.JAVA_INT, 8)).isEqualTo(7);
+        }
+    }
+
+    /** Host memory that claims to be a device's: its segments must be staged. */
+    private DeviceMemory elsewhere() {
+        return new DeviceMemory() {
+            @Override public DeviceArena arena() { return memory.arena(); }
+            @Override public void copyToDevice(MemorySegment h, MemorySegment dv) { memory.copyToDevice(h, dv); }
+            @Override public void copyToHost(MemorySegment dv, MemorySegment h) { memory.copyToHost(dv, h); }
+            @Override public void copy(MemorySegment src, MemorySegment dst) { memory.copy(src, dst); }
+            @Override public void zero(MemorySegment dv) { memory.zero(dv); }
+            @Override public boolean hostAccessible() { return false; }
+            @Override public String describe() { return "test"; }
+        };
     }
 
     @Test

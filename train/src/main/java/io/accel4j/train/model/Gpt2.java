@@ -137,14 +137,10 @@ public final class Gpt2 implements AutoCloseable {
 
     /** Sets the parameters to GPT-2's initialisation from {@code seed} ({@link ParameterInit#gpt2}). */
     public void initialise(long seed) {
-        if (memory.hostAccessible()) {
-            ParameterInit.gpt2(layout, params(), seed); // in place: no second copy of the parameters on the CPU
-            return;
-        }
-        try (Arena staging = Arena.ofConfined()) {
-            MemorySegment host = staging.allocate(layout.fp32Bytes(), 64);
+        try (Arena staging = Arena.ofConfined()) { // on the CPU in place: no second copy of the parameters
+            MemorySegment params = params(), host = memory.writableOnHost(params, staging);
             ParameterInit.gpt2(layout, host, seed);
-            copyParamsFromHost(host);
+            memory.writeBack(host, params);
         }
     }
 
