@@ -8,12 +8,12 @@ import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.io.AtomicWrite;
 import io.accel4j.train.io.FileFormatException;
 import io.accel4j.train.model.FlatWeights;
 import io.accel4j.train.model.Fp8State;
@@ -22,16 +22,11 @@ import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
-import java.util.Properties;
 
 /**
  * The training loop of llm.c's {@code train_gpt2.c}, through the model's {@link Ops}: per step, an optional
@@ -86,7 +81,7 @@ import java.util.Properties;
 public final class Trainer implements AutoCloseable {
 
     /** The file in a checkpoint directory that names the latest complete checkpoint. */
-    public static final String POINTER = "checkpoint.properties";
+    public static final String POINTER = CheckpointFiles.POINTER;
 
     private final Gpt2 model;
     private final Ops ops;
@@ -523,9 +518,8 @@ public final class Trainer implements AutoCloseable {
      * and return the path rank 0 writes.
      */
     public Path save(Path dir) throws IOException {
-        String name = String.format("%08d", step);
-        Path modelFile = dir.resolve("model_" + name + ".bin");
-        Path stateFile = dir.resolve("state_" + name + ".bin");
+        CheckpointFiles files = CheckpointFiles.of(dir, step);
+        Path modelFile = files.model(), stateFile = files.state();
         try (Arena gathered = Arena.ofConfined()) {
             MemorySegment moments1, moments2, params = null;
             if (zero != null) {
@@ -555,17 +549,7 @@ public final class Trainer implements AutoCloseable {
                     scaler.cleanSteps(), scaler.skippedSteps(),
                     model.fp8() == null ? new byte[0] : model.fp8().encode()), moments1, moments2);
         }
-        String pointer = "# the latest complete accel4j checkpoint\nstep=" + step + "\nmodel="
-                + modelFile.getFileName() + "\nstate=" + stateFile.getFileName() + "\n";
-        AtomicWrite.write(dir.resolve(POINTER), ch -> ch.write(
-                ByteBuffer.wrap(pointer.getBytes(StandardCharsets.UTF_8))));
-        try (DirectoryStream<Path> old = Files.newDirectoryStream(dir, "{model,state}_*.bin")) {
-            for (Path p : old) {
-                if (!p.equals(modelFile) && !p.equals(stateFile)) {
-                    Files.deleteIfExists(p);
-                }
-            }
-        }
+        files.commit(step);
         return modelFile;
     }
 
@@ -574,19 +558,8 @@ public final class Trainer implements AutoCloseable {
      * data position. The checkpoint must be for this model's shape and this run's B, T and K.
      */
     public void resume(Path dir) throws IOException {
-        Path pointerFile = dir.resolve(POINTER);
-        Properties p = new Properties();
-        try (var in = Files.newBufferedReader(pointerFile, StandardCharsets.UTF_8)) {
-            p.load(in);
-        } catch (NoSuchFileException e) {
-            throw new NoSuchFileException(pointerFile.toString(), null, "no checkpoint in " + dir + " (" + POINTER
-                    + " is missing)");
-        }
-        String modelName = p.getProperty("model"), stateName = p.getProperty("state");
-        if (modelName == null || stateName == null) {
-            throw new FileFormatException(pointerFile, "model/state", "is missing: the file is corrupt");
-        }
-        Path modelFile = dir.resolve(modelName), stateFile = dir.resolve(stateName);
+        CheckpointFiles files = CheckpointFiles.latest(dir);
+        Path modelFile = files.model(), stateFile = files.state();
         GptConfig want = model.config();
         TrainState.Header h = zero != null ? zero.readMoments(stateFile) : readMoments(stateFile, want);
         if (h.B() != cfg.batch() || h.T() != cfg.seq() || h.gradAccum() != cfg.gradAccum()) {
