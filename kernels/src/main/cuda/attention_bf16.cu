@@ -402,3 +402,15 @@ extern "C" __global__ void __launch_bounds__(AB_THREADS, AB_MIN_BLOCKS) attentio
         attention_bf16_backward_dkdv_tile<128>(dqkv, dout, qkv, lse, D, T, C, NH, scale, causal, ab_smem);
     }
 }
+
+// ---- into AttentionOps' fp32 gradient
+
+// acc (n) fp32 += grad (n) bf16 (exact widening, one fp32 add), grid-stride: GpuOps adds the backward's bf16 dqkv
+// (written, not added to) into the contract's fp32 dqkv with it, so that each gradient is rounded to bf16 once.
+extern "C" __global__ void attention_bf16_accumulate(float* __restrict__ acc, const bf16* __restrict__ grad,
+        long long n) {
+    long long stride = (long long) gridDim.x * blockDim.x;
+    for (long long i = (long long) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        acc[i] += __bfloat162float(grad[i]);
+    }
+}

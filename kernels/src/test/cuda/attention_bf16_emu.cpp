@@ -3,9 +3,10 @@
 // (no GPU needed; it checks indexing, masking, tile bounds and the shared-memory staging, not the hardware).
 // Little-endian binary files in and out; out, lse and dqkv are poisoned (NaN) before the kernels run.
 //
-//   attention_bf16_emu B T C NH CAUSAL QKV DOUT OUTDIR
+//   attention_bf16_emu B T C NH CAUSAL QKV DOUT OUTDIR [ACC GX BX]
 //     QKV (B,T,3C) bf16, DOUT (B,T,C) bf16 → OUTDIR/out.bf16 (B,T,C), OUTDIR/lse.f32 (B,NH,T),
-//     OUTDIR/dqkv.bf16 (B,T,3C)
+//     OUTDIR/dqkv.bf16 (B,T,3C); with ACC (B,T,3C) fp32 also attention_bf16_accumulate(ACC, dqkv, 3BTC) on a grid
+//     of GX blocks of BX threads (GpuOps's BF16 path) → OUTDIR/acc.f32
 //
 // Built from kernels/ with: g++ -std=c++20 -O1 -Isrc/test/cuda/emu -Isrc/main/cuda src/test/cuda/attention_bf16_emu.cpp
 #include "cuda_emu.h"
@@ -19,8 +20,8 @@
 alignas(128) unsigned char ab_smem[49152];
 
 int main(int argc, char** argv) {
-    if (argc != 9) {
-        fprintf(stderr, "usage: attention_bf16_emu B T C NH CAUSAL QKV DOUT OUTDIR\n");
+    if (argc != 9 && argc != 12) {
+        fprintf(stderr, "usage: attention_bf16_emu B T C NH CAUSAL QKV DOUT OUTDIR [ACC GX BX]\n");
         return 2;
     }
     int B = atoi(argv[1]), T = atoi(argv[2]), C = atoi(argv[3]), NH = atoi(argv[4]), causal = atoi(argv[5]);
@@ -47,5 +48,11 @@ int main(int argc, char** argv) {
     write_all(dir + "/out.bf16", out);
     write_all(dir + "/lse.f32", lse);
     write_all(dir + "/dqkv.bf16", dqkv);
+    if (argc == 12) {
+        auto acc = read_all<float>(argv[9], 3 * btc);
+        emu_launch({(unsigned) atoi(argv[10]), 1, 1}, atoi(argv[11]), attention_bf16_accumulate, acc.data(),
+                   (const bf16*) dqkv.data(), (long long) (3 * btc));
+        write_all(dir + "/acc.f32", acc);
+    }
     return 0;
 }

@@ -1,6 +1,7 @@
 package io.accel4j.kernels;
 
 import io.accel4j.cuda.CudaKernel;
+import io.accel4j.core.DType;
 import io.accel4j.cuda.CudaKernel.Dim;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
@@ -30,6 +31,11 @@ import org.slf4j.LoggerFactory;
  * the sm_90a PTX) {@link #forward} runs attention_wgmma.cu's (Hopper's warpgroup MMA, 128 query rows a block), else
  * attention_bf16.cu's (wmma); the choice is logged once. The backward is attention_bf16.cu's everywhere: it reads
  * only out and lse, which both forwards write to the same contract.
+ * <p>{@link #forwardFp32} and {@link #backwardFp32} are {@link io.accel4j.core.ops.AttentionOps}' causal attention
+ * with BF16 operands on fp32 buffers ({@link GpuOps} runs them): the fp32 inputs are rounded into bf16 scratch by
+ * cast.cu (bit-identical to {@link io.accel4j.core.Bf16#fromFloat}), the kernels above run on the copies, and the
+ * results are widened (exactly) into the fp32 buffers — out written, dqkv added to. The kernels' own roundings
+ * (P and dS to bf16 before their second product, the bf16 results) are the contract's rounding points.
  */
 public final class AttentionBf16Gpu implements AutoCloseable {
 
@@ -69,6 +75,8 @@ public final class AttentionBf16Gpu implements AutoCloseable {
     private final ForwardKernel forwardKernel;
     /** Whether attention_wgmma_forward may take its (over 48 KiB) shared memory yet: set on its first launch. */
     private boolean wgmmaOptedIn;
+    /** The fp32 methods' bf16 copies of qkv, out and dout, and the bf16 dqkv, each grown to the largest call. */
+    private final ScratchBuffer qkv16, out16, dout16, dqkv16;
 
     /** Launches on the kernels {@code ops} loaded (which must stay open while this is used; closing this first). */
     public AttentionBf16Gpu(GpuOps ops) {
@@ -76,6 +84,10 @@ public final class AttentionBf16Gpu implements AutoCloseable {
         this.computeCapability = ops.context().computeCapability();
         this.forwardKernel = forwardKernelFor(computeCapability);
         this.d = ScratchBuffer.of(ops.context());
+        this.qkv16 = ScratchBuffer.of(ops.context());
+        this.out16 = ScratchBuffer.of(ops.context());
+        this.dout16 = ScratchBuffer.of(ops.context());
+        this.dqkv16 = ScratchBuffer.of(ops.context());
         if (LOGGED.compareAndSet(false, true)) {
             LOG.info("bf16 attention: {}", describe());
         }
@@ -200,9 +212,48 @@ public final class AttentionBf16Gpu implements AutoCloseable {
         launch(Kernels.ATTENTION_BF16_BACKWARD_DQ, grid, smem, dqkv, dout, qkv, lse, dev, B, T, C, NH, scale, mask);
     }
 
+    /**
+     * Causal {@code out (B,T,C)} fp32 (bf16 values) and {@code lse (B,NH,T)} from {@code qkv (B,T,3C)} fp32, with
+     * BF16 operands: qkv cast to bf16 into scratch, {@link #forward}, out widened into the fp32 buffer.
+     */
+    public void forwardFp32(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH) {
+        headSize(B, T, C, NH);
+        long btc = (long) B * T * C;
+        need("out", out, btc, 4); need("qkv", qkv, 3 * btc, 4);
+        MemorySegment q = qkv16.view(2 * 3 * btc), o = out16.view(2 * btc);
+        ops.castFromFp32(q, DType.BF16, qkv, 3 * btc);
+        forward(o, lse, q, B, T, C, NH, true);
+        ops.castToFp32(out, o, DType.BF16, btc, 1f);
+    }
+
+    /**
+     * {@code dqkv (B,T,3C) fp32 +=} the causal gradient of {@code Σ dout·out} with BF16 operands: qkv, dout and out
+     * (fp32) cast to bf16 into scratch, {@link #backward} into a bf16 dqkv, which attention_bf16_accumulate adds into
+     * the fp32 dqkv.
+     */
+    public void backwardFp32(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
+                             MemorySegment lse, int B, int T, int C, int NH) {
+        headSize(B, T, C, NH);
+        long btc = (long) B * T * C;
+        need("dqkv", dqkv, 3 * btc, 4); need("dout", dout, btc, 4); need("qkv", qkv, 3 * btc, 4);
+        need("out", out, btc, 4);
+        MemorySegment q = qkv16.view(2 * 3 * btc), o = out16.view(2 * btc), g = dout16.view(2 * btc);
+        MemorySegment dq = dqkv16.view(2 * 3 * btc);
+        ops.castFromFp32(q, DType.BF16, qkv, 3 * btc);
+        ops.castFromFp32(g, DType.BF16, dout, btc);
+        ops.castFromFp32(o, DType.BF16, out, btc);
+        backward(dq, g, q, o, lse, B, T, C, NH, true);
+        Kernels.ATTENTION_BF16_ACCUMULATE.launch(ops.kernel(Kernels.ATTENTION_BF16_ACCUMULATE),
+                Dim.of(GpuOps.blocks(3 * btc)), Dim.of(GpuOps.BLOCK), 0, null, dqkv, dq, 3 * btc);
+    }
+
     @Override
     public void close() {
         d.close();
+        qkv16.close();
+        out16.close();
+        dout16.close();
+        dqkv16.close();
     }
 
     private void launch(KernelSignature s, Dim grid, int sharedBytes, Object... args) {

@@ -5,6 +5,7 @@ import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
+import io.accel4j.core.ops.AttentionOps;
 import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cuda.CudaContext;
@@ -36,11 +37,11 @@ import java.util.Objects;
  *
  * <p>On the GPU now: encoder fwd/bwd, layernorm fwd/bwd, GELU fwd/bwd, residual fwd/bwd, the fused classifier,
  * AdamW (fp32 and fp32-master + bf16 copy, bit-identical to the CPU kernel), sum of squares, amax, non-finite check,
- * causal attention fwd/bwd (FlashAttention-2 in fp32, head size up to 128; bf16 on the tensor cores, causal or not,
- * in {@link AttentionBf16Gpu}), the casts (bit-identical to core's {@link DType#encode}), and the matmul on cuBLASLt
- * with FP32, BF16 or FP16 operands ({@link GpuMatmul}; when {@code libcublasLt} is missing the rest still works and
- * matmul throws, naming the library and where it was searched). Determinism: no kernel uses atomics; reductions
- * combine fixed per-block partials in a fixed order,
+ * causal attention fwd/bwd (FlashAttention-2 in fp32, head size up to 128; with BF16 operands on the tensor cores,
+ * head size 64 or 128, {@link AttentionBf16Gpu}, which also runs non-causal), the casts (bit-identical to core's
+ * {@link DType#encode}), and the matmul on cuBLASLt with FP32, BF16 or FP16 operands ({@link GpuMatmul}; when
+ * {@code libcublasLt} is missing the rest still works and matmul throws, naming the library and where it was
+ * searched). Determinism: no kernel uses atomics; reductions combine fixed per-block partials in a fixed order,
  * with a grid that depends only on the sizes, so results do not vary from run to run (cuBLASLt is run-to-run
  * reproducible for a given plan on a given GPU). Sizes are checked against the segments' sizes; data is not (token
  * ids and targets must be in range: the kernels do not check).
@@ -70,6 +71,8 @@ public final class GpuOps implements Ops, AutoCloseable {
     private final ScratchBuffer attentionD;
     /** The multi-range AdamW's launcher and table; null until the first multi-range call. */
     private AdamWGpu adamwRanges;
+    /** The BF16 attention ({@link AttentionBf16Gpu}: its bf16 copies); null until the first BF16 call. */
+    private AttentionBf16Gpu attentionBf16;
 
     /** The matmuls, or null when cuBLASLt is missing ({@link #matmulMissing} says why). */
     private final GpuMatmul matmul;
@@ -134,6 +137,9 @@ public final class GpuOps implements Ops, AutoCloseable {
     public void close() {
         if (adamwRanges != null) {
             adamwRanges.close();
+        }
+        if (attentionBf16 != null) {
+            attentionBf16.close();
         }
         attentionD.close();
         if (matmul != null) {
@@ -364,8 +370,17 @@ public final class GpuOps implements Ops, AutoCloseable {
         return (float) (1 / Math.sqrt(hs)); // as the CPU kernels round it
     }
 
+    /**
+     * FP32: attention.cu (head sizes up to 128); BF16: {@link AttentionBf16Gpu#forwardFp32} (the tensor-core kernel
+     * on bf16 copies; head sizes 64 and 128, any other an {@link IllegalArgumentException} naming it).
+     */
     @Override
-    public void attentionForward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH) {
+    public void attentionForward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH,
+                                 DType operands) {
+        if (AttentionOps.checkOperands(operands) == DType.BF16) {
+            attentionBf16().forwardFp32(out, lse, qkv, B, T, C, NH);
+            return;
+        }
         int hs = attentionHeadSize(B, T, C, NH);
         long bt = (long) B * T;
         need("out", out, bt * C, 4); need("lse", lse, (long) B * NH * T, 4); need("qkv", qkv, bt * 3 * C, 4);
@@ -374,13 +389,17 @@ public final class GpuOps implements Ops, AutoCloseable {
     }
 
     /**
-     * Three kernels: D = rowsum(dO∘O) into a scratch buffer of this object, then dK, dV (a block per key tile) and
-     * dQ (a block per query tile, a pass of its own so that no element is summed with atomics). Both passes
-     * recompute P from lse; they add to disjoint columns of dqkv.
+     * FP32: three kernels: D = rowsum(dO∘O) into a scratch buffer of this object, then dK, dV (a block per key tile)
+     * and dQ (a block per query tile, a pass of its own so that no element is summed with atomics). Both passes
+     * recompute P from lse; they add to disjoint columns of dqkv. BF16: {@link AttentionBf16Gpu#backwardFp32}.
      */
     @Override
     public void attentionBackward(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
-                                  MemorySegment lse, int B, int T, int C, int NH) {
+                                  MemorySegment lse, int B, int T, int C, int NH, DType operands) {
+        if (AttentionOps.checkOperands(operands) == DType.BF16) {
+            attentionBf16().backwardFp32(dqkv, dout, qkv, out, lse, B, T, C, NH);
+            return;
+        }
         int hs = attentionHeadSize(B, T, C, NH);
         long bt = (long) B * T, nLse = (long) B * NH * T;
         need("dqkv", dqkv, bt * 3 * C, 4); need("dout", dout, bt * C, 4); need("qkv", qkv, bt * 3 * C, 4);
@@ -397,6 +416,24 @@ public final class GpuOps implements Ops, AutoCloseable {
                 Dim.of(ATTENTION_THREADS), smem, dqkv, dout, qkv, lse, d, B, T, C, NH, scale);
     }
 
+
+    /** The head-size limits of either kernel: FP32 up to 128, BF16 64 or 128 (B, T and the grid aside). */
+    @Override
+    public void checkAttention(DType operands, int C, int NH) {
+        if (AttentionOps.checkOperands(operands) == DType.BF16) {
+            AttentionBf16Gpu.headSize(1, 1, C, NH);
+        } else {
+            attentionHeadSize(1, 1, C, NH);
+        }
+    }
+
+    /** The BF16 attention's launcher and scratch, made on first use and closed with this object. */
+    private AttentionBf16Gpu attentionBf16() {
+        if (attentionBf16 == null) {
+            attentionBf16 = new AttentionBf16Gpu(this);
+        }
+        return attentionBf16;
+    }
 
     private static int tiles(int n, int tile) {
         return (n + tile - 1) / tile;

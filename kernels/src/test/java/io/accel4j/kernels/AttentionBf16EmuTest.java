@@ -3,7 +3,14 @@ package io.accel4j.kernels;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.cpu.ref.AttentionRef;
+import io.accel4j.cuda.CudaKernel.Dim;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -19,7 +26,8 @@ import org.junit.jupiter.api.io.TempDir;
  * against the float64 reference ({@link AttentionBf16Check}): odd T, partial tiles, several heads and batches, head
  * sizes 64 and 128, causal and not, outputs poisoned with NaN; once more under ThreadSanitizer for the warp and block
  * synchronisation. No GPU needed; it checks indexing, masking, tile bounds and the shared-memory staging, not the
- * hardware (AttentionBf16GpuTest does that). Skipped without g++.
+ * hardware (AttentionBf16GpuTest does that). Also {@link GpuOps}' BF16 attention path launch by launch (casts,
+ * kernels, accumulation) against {@link CpuOps}' BF16 operands. Skipped without g++.
  */
 class AttentionBf16EmuTest {
 
@@ -97,6 +105,59 @@ class AttentionBf16EmuTest {
         assertThat(out2).containsExactly(out, org.assertj.core.data.Offset.offset(1e-12));
         assertThat(lse2).containsExactly(lse, org.assertj.core.data.Offset.offset(1e-12));
         assertThat(dqkv2).containsExactly(dqkv, org.assertj.core.data.Offset.offset(1e-12));
+    }
+
+    /**
+     * {@link AttentionBf16Gpu#forwardFp32}/{@link AttentionBf16Gpu#backwardFp32} as {@link GpuOps} runs them, each
+     * launch emulated: cast.cu's cast_f32_to_bf16 of qkv, dout and out and cast_bf16_to_f32 of out with GpuOps's
+     * grid-stride shape, the kernels, and attention_bf16_accumulate into a random fp32 dqkv with GpuOps's shape;
+     * against CpuOps with BF16 operands ({@link AttentionBf16OpsCheck}).
+     */
+    @Test
+    void gpuOpsBf16PathMatchesCpuBackend() throws Exception {
+        Path cast = Emulator.compile(tmp, "cast_emu", "cast_emu", "-ffp-contract=off", "-I" + Emulator.cudaInclude());
+        try (Parallel pool = new Parallel(2)) {
+            CpuOps cpu = new CpuOps(pool);
+            gpuOpsPath(cast, cpu, new AttentionBf16OpsCheck(2, 67, 128, 2));
+            gpuOpsPath(cast, cpu, new AttentionBf16OpsCheck(1, 70, 256, 2));
+        }
+    }
+
+    private static void gpuOpsPath(Path cast, CpuOps cpu, AttentionBf16OpsCheck c) throws Exception {
+        long btc = c.btc(), n3 = 3 * btc;
+        try (Arena arena = Arena.ofShared()) {
+            AttentionBf16OpsCheck.Case cpuCase = c.run(arena, cpu, SEED + 3 * c.T() + c.C());
+            Path dir = Files.createTempDirectory(tmp, "path-");
+            MemorySegment q16 = toBf16(cast, arena, cpuCase.qkv(), n3), d16 = toBf16(cast, arena, cpuCase.dout(), btc);
+            Path qf = dir.resolve("qkv.bf16"), df = dir.resolve("dout.bf16"), acc = dir.resolve("acc.in");
+            Emulator.write(qf, q16);
+            Emulator.write(df, d16);
+            Emulator.write(acc, cpuCase.prefill());
+            List<String> cmd = new ArrayList<>();
+            for (long v : new long[] {c.B(), c.T(), c.C(), c.NH(), 1}) {
+                cmd.add(Long.toString(v));
+            }
+            cmd.addAll(List.of(qf.toString(), df.toString(), dir.toString(), acc.toString(),
+                    Integer.toString(GpuOps.blocks(n3)), Integer.toString(GpuOps.BLOCK)));
+            Emulator.run(exe, cmd);
+            MemorySegment o16 = Emulator.read(arena, dir.resolve("out.bf16"));
+            MemorySegment out = AttentionBf16OpsCheck.nan(arena, btc);
+            Emulator.launch(cast, tmp, "cast_bf16_to_f32", Dim.of(GpuOps.blocks(btc)), Dim.of(GpuOps.BLOCK),
+                    Emulator.buffers("dst", out, "src", o16), btc);
+            // backward casts the widened out again: exact, so the harness's own bf16 out is what its kernels read
+            assertThat(toBf16(cast, arena, out, btc).mismatch(o16)).as("bf16(widened out) = out, " + c)
+                    .isEqualTo(-1);
+            c.check(cpuCase, out, Emulator.read(arena, dir.resolve("lse.f32")),
+                    Emulator.read(arena, dir.resolve("acc.f32")));
+        }
+    }
+
+    /** cast_f32_to_bf16 of n floats as castFromFp32 launches it (GpuOps.blocks(n) blocks of GpuOps.BLOCK). */
+    private static MemorySegment toBf16(Path cast, Arena arena, MemorySegment src, long n) throws Exception {
+        MemorySegment dst = arena.allocate(2 * n, 16).fill((byte) 0xFF); // NaN as bf16
+        Emulator.launch(cast, tmp, "cast_f32_to_bf16", Dim.of(GpuOps.blocks(n)), Dim.of(GpuOps.BLOCK),
+                Emulator.buffers("dst", dst, "src", src), n);
+        return dst;
     }
 
     private static void run(AttentionBf16Check c) throws Exception {

@@ -6,6 +6,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaProbe;
@@ -130,6 +133,46 @@ class AttentionBf16GpuTest {
             assertThat(AttentionBf16Gpu.wgmmaSharedBytes(hs)).isLessThanOrEqualTo(227 * 1024);
         }
         assertThat(AttentionBf16Gpu.wgmmaSharedBytes(128)).isEqualTo(1024 + 6 * 128 * 128 * 2);
+    }
+
+    /**
+     * GpuOps with BF16 operands (fp32 buffers: casts, the kernels, accumulation into dqkv) against CpuOps with BF16
+     * operands ({@link AttentionBf16OpsCheck}: the emulator's tolerances), odd T, both head sizes, T = 1.
+     */
+    @Test
+    void gpuOpsBf16AttentionMatchesCpuBackend() {
+        needGpu();
+        try (Parallel pool = new Parallel(2)) {
+            CpuOps cpu = new CpuOps(pool);
+            for (AttentionBf16OpsCheck c : List.of(new AttentionBf16OpsCheck(2, 67, 128, 2),
+                    new AttentionBf16OpsCheck(1, 200, 256, 2), new AttentionBf16OpsCheck(3, 1, 128, 1),
+                    new AttentionBf16OpsCheck(2, 130, 384, 6))) {
+                AttentionBf16OpsCheck.Case h = c.run(arena, cpu, SEED + c.T() + 7L * c.C());
+                MemorySegment out = up(poison(4 * c.btc())), lse = up(poison(4 * c.nLse())), dqkv = up(h.prefill());
+                MemorySegment qkv = up(h.qkv()), dout = up(h.dout());
+                ops.attentionForward(out, lse, qkv, c.B(), c.T(), c.C(), c.NH(), DType.BF16);
+                ops.attentionBackward(dqkv, dout, qkv, out, lse, c.B(), c.T(), c.C(), c.NH(), DType.BF16);
+                c.check(h, down(out), down(lse), down(dqkv));
+            }
+        }
+    }
+
+    /** What a trainer asks before its first step: the head sizes each kernel takes, FP16 refused. */
+    @Test
+    void gpuOpsNamesTheHeadSizesItTakes() {
+        needGpu();
+        ops.checkAttention(DType.BF16, 128, 2);
+        ops.checkAttention(DType.BF16, 768, 6);
+        ops.checkAttention(DType.FP32, 96, 3);
+        assertThatThrownBy(() -> ops.checkAttention(DType.BF16, 96, 3)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("head sizes 64 and 128, got hs = C/NH = 96/3 = 32");
+        assertThatThrownBy(() -> ops.checkAttention(DType.FP32, 512, 2)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("head sizes up to 128");
+        assertThatThrownBy(() -> ops.checkAttention(DType.FP16, 128, 2)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("FP32 or BF16");
+        MemorySegment small = up(poison(4096));
+        assertThatThrownBy(() -> ops.attentionForward(small, small, small, 1, 1, 96, 3, DType.BF16))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("hs = C/NH = 96/3 = 32");
     }
 
     /** {@link #run(AttentionBf16Check, AttentionBf16Gpu.ForwardKernel)} with every forward kernel supported. */

@@ -13,12 +13,15 @@ import java.util.Objects;
  * <ul>
  *   <li>{@link DType#FP32}: everything in fp32, as llm.c's {@code train_gpt2.c} (the default; bit for bit what the
  *       trainer did before precisions existed).</li>
- *   <li>{@link DType#BF16}: every matmul operand (forward and backward) rounded to bf16, products summed in fp32;
- *       master weights, optimizer state, activations between kernels and gradients stay fp32. bf16 has fp32's range,
- *       so there is no loss scaling.</li>
- *   <li>{@link DType#FP16}: matmul operands rounded to fp16 (range ±65504, overflow to inf), fp32 accumulation, and
- *       dynamic loss scaling ({@link LossScaler}) from {@code initialLossScale}, doubling after
- *       {@code lossScaleWindow} clean steps.</li>
+ *   <li>{@link DType#BF16}: every matmul operand (forward and backward) rounded to bf16, products summed in fp32,
+ *       and attention with BF16 operands ({@link io.accel4j.core.ops.AttentionOps}: q, k, v, the probabilities and
+ *       the gradients rounded where a tensor-core FlashAttention kernel rounds them; on the GPU that kernel, which
+ *       takes head sizes 64 and 128: at another, attention keeps fp32 operands, with a warning); master weights,
+ *       optimizer state, activations between kernels and gradients stay fp32. bf16 has fp32's range, so there is no
+ *       loss scaling.</li>
+ *   <li>{@link DType#FP16}: matmul operands rounded to fp16 (range ±65504, overflow to inf), fp32 accumulation,
+ *       attention in fp32 (there is no fp16 attention kernel; the run's log says so), and dynamic loss scaling
+ *       ({@link LossScaler}) from {@code initialLossScale}, doubling after {@code lossScaleWindow} clean steps.</li>
  *   <li>fp8 ({@link #fp8(DelayedScaling)}): every block's linear layers (qkv, attproj, fc, fcproj) take FP8
  *       operands with delayed per-tensor scaling, Transformer Engine's hybrid recipe: inputs and weights E4M3,
  *       output gradients E5M2, each tensor of each layer with its own amax history

@@ -1,6 +1,7 @@
 package io.accel4j.train;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.offset;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -18,8 +19,8 @@ import io.accel4j.kernels.GpuOps;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Fp8State;
-import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -29,8 +30,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * The trainer on the GPU ({@link GpuOps}, the model in device memory) with unchanged model code: a few steps give
@@ -73,6 +72,19 @@ class GpuTrainerTest {
     /** A 3-step window, so that amaxes also leave it within the run. */
     private static final DelayedScaling FP8_RECIPE = new DelayedScaling(DelayedScaling.Format.HYBRID, 3, 0,
             DelayedScaling.Algorithm.MAX);
+    /**
+     * The tiny model with head size 64 (C 128, NH 2), which the GPU's bf16 attention takes (64 or 128; the tiny
+     * model's 4 keeps fp32 attention).
+     */
+    private static final GptConfig HS64 = new GptConfig(8, 11, 16, 2, 2, 128);
+    /**
+     * bf16 runs, GPU vs CPU, now with bf16 attention: at T = 7 both backends see one key tile, so they round the
+     * same P, but every bf16 rounding (out, P, dS, the gradients, the matmul operands) of a value that the two fp32
+     * orders put on either side of a rounding boundary moves it by 2⁻⁸: a handful of such flips per step move the
+     * loss by ≲ 1e-4 and a gradient norm by a little more; 1e-3 and 5e-3 (a missing rounding point on one side, or
+     * fp32 attention against bf16, differs by ~1e-2).
+     */
+    private static final double BF16_LOSS_REL = 1e-3, BF16_NORM_REL = 5e-3;
 
     @TempDir
     static Path tmp;
@@ -126,8 +138,14 @@ class GpuTrainerTest {
     /** {@link #train(Ops, Path, Path, int)} with the matmul operands and loss scaling of {@code precision}. */
     private static List<StepMetrics> train(Ops ops, Path resume, Path save, int saveAt, Precision precision)
             throws IOException {
+        return train(ops, TrainerTest.TINY, resume, save, saveAt, precision);
+    }
+
+    /** {@link #train(Ops, Path, Path, int, Precision)} on a model of {@code config}. */
+    private static List<StepMetrics> train(Ops ops, GptConfig config, Path resume, Path save, int saveAt,
+                                           Precision precision) throws IOException {
         List<StepMetrics> steps = new ArrayList<>();
-        try (Gpt2 m = TrainerTest.model(ops, 3, 5);
+        try (Gpt2 m = model(ops, config);
              Trainer t = new Trainer(m, config(precision), trainFile, valFile)) {
             if (resume != null) {
                 t.resume(resume);
@@ -142,36 +160,73 @@ class GpuTrainerTest {
         return steps;
     }
 
+    /** A model of {@code config} for batches of up to 3, initialised from seed 5 (as TrainerTest.model). */
+    private static Gpt2 model(Ops ops, GptConfig config) {
+        Gpt2 m = new Gpt2(config, ops, 3, config.maxT());
+        m.initialise(5);
+        return m;
+    }
+
     @Test
     void aFewStepsGiveTheCpuLosses() throws IOException {
         assertSameSteps(train(cpu, null, null, 0), train(gpu, null, null, 0));
     }
 
     /**
-     * bf16 and fp16 operands (fp16 with loss scaling): the GPU rounds them as the CPU does (cast.cu is bit-identical
-     * to core's casts) and multiplies the same values, so only the fp32 summation order differs, as in fp32.
+     * fp16 operands with loss scaling: the GPU rounds them as the CPU does (cast.cu is bit-identical to core's
+     * casts) and multiplies the same values, so only the fp32 summation order differs, as in fp32; attention stays
+     * fp32 under fp16 ({@link Gpt2#attentionOperands}).
      */
-    @ParameterizedTest
-    @EnumSource(value = DType.class, names = {"BF16", "FP16"})
-    void lowPrecisionOperandsGiveTheCpuLosses(DType operands) throws IOException {
-        Precision p = Precision.of(operands);
+    @Test
+    void fp16OperandsGiveTheCpuLosses() throws IOException {
+        Precision p = Precision.of(DType.FP16);
         assertSameSteps(train(cpu, null, null, 0, p), train(gpu, null, null, 0, p));
     }
 
+    /**
+     * bf16: the matmuls' operands and attention's (GpuOps runs the tensor-core kernel on bf16 copies, CpuOps the
+     * flash kernel with the same rounding points), on a model of head size 64.
+     */
+    @Test
+    void bf16OperandsAndAttentionGiveTheCpuLosses() throws IOException {
+        Precision p = Precision.of(DType.BF16);
+        assertSameSteps(train(cpu, HS64, null, null, 0, p), train(gpu, HS64, null, null, 0, p), BF16_LOSS_REL,
+                BF16_NORM_REL);
+    }
+
+    /**
+     * A head size the bf16 attention kernel lacks (the tiny model's 4) keeps fp32 attention on the GPU, with bf16
+     * matmuls: the run starts and trains, its losses those of the same CPU run with fp32 attention within the bf16
+     * tolerance (a kernel run at the wrong head size would be far off or refused).
+     */
+    @Test
+    void bf16OnATinyHeadSizeKeepsFp32Attention() throws IOException {
+        Precision p = Precision.of(DType.BF16);
+        List<StepMetrics> g = train(gpu, null, null, 0, p);
+        try (Parallel pool = new Parallel(2)) {
+            CpuOps naive = new CpuOps(pool, CpuOps.AttentionKernel.NAIVE); // fp32 attention only, as the GPU here
+            assertSameSteps(train(naive, null, null, 0, p), g, BF16_LOSS_REL, BF16_NORM_REL);
+        }
+    }
+
     private static void assertSameSteps(List<StepMetrics> c, List<StepMetrics> g) {
+        assertSameSteps(c, g, LOSS_REL, NORM_REL);
+    }
+
+    private static void assertSameSteps(List<StepMetrics> c, List<StepMetrics> g, double lossRel, double normRel) {
         assertThat(g).hasSameSizeAs(c);
         for (int i = 0; i < c.size(); i++) {
             StepMetrics a = g.get(i), e = c.get(i);
             assertThat(a.trainLoss()).as("train loss of step %d", i).isCloseTo(e.trainLoss(),
-                    offset(LOSS_REL * e.trainLoss()));
+                    offset(lossRel * e.trainLoss()));
             if (Double.isNaN(e.valLoss())) {
                 assertThat(a.valLoss()).isNaN();
             } else {
                 assertThat(a.valLoss()).as("val loss before step %d", i).isCloseTo(e.valLoss(),
-                        offset(LOSS_REL * e.valLoss()));
+                        offset(lossRel * e.valLoss()));
             }
             assertThat(a.gradNorm()).as("grad norm of step %d", i).isCloseTo(e.gradNorm(),
-                    offset(NORM_REL * e.gradNorm()));
+                    offset(normRel * e.gradNorm()));
         }
         assertThat(c.get(0).valLoss()).as("validation ran").isFinite();
     }

@@ -1,6 +1,7 @@
 package io.accel4j.train;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.offset;
 
 import io.accel4j.collectives.InProcessGroup;
@@ -131,6 +132,28 @@ class MixedPrecisionTest {
         assertThat(fp16[0]).as("fp16 rounds: not the fp32 bits").isNotEqualTo(fp32[0]);
         for (double[] l : new double[][] {fp32, bf16, fp16}) {
             assertThat(meanOfLast(l, 5)).as("the loss falls").isLessThan(l[0] - 0.3);
+        }
+    }
+
+    /**
+     * bf16 runs round attention's operands too ({@link Gpt2#attentionOperands}), fp16 runs keep attention fp32 (no
+     * fp16 attention kernel); a backend without bf16 attention (the naive CPU kernel) keeps fp32 attention with a
+     * warning, and the trainer still starts.
+     */
+    @Test
+    void bf16RoundsAttentionWhereTheBackendCanAndKeepsFp32Elsewhere() throws IOException {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 1)) {
+            assertThat(m.attentionOperands()).isEqualTo(DType.FP32);
+            m.matmulOperands(DType.BF16);
+            assertThat(m.attentionOperands()).isEqualTo(DType.BF16);
+            m.matmulOperands(DType.FP16);
+            assertThat(m.attentionOperands()).isEqualTo(DType.FP32);
+        }
+        try (Gpt2 m = TrainerTest.model(new CpuOps(pool, CpuOps.AttentionKernel.NAIVE), 2, 1);
+             Trainer t = new Trainer(m, base(Precision.of(DType.BF16)).build(), trainFile, null)) {
+            assertThat(m.matmulOperands()).isEqualTo(DType.BF16);
+            assertThat(m.attentionOperands()).isEqualTo(DType.FP32);
+            assertThat(t.trainStep().trainLoss()).isFinite();
         }
     }
 

@@ -295,7 +295,7 @@ public final class TrainCommand implements Callable<Integer> {
             Communicator comm = nccl != null ? nccl : host;
             w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
                     + " data-parallel ranks " + (host instanceof MpiCommunicator ? "under mpirun (Open MPI)"
-                    : "in this process") + (nccl != null ? " over NCCL" : "")) + describe(cfg.precision()));
+                    : "in this process") + (nccl != null ? " over NCCL" : "")) + describe(cfg.precision(), gpt.attentionOperands()));
             w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB%s)%s%n", describe(gpt),
                     gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
                     gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
@@ -496,18 +496,25 @@ public final class TrainCommand implements Callable<Integer> {
         }
     }
 
-    /** ", bf16 matmul operands" or ", fp16 matmul operands, loss scale 65536 (x2 after 1000 clean steps)". */
-    private static String describe(Precision p) {
+    /**
+     * ", bf16 matmul and attention operands" or ", fp16 matmul operands, fp32 attention, loss scale 65536 (x2 after
+     * 1000 clean steps)", given the attention precision the model settled on
+     * ({@link io.accel4j.train.model.Gpt2#attentionOperands}).
+     */
+    private static String describe(Precision p, DType attention) {
         if (p.fp8() != null) {
             return String.format(Locale.ROOT, ", fp8 linear layers (E4M3 x E4M3 forward, E5M2 gradients, fp32 "
                     + "accumulation; delayed scaling: amax history %d, margin %d), fp32 LM head",
                     p.fp8().historyLength(), p.fp8().margin());
         }
         if (!p.scalesLoss()) {
-            return p.operands() == DType.FP32 ? "" : ", " + p.label() + " matmul operands (fp32 accumulation)";
+            return p.operands() == DType.FP32 ? "" : attention == DType.BF16
+                    ? ", bf16 matmul and attention operands (fp32 accumulation)"
+                    : ", bf16 matmul operands (fp32 accumulation), fp32 attention (no bf16 attention for this head "
+                            + "size here)";
         }
-        return String.format(Locale.ROOT, ", fp16 matmul operands (fp32 accumulation), loss scale %.0f (x2 after "
-                + "%d clean steps, /2 and skip on overflow)", p.initialLossScale(), p.lossScaleWindow());
+        return String.format(Locale.ROOT, ", fp16 matmul operands (fp32 accumulation), fp32 attention, loss scale "
+                + "%.0f (x2 after %d clean steps, /2 and skip on overflow)", p.initialLossScale(), p.lossScaleWindow());
     }
 
     /** The config's field names as the flags the user typed. */

@@ -16,6 +16,8 @@ import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.Objects;
 import java.util.function.IntConsumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * GPT-2, forward and backward, as llm.c's {@code train_gpt2.c} computes it, through the kernel contract {@link Ops}
@@ -43,6 +45,8 @@ import java.util.function.IntConsumer;
  */
 public final class Gpt2 implements AutoCloseable {
 
+    private static final Logger LOG = LoggerFactory.getLogger(Gpt2.class);
+
     private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
 
     private final GptConfig config;
@@ -61,6 +65,8 @@ public final class Gpt2 implements AutoCloseable {
     private int T;
     private State state = State.EMPTY;
     private DType operands = DType.FP32;
+    /** Attention's operand precision, from {@link #operands} and what the backend takes ({@link #attentionOperands}). */
+    private DType attentionOperands = DType.FP32;
     /** The blocks' FP8 state, or null: their matmuls then take {@link #operands} too. */
     private Fp8State fp8;
 
@@ -199,10 +205,37 @@ public final class Gpt2 implements AutoCloseable {
     /**
      * Sets the precision every matmul forms its products in, forward and backward (FP32, the default; BF16 or FP16:
      * operands rounded to it, fp32 accumulation — see {@link MatmulOps}). Parameters, gradients and activations stay
-     * fp32.
+     * fp32. Attention follows where the backend can ({@link #attentionOperands}); the backend is asked here, so that
+     * a configuration it cannot run at all is refused before the first step.
+     *
+     * @throws IllegalArgumentException for other operands, or a head size the backend's attention cannot take even
+     *                                  in fp32
      */
     public void matmulOperands(DType operands) {
         this.operands = MatmulOps.checkOperands(operands);
+        int C = config.C(), NH = config.NH();
+        DType attention = operands == DType.BF16 ? DType.BF16 : DType.FP32;
+        if (attention == DType.BF16) {
+            try {
+                ops.checkAttention(DType.BF16, C, NH);
+            } catch (IllegalArgumentException | UnsupportedOperationException e) {
+                attention = DType.FP32;
+                LOG.warn("bf16 matmul operands, but attention keeps fp32 operands: {}", e.getMessage());
+            }
+        }
+        ops.checkAttention(attention, C, NH); // refused here, not at the first step
+        this.attentionOperands = attention;
+    }
+
+    /**
+     * Attention's operand precision ({@link io.accel4j.core.ops.AttentionOps}): BF16 when the matmuls take BF16 and
+     * the backend has a BF16 attention for this head size (the GPU's tensor-core kernel takes 64 and 128; the CPU's
+     * flash kernel any; otherwise attention keeps FP32 and {@link #matmulOperands} logs a warning saying why); FP32
+     * otherwise — fp16 too (the tensor-core attention is bf16 only), and under FP8 the matmul operands are FP32, so
+     * attention stays fp32 there as well.
+     */
+    public DType attentionOperands() {
+        return attentionOperands;
     }
 
     /** The matmuls' operand precision. */
@@ -427,7 +460,7 @@ public final class Gpt2 implements AutoCloseable {
                     BT, C, C);
             MemorySegment dqkv = acts.zeroed(DQKV, BT);
             ops.attentionBackward(dqkv, datty, acts.slice(QKV, l, BT), acts.slice(ATTY, l, BT),
-                    acts.slice(LSE, l, BT), B, T, C, NH);
+                    acts.slice(LSE, l, BT), B, T, C, NH, attentionOperands());
             dln = acts.zeroed(DLN, BT);
             linearBackward(Fp8State.Linear.QKV, l, dln, weights.grad(Param.QKVW, l), weights.grad(Param.QKVB, l),
                     dqkv, acts.slice(LN1, l, BT), weights.param(Param.QKVW, l), BT, C, 3 * C);
@@ -534,7 +567,7 @@ public final class Gpt2 implements AutoCloseable {
                 weights.param(Param.LN1W, l), weights.param(Param.LN1B, l), BT, C);
         linearForward(Fp8State.Linear.QKV, l, qkv, ln1, weights.param(Param.QKVW, l), weights.param(Param.QKVB, l),
                 BT, C, 3 * C);
-        ops.attentionForward(atty, acts.slice(LSE, l, BT), qkv, B, T, C, config.NH());
+        ops.attentionForward(atty, acts.slice(LSE, l, BT), qkv, B, T, C, config.NH(), attentionOperands());
         linearForward(Fp8State.Linear.ATTPROJ, l, attproj, atty, weights.param(Param.ATTPROJW, l),
                 weights.param(Param.ATTPROJB, l), BT, C, C);
         ops.residualForward(residual2, residual, attproj, (long) BT * C);

@@ -226,6 +226,29 @@ public final class ProfilingOps implements Ops {
         record("attentionBackward", t0, 2.5 * attentionFlops(B, T, C), 0);
     }
 
+    @Override
+    public void attentionForward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C,
+                                 int NH, DType operands) {
+        long t0 = System.nanoTime();
+        delegate.attentionForward(out, lse, qkv, B, T, C, NH, operands);
+        record("attentionForward", t0, attentionFlops(B, T, C), 0);
+    }
+
+    @Override
+    public void attentionBackward(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
+                                  MemorySegment lse, int B, int T, int C, int NH, DType operands) {
+        long t0 = System.nanoTime();
+        delegate.attentionBackward(dqkv, dout, qkv, out, lse, B, T, C, NH, operands);
+        record("attentionBackward", t0, 2.5 * attentionFlops(B, T, C), 0);
+    }
+
+    @Override
+    public void checkAttention(DType operands, int C, int NH) {
+        long t0 = System.nanoTime();
+        delegate.checkAttention(operands, C, NH);
+        record("checkAttention", t0, 0, 0);
+    }
+
     /** FlashAttention's count of a causal forward: 4·B·T²·C, halved by the mask. */
     static double attentionFlops(int B, int T, int C) {
         return 4.0 * B * T * T * C / 2;

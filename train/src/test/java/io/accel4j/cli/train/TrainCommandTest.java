@@ -140,7 +140,8 @@ class TrainCommandTest {
         Result r = run(quick(fp16, concat(common, "--precision", "fp16", "--loss-scale", "1099511627776",
                 "--loss-scale-window", "5")));
         assertThat(r.code()).as(r.err()).isZero();
-        assertThat(r.out()).contains("fp16 matmul operands (fp32 accumulation), loss scale 1099511627776 (x2 after 5 "
+        assertThat(r.out()).contains("fp16 matmul operands (fp32 accumulation), fp32 attention, loss scale "
+                + "1099511627776 (x2 after 5 "
                 + "clean steps", "| scale 1099511627776, 1 skipped |",
                 "fp16 loss scaling: 3 of 3 steps skipped for overflow, final loss scale 137438953472");
         List<String> lines = Files.readAllLines(fp16.resolve("metrics.jsonl"));
@@ -150,7 +151,8 @@ class TrainCommandTest {
         Path bf16 = tmp.resolve("bf16");
         r = run(quick(bf16, concat(common, "--precision", "BF16")));
         assertThat(r.code()).as(r.err()).isZero();
-        assertThat(r.out()).contains("bf16 matmul operands (fp32 accumulation)").doesNotContain("loss scal");
+        assertThat(r.out()).contains("bf16 matmul and attention operands (fp32 accumulation)")
+                .doesNotContain("loss scal");
         assertThat(Files.readAllLines(bf16.resolve("metrics.jsonl"))).noneMatch(l -> l.contains("loss_scale"));
     }
 

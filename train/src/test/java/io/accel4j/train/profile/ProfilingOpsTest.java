@@ -96,8 +96,9 @@ class ProfilingOpsTest {
         // fp32, bf16 and fp8 (Fp8Scaling) operands
         assertThat(byName.get("matmulForward").flops()).isEqualTo(3 * 2.0 * 27);
         assertThat(byName.get("matmulBackward").flops()).isEqualTo(3 * 4.0 * 27);
-        assertThat(byName.get("attentionForward").flops()).isEqualTo(4.0 * 3 * 9 * 3 / 2);
-        assertThat(byName.get("attentionBackward").flops()).isEqualTo(2.5 * 4.0 * 3 * 9 * 3 / 2);
+        // attention: fp32 and with an operand precision
+        assertThat(byName.get("attentionForward").flops()).isEqualTo(2 * 4.0 * 3 * 9 * 3 / 2);
+        assertThat(byName.get("attentionBackward").flops()).isEqualTo(2 * 2.5 * 4.0 * 3 * 9 * 3 / 2);
         assertThat(byName.get("adamw").bytes()).isEqualTo(2 * 7.0 * 4 * 5); // one range and a list of one
         assertThat(byName.get("adamwBf16").bytes()).isEqualTo(2 * (7.0 * 4 + 2) * 5);
         assertThat(byName.get("castFromFp32").bytes()).isEqualTo((4.0 + 2) * 5);

@@ -3,6 +3,7 @@ package io.accel4j.cpu.ops;
 import io.accel4j.core.DType;
 import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.AttentionOps;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Casts;
 import io.accel4j.cpu.Check;
@@ -106,11 +107,15 @@ public final class CpuOps implements Ops {
         fp8Matmul.backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, fp8);
     }
 
+    /**
+     * FP32 on either kernel; BF16 ({@link io.accel4j.core.ops.AttentionOps}' rounding points) on the flash kernel
+     * only: the naive one, a baseline, throws {@link UnsupportedOperationException} for it.
+     */
     @Override
     public void attentionForward(MemorySegment out, MemorySegment lse, MemorySegment qkv,
-                                 int B, int T, int C, int NH) {
-        if (attention == AttentionKernel.FLASH) {
-            FlashAttention.forward(pool, out, lse, qkv, B, T, C, NH);
+                                 int B, int T, int C, int NH, DType operands) {
+        if (flash(operands)) {
+            FlashAttention.forward(pool, out, lse, qkv, B, T, C, NH, operands);
         } else {
             NaiveAttention.forward(pool, out, lse, qkv, B, T, C, NH);
         }
@@ -118,12 +123,26 @@ public final class CpuOps implements Ops {
 
     @Override
     public void attentionBackward(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
-                                  MemorySegment lse, int B, int T, int C, int NH) {
-        if (attention == AttentionKernel.FLASH) {
-            FlashAttention.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH);
+                                  MemorySegment lse, int B, int T, int C, int NH, DType operands) {
+        if (flash(operands)) {
+            FlashAttention.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, operands);
         } else {
             NaiveAttention.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH);
         }
+    }
+
+    @Override
+    public void checkAttention(DType operands, int C, int NH) {
+        flash(operands);
+    }
+
+    /** Whether attention with {@code operands} runs on the flash kernel (else the naive one, FP32 only). */
+    private boolean flash(DType operands) {
+        if (AttentionOps.checkOperands(operands) != DType.FP32 && attention == AttentionKernel.NAIVE) {
+            throw new UnsupportedOperationException("the naive attention kernel takes FP32 operands only, got "
+                    + operands + ": use the flash kernel (the default) for " + operands + " attention");
+        }
+        return attention == AttentionKernel.FLASH;
     }
 
     @Override

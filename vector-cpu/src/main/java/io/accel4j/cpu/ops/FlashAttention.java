@@ -1,5 +1,7 @@
 package io.accel4j.cpu.ops;
 
+import io.accel4j.core.DType;
+import io.accel4j.core.ops.AttentionOps;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
 import java.lang.foreign.MemorySegment;
@@ -40,6 +42,14 @@ import java.util.function.IntFunction;
  * is {@link Softmax#exp} (fma only, within 2 ulp). Measured choices: BLOCK 64 (32, 48, 80, 96 were slower),
  * GROUP 4 (1, 2, 8 slower), MR×NR = 4×16 on AVX2 (5×16 with BLOCK 80 no better). Scratch per thread, allocated once per call ({@link #workspaceBytes},
  * {@link #backwardWorkspaceBytes}): tiles, plus in backward the D vector of one head — O(T), never T×T.
+ *
+ * <p><b>BF16 operands</b> ({@link AttentionOps}' rounding points, the methods taking a {@link DType}): the tiles of
+ * q, k, v and dout are rounded to bf16 as they are loaded (q before it is scaled), P is rounded after the running
+ * sum l has taken it and before P·V, out is rounded as it is stored; backward sums D from the rounded dout and out,
+ * computes dS from the unrounded P, then rounds P (for dV) and dS (for dQ, dK); dK and dV are complete after a key
+ * group and are rounded once as they are added, dQ is summed over every group into a head-wide tile ({@code T·hsP}
+ * floats a thread) and rounded once at the end. Rounding is {@link io.accel4j.core.Bf16}'s scalar code, element by
+ * element ({@link Tiles#roundBf16}).
  */
 public final class FlashAttention {
 
@@ -109,21 +119,41 @@ public final class FlashAttention {
 
     /** Scratch bytes {@link #backward} allocates: per worker thread, tiles and one head's D vector (linear in T). */
     public static long backwardWorkspaceBytes(int B, int T, int C, int NH, int threads) {
+        return backwardWorkspaceBytes(B, T, C, NH, threads, DType.FP32);
+    }
+
+    /** {@link #backwardWorkspaceBytes(int, int, int, int, int)} with {@code operands}: BF16 adds a head's dQ. */
+    public static long backwardWorkspaceBytes(int B, int T, int C, int NH, int threads, DType operands) {
         io.accel4j.cpu.Check.positive("threads", threads);
         AttentionArgs.headSize(B, T, C, NH);
+        boolean bf16 = AttentionOps.checkOperands(operands) == DType.BF16;
         Dims d = Dims.of(B, T, C, NH);
-        return AttentionArgs.workers(threads, (long) B * NH) * d.backwardSlotFloats() * Float.BYTES;
+        long slot = d.backwardSlotFloats() + (bf16 ? (long) d.nb() * BLOCK * d.hsP() : 0);
+        return AttentionArgs.workers(threads, (long) B * NH) * slot * Float.BYTES;
     }
 
     /** Writes {@code out (B,T,C)} and {@code lse (B,NH,T)} from {@code qkv (B,T,3C)}. */
     public static void forward(Parallel pool, MemorySegment out, MemorySegment lse, MemorySegment qkv,
                                int B, int T, int C, int NH) {
-        forward(pool, out, lse, qkv, B, T, C, NH, float[]::new);
+        forward(pool, out, lse, qkv, B, T, C, NH, DType.FP32);
+    }
+
+    /** {@link #forward} with products of {@code operands} precision (FP32 or BF16, {@link AttentionOps}). */
+    public static void forward(Parallel pool, MemorySegment out, MemorySegment lse, MemorySegment qkv,
+                               int B, int T, int C, int NH, DType operands) {
+        forward(pool, out, lse, qkv, B, T, C, NH, operands, float[]::new);
     }
 
     /** {@link #forward}, taking every scratch array from {@code scratch} (tests count what it hands out). */
     static void forward(Parallel pool, MemorySegment out, MemorySegment lse, MemorySegment qkv,
                         int B, int T, int C, int NH, IntFunction<float[]> scratch) {
+        forward(pool, out, lse, qkv, B, T, C, NH, DType.FP32, scratch);
+    }
+
+    /** {@link #forward}, with {@code operands}, taking every scratch array from {@code scratch}. */
+    static void forward(Parallel pool, MemorySegment out, MemorySegment lse, MemorySegment qkv,
+                        int B, int T, int C, int NH, DType operands, IntFunction<float[]> scratch) {
+        boolean bf16 = AttentionOps.checkOperands(operands) == DType.BF16;
         AttentionArgs.headSize(B, T, C, NH);
         AttentionArgs.forward(pool, out, lse, qkv, B, T, C, NH);
         Dims d = Dims.of(B, T, C, NH);
@@ -144,7 +174,7 @@ public final class FlashAttention {
             }
             for (int item; (item = next.getAndIncrement()) < items; ) {
                 int g = d.groups() - 1 - item / heads; // the longest rows first
-                forwardGroup(d, out, lse, qkv, item % heads / NH, item % NH, g, s);
+                forwardGroup(d, out, lse, qkv, item % heads / NH, item % NH, g, s, bf16);
             }
         });
     }
@@ -162,7 +192,7 @@ public final class FlashAttention {
      * every query block loaded its own).
      */
     private static void forwardGroup(Dims d, MemorySegment out, MemorySegment lse, MemorySegment qkv,
-                                     int b, int h, int g, ForwardScratch s) {
+                                     int b, int h, int g, ForwardScratch s, boolean bf16) {
         int T = d.T(), C = d.C(), hs = d.hs(), hsP = d.hsP();
         long qkvRow = 3L * C * Float.BYTES;
         long head = ((long) b * T * 3 * C + (long) h * hs) * Float.BYTES;
@@ -171,7 +201,10 @@ public final class FlashAttention {
         for (int i = i0; i < i1; i++) {
             int t0 = i * BLOCK;
             Tiles.loadPanelsT(s.qt()[i - i0], hsP, qkv, head + t0 * qkvRow, qkvRow, Math.min(BLOCK, T - t0), hs,
-                    d.scale());
+                    bf16 ? 1f : d.scale());
+            if (bf16) {
+                Tiles.roundBf16(s.qt()[i - i0], d.scale());                      // scale·bf16(q)
+            }
             Arrays.fill(s.m()[i - i0], Float.NEGATIVE_INFINITY);
             Arrays.fill(s.l()[i - i0], 0f);
             Arrays.fill(s.o()[i - i0], 0f);
@@ -181,6 +214,10 @@ public final class FlashAttention {
             int keys = Math.min(BLOCK, T - j * BLOCK);
             Tiles.loadChunks(k, qkv, kAt, qkvRow, keys, hs, 1f);
             Tiles.loadPanels(v, qkv, kAt + (long) C * Float.BYTES, qkvRow, keys, hs, 1f);
+            if (bf16) {
+                Tiles.roundBf16(k, 1f);
+                Tiles.roundBf16(v, 1f);
+            }
             for (int i = Math.max(j, i0); i < i1; i++) {
                 float[] o = s.o()[i - i0], m = s.m()[i - i0], l = s.l()[i - i0];
                 Arrays.fill(st, 0f);
@@ -193,6 +230,9 @@ public final class FlashAttention {
                 System.arraycopy(m, 0, alpha, 0, BLOCK);
                 Softmax.expShift(alpha, 1, mx, false);                          // alpha = exp(m − m')
                 Softmax.columnSum(st, alpha, l);                                // l = alpha·l + Σ_c P
+                if (bf16) {
+                    Tiles.roundBf16(st, 1f);                                    // bf16(P) for P·V only
+                }
                 System.arraycopy(mx, 0, m, 0, BLOCK);
                 Softmax.scaleRows(o, hsP, alpha);
                 Tiles.mmColA(hsP, BLOCK, st, v, o, hsP);                        // O[r] += Σ_c P[r][c]·v_c
@@ -207,6 +247,9 @@ public final class FlashAttention {
             }
             long outAt = ((long) b * T * C + (long) t0 * C + (long) h * hs) * Float.BYTES;
             Tiles.storeRows(out, outAt, outRow, s.o()[i - i0], hsP, rows, hs, alpha);
+            if (bf16) {
+                Tiles.roundRowsBf16(out, outAt, outRow, rows, hs);
+            }
             long lseAt = ((long) (b * d.NH() + h) * T + t0) * Float.BYTES;
             for (int r = 0; r < rows; r++) {
                 lse.set(Tiles.F32, lseAt + (long) r * Float.BYTES, m[r] + (float) Math.log(l[r]));
@@ -217,13 +260,27 @@ public final class FlashAttention {
     /** {@code dqkv (B,T,3C) +=} the gradient of {@code Σ dout·out}, from the forward's {@code out} and {@code lse}. */
     public static void backward(Parallel pool, MemorySegment dqkv, MemorySegment dout, MemorySegment qkv,
                                 MemorySegment out, MemorySegment lse, int B, int T, int C, int NH) {
-        backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, float[]::new);
+        backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, DType.FP32);
+    }
+
+    /** {@link #backward} with products of {@code operands} precision (FP32 or BF16, {@link AttentionOps}). */
+    public static void backward(Parallel pool, MemorySegment dqkv, MemorySegment dout, MemorySegment qkv,
+                                MemorySegment out, MemorySegment lse, int B, int T, int C, int NH, DType operands) {
+        backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, operands, float[]::new);
     }
 
     /** {@link #backward}, taking every scratch array from {@code scratch}. */
     static void backward(Parallel pool, MemorySegment dqkv, MemorySegment dout, MemorySegment qkv,
                          MemorySegment out, MemorySegment lse, int B, int T, int C, int NH,
                          IntFunction<float[]> scratch) {
+        backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, DType.FP32, scratch);
+    }
+
+    /** {@link #backward}, with {@code operands}, taking every scratch array from {@code scratch}. */
+    static void backward(Parallel pool, MemorySegment dqkv, MemorySegment dout, MemorySegment qkv,
+                         MemorySegment out, MemorySegment lse, int B, int T, int C, int NH, DType operands,
+                         IntFunction<float[]> scratch) {
+        boolean bf16 = AttentionOps.checkOperands(operands) == DType.BF16;
         AttentionArgs.headSize(B, T, C, NH);
         AttentionArgs.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH);
         Dims d = Dims.of(B, T, C, NH);
@@ -234,7 +291,7 @@ public final class FlashAttention {
             BackwardScratch s = new BackwardScratch(new float[n][], new float[n][], new float[n][], new float[n][],
                     new float[n][], scratch.apply(ch), scratch.apply(t), scratch.apply(ch), scratch.apply(t),
                     scratch.apply(t), scratch.apply(bb), scratch.apply(bb), scratch.apply(BLOCK),
-                    scratch.apply(d.nb() * BLOCK));
+                    scratch.apply(d.nb() * BLOCK), bf16 ? scratch.apply(d.nb() * BLOCK * d.hsP()) : null);
             for (int g = 0; g < n; g++) {
                 s.kt()[g] = scratch.apply(t);
                 s.vt()[g] = scratch.apply(t);
@@ -243,7 +300,7 @@ public final class FlashAttention {
                 s.dv()[g] = scratch.apply(t);
             }
             for (int item; (item = next.getAndIncrement()) < heads; ) {
-                backwardHead(d, dqkv, dout, qkv, out, lse, item / NH, item % NH, s);
+                backwardHead(d, dqkv, dout, qkv, out, lse, item / NH, item % NH, s, bf16);
             }
         });
     }
@@ -251,18 +308,20 @@ public final class FlashAttention {
     /**
      * One thread's backward tiles. Per key block of a group: K and V as Bᵀ panels (for S and dP), K as B panels
      * (for dQ), dK, dV. Of the query block in hand: Q and dO as A chunks (for S and dP) and as B panels (for dK
-     * and dV), dQ; the query-major tiles P and dS; the block's lse; D of the whole head.
+     * and dV), dQ; the query-major tiles P and dS; the block's lse; D of the whole head; with BF16 operands the
+     * head's whole dQ (null otherwise), rounded once when complete.
      */
     private record BackwardScratch(float[][] kt, float[][] vt, float[][] k, float[][] dk, float[][] dv, float[] qa,
                                    float[] q, float[] dOa, float[] dO, float[] dq, float[] p, float[] ds,
-                                   float[] lseI, float[] dRow) {}
+                                   float[] lseI, float[] dRow, float[] dqHead) {}
 
     /**
      * One head, key blocks in groups: each query block is loaded once per group and serves every key block of
      * it at or above the diagonal; its dQ is added to dqkv once per group.
      */
     private static void backwardHead(Dims d, MemorySegment dqkv, MemorySegment dout, MemorySegment qkv,
-                                     MemorySegment out, MemorySegment lse, int b, int h, BackwardScratch s) {
+                                     MemorySegment out, MemorySegment lse, int b, int h, BackwardScratch s,
+                                     boolean bf16) {
         int T = d.T(), C = d.C(), hs = d.hs(), hsP = d.hsP(), nb = d.nb();
         long qkvRow = 3L * C * Float.BYTES, outRow = (long) C * Float.BYTES;
         long head = ((long) b * T * 3 * C + (long) h * hs) * Float.BYTES;
@@ -270,7 +329,12 @@ public final class FlashAttention {
         long lseHead = (long) (b * d.NH() + h) * T * Float.BYTES;
         float[] qa = s.qa(), q = s.q(), dOa = s.dOa(), dO = s.dO(), dq = s.dq(), p = s.p(), ds = s.ds();
         float[] lseI = s.lseI(), dRow = s.dRow();
-        Tiles.rowDots(dRow, dout, out, outHead, outRow, T, hs, lseI);           // D_t = dout_t·out_t (lseI: lanes)
+        if (bf16) {
+            Tiles.rowDotsBf16(dRow, dout, out, outHead, outRow, T, hs);         // D_t = bf16(dout_t)·bf16(out_t)
+            Arrays.fill(s.dqHead(), 0f);
+        } else {
+            Tiles.rowDots(dRow, dout, out, outHead, outRow, T, hs, lseI);       // D_t = dout_t·out_t (lseI: lanes)
+        }
         Arrays.fill(dRow, T, nb * BLOCK, 0f);
         for (int j0 = 0; j0 < nb; j0 += d.group()) {
             int j1 = Math.min(nb, j0 + d.group());
@@ -280,16 +344,28 @@ public final class FlashAttention {
                 Tiles.loadPanelsT(s.kt()[j - j0], hsP, qkv, kAt, qkvRow, keys, hs, 1f);
                 Tiles.loadPanelsT(s.vt()[j - j0], hsP, qkv, vAt, qkvRow, keys, hs, 1f);
                 Tiles.loadPanels(s.k()[j - j0], qkv, kAt, qkvRow, keys, hs, 1f);
+                if (bf16) {
+                    Tiles.roundBf16(s.kt()[j - j0], 1f);
+                    Tiles.roundBf16(s.vt()[j - j0], 1f);
+                    Tiles.roundBf16(s.k()[j - j0], 1f);
+                }
                 Arrays.fill(s.dk()[j - j0], 0f);
                 Arrays.fill(s.dv()[j - j0], 0f);
             }
             for (int i = j0; i < nb; i++) {
                 int t0 = i * BLOCK, rows = Math.min(BLOCK, T - t0);
                 long qAt = head + t0 * qkvRow, dAt = outHead + t0 * outRow;
-                Tiles.loadChunks(qa, qkv, qAt, qkvRow, rows, hs, d.scale());
-                Tiles.loadPanels(q, qkv, qAt, qkvRow, rows, hs, d.scale());
+                float qMul = bf16 ? 1f : d.scale();
+                Tiles.loadChunks(qa, qkv, qAt, qkvRow, rows, hs, qMul);
+                Tiles.loadPanels(q, qkv, qAt, qkvRow, rows, hs, qMul);
                 Tiles.loadChunks(dOa, dout, dAt, outRow, rows, hs, 1f);
                 Tiles.loadPanels(dO, dout, dAt, outRow, rows, hs, 1f);
+                if (bf16) {
+                    Tiles.roundBf16(qa, d.scale());                             // scale·bf16(q)
+                    Tiles.roundBf16(q, d.scale());
+                    Tiles.roundBf16(dOa, 1f);
+                    Tiles.roundBf16(dO, 1f);
+                }
                 for (int r = 0; r < BLOCK; r++) {
                     lseI[r] = r < rows ? lse.get(Tiles.F32, lseHead + (long) (t0 + r) * Float.BYTES) : 0f;
                 }
@@ -302,20 +378,40 @@ public final class FlashAttention {
                         Softmax.maskAbove(p, false);
                     }
                     Softmax.expShift(p, BLOCK, lseI, true);                     // P = exp(S − lse)
-                    Tiles.mmColA(hsP, BLOCK, p, dO, dv, hsP);                   // dV[c] += Σ_r P[r][c]·dO_r
                     Arrays.fill(ds, 0f);
                     Tiles.mmChunks(BLOCK, hsP, dOa, s.vt()[j - j0], ds, BLOCK); // dP[r][c] = dO_r·v_c
                     Softmax.softmaxGrad(ds, p, dRow, t0);                       // dS = P∘(dP − D)
+                    if (bf16) {
+                        Tiles.roundBf16(p, 1f);                                 // bf16(P), bf16(dS) for the products
+                        Tiles.roundBf16(ds, 1f);
+                    }
+                    Tiles.mmColA(hsP, BLOCK, p, dO, dv, hsP);                   // dV[c] += Σ_r P[r][c]·dO_r
                     Tiles.mmRowA(hsP, BLOCK, ds, 0, s.k()[j - j0], 0, BLOCK * NR, dq, hsP); // dQ[r] += Σ_c dS·k_c
                     Tiles.mmColA(hsP, BLOCK, ds, q, dk, hsP);                   // dK[c] += Σ_r dS·scale·q_r
                 }
-                Tiles.addRows(dqkv, qAt, qkvRow, dq, hsP, rows, hs, d.scale());
+                if (bf16) {
+                    Tiles.addTile(s.dqHead(), i * BLOCK * hsP, dq);              // the whole dQ first
+                } else {
+                    Tiles.addRows(dqkv, qAt, qkvRow, dq, hsP, rows, hs, d.scale());
+                }
             }
             for (int j = j0; j < j1; j++) {
                 int keys = Math.min(BLOCK, T - j * BLOCK);
                 long kAt = head + j * BLOCK * qkvRow + (long) C * Float.BYTES, vAt = kAt + (long) C * Float.BYTES;
-                Tiles.addRows(dqkv, kAt, qkvRow, s.dk()[j - j0], hsP, keys, hs, 1f);
-                Tiles.addRows(dqkv, vAt, qkvRow, s.dv()[j - j0], hsP, keys, hs, 1f);
+                if (bf16) {
+                    Tiles.addRowsBf16(dqkv, kAt, qkvRow, s.dk()[j - j0], 0, hsP, keys, hs, 1f);
+                    Tiles.addRowsBf16(dqkv, vAt, qkvRow, s.dv()[j - j0], 0, hsP, keys, hs, 1f);
+                } else {
+                    Tiles.addRows(dqkv, kAt, qkvRow, s.dk()[j - j0], hsP, keys, hs, 1f);
+                    Tiles.addRows(dqkv, vAt, qkvRow, s.dv()[j - j0], hsP, keys, hs, 1f);
+                }
+            }
+        }
+        if (bf16) {
+            for (int i = 0; i < nb; i++) {
+                int t0 = i * BLOCK;
+                Tiles.addRowsBf16(dqkv, head + t0 * qkvRow, qkvRow, s.dqHead(), i * BLOCK * hsP, hsP,
+                        Math.min(BLOCK, T - t0), hs, d.scale());
             }
         }
     }

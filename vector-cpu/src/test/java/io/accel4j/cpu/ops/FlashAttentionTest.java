@@ -2,6 +2,7 @@ package io.accel4j.cpu.ops;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.testing.Buffers;
 import java.lang.foreign.Arena;
@@ -88,6 +89,17 @@ class FlashAttentionTest {
             FlashAttention.backward(pool, dqkv2, dout, qkv, out2, lse2, B, T, C, NH);
             assertThat(Buffers.read(out2, B * T * C)).containsExactly(Buffers.read(out, B * T * C));
             assertThat(Buffers.read(dqkv2, B * T * 3 * C)).containsExactly(Buffers.read(dqkv, B * T * 3 * C));
+
+            // BF16 operands: the forward the same tiles, the backward one head's dQ more per thread
+            Counting fwd16 = new Counting();
+            FlashAttention.forward(pool, out2, lse2, qkv, B, T, C, NH, DType.BF16, fwd16);
+            assertThat(fwd16.floats.get()).as("bf16 flash forward scratch").isEqualTo(fwd.floats.get());
+            Counting bwd16 = new Counting();
+            FlashAttention.backward(pool, dqkv2, dout, qkv, out2, lse2, B, T, C, NH, DType.BF16, bwd16);
+            assertThat(bwd16.floats.get() * Float.BYTES).as("bf16 flash backward scratch")
+                    .isEqualTo(FlashAttention.backwardWorkspaceBytes(B, T, C, NH, pool.threads(), DType.BF16))
+                    .isGreaterThan(FlashAttention.backwardWorkspaceBytes(B, T, C, NH, pool.threads()));
+            assertThat(bwd16.largest.get()).as("largest bf16 flash array").isLessThan((long) T * T);
 
             Counting nf = new Counting();
             NaiveAttention.forward(pool, out, lse, qkv, B, T, C, NH, nf);
