@@ -7,6 +7,7 @@ import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.cuda.CublasLtHandle;
 import io.accel4j.cuda.CublasLtMatmul;
 import io.accel4j.cuda.CudaContext;
+import io.accel4j.cuda.CudaException;
 import io.accel4j.cuda.CudaKernel;
 import io.accel4j.cuda.CudaKernel.Dim;
 import io.accel4j.cuda.CudaModule;
@@ -17,10 +18,12 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.function.Function;
 
 /**
@@ -32,6 +35,10 @@ import java.util.function.Function;
  * <p><b>API.</b> {@link #create} (its own PTX modules) or {@link GpuOps}' instance; then
  * <ul>
  *   <li>{@link #forward} / {@link #backward}: {@link MatmulOps}' linear layer with FP32, BF16 or FP16 operands;</li>
+ *   <li>{@link #forwardGelu} / {@link #backwardGelu}: {@link MatmulOps}' MLP matmuls with GELU fused, on cuBLASLt's
+ *       GELU_AUX_BIAS and DGELU_BGRAD epilogues (aux = the fp32 pre-activation, ld a multiple of 8: see
+ *       {@link #geluEpilogueRefusal}); they return false when cuBLASLt has no algorithm, and {@link GpuOps} then
+ *       composes the unfused ops;</li>
  *   <li>{@link #fp8}: {@code out (M,N) (+)= aScaleInv·bScaleInv · a (M,K) · b (N,K)ᵀ} on FP8 codes, optionally
  *       writing {@code max |out|} to a device float;</li>
  *   <li>{@link #castTransposeToFp8}: FP8 codes of an fp32 matrix and of its transpose in one pass, returning its amax
@@ -100,12 +107,12 @@ public final class GpuMatmul implements AutoCloseable {
     static final Dim CAST_TRANSPOSE_BLOCK = Dim.of(32, CAST_BLOCK / 32);
     private static final int CAST_MAX_BLOCKS = 1024;
 
-    private enum Kind { FORWARD, DINP, DWEIGHT, FP8 }
+    private enum Kind { FORWARD, DINP, DWEIGHT, FP8, FORWARD_GELU, DINP_DGELU }
 
     /**
-     * A plan's identity: everything its spec depends on. {@code extra} is the amax address of an FP8 plan,
-     * {@code scaleA} and {@code scaleB} the device addresses of its operands' dequantisation factors (cuBLASLt's A
-     * and B), 0 for the others.
+     * A plan's identity: everything its spec depends on. {@code extra} is the amax address of an FP8 plan, the aux
+     * address of a GELU plan; {@code scaleA} and {@code scaleB} the device addresses of an FP8 plan's operands'
+     * dequantisation factors (cuBLASLt's A and B); 0 where unused.
      */
     private record Key(Kind kind, int m, int n, int k, int typeA, int typeB, int typeD, long bias, long extra,
                        long scaleA, long scaleB, int alignA, int alignB, int alignC, int alignD) {}
@@ -132,6 +139,13 @@ public final class GpuMatmul implements AutoCloseable {
     private final ScratchBuffer fp8Codes;
     /** fp32 zeros (max(N, OC) of the largest call) for {@link #fp8Forward}'s bias broadcast. */
     private final ScratchBuffer zeros;
+    /** The bias gradient DGELU_BGRAD overwrites, before {@link #backwardGelu} adds it to the caller's. */
+    private final ScratchBuffer biasGrad;
+    /**
+     * Fused GELU epilogues cuBLASLt had no algorithm for ({@link #unsupportedKey}: kind, operand type, with or
+     * without a bias): asked once, then refused at once.
+     */
+    private final Set<String> unsupported = new HashSet<>();
     private final Map<Key, CublasLtMatmul> plans = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<Key, CublasLtMatmul> eldest) {
@@ -174,6 +188,7 @@ public final class GpuMatmul implements AutoCloseable {
         this.scratch = ScratchBuffer.of(context);
         this.fp8Codes = ScratchBuffer.of(context);
         this.zeros = ScratchBuffer.zeroed(context);
+        this.biasGrad = ScratchBuffer.of(context);
         this.ownedModules = List.copyOf(ownedModules);
         this.biasKernel = kernels.apply(Kernels.MATMUL_BACKWARD_BIAS);
         this.toBf16 = kernels.apply(Kernels.CAST_F32_TO_BF16);
@@ -241,6 +256,19 @@ public final class GpuMatmul implements AutoCloseable {
      */
     public void backward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                          MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
+        checkBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, operands);
+        Operands r = roundBackward(dout, inp, weight, N, C, OC, operands);
+        int t = cudaType(operands), f32 = cublas_api_h.CUDA_R_32F;
+        CublasLtMatmul dx = plan(new Key(Kind.DINP, C, N, OC, t, t, f32, 0, 0, 0, 0, align(r.w), align(r.g),
+                align(dinp), align(dinp)), GpuMatmul::spec);
+        dx.run(null, r.w.address(), r.g.address(), dinp.address(), dinp.address(), 1f, 1f);
+        weightAndBiasGradients(dweight, dbias, dout, r, N, C, OC, operands);
+    }
+
+    /** {@link #backward}'s size checks (dinp: the input gradient, {@code dpre} for {@link #backwardGelu}). */
+    private static void checkBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias,
+                                      MemorySegment dout, MemorySegment inp, MemorySegment weight, int N, int C,
+                                      int OC, DType operands) {
         MatmulOps.checkOperands(operands);
         GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
         GpuOps.need("dinp", dinp, (long) N * C, 4); GpuOps.need("dweight", dweight, (long) OC * C, 4);
@@ -249,25 +277,164 @@ public final class GpuMatmul implements AutoCloseable {
         if (dbias != null) {
             GpuOps.need("dbias", dbias, OC, 4);
         }
-        MemorySegment w = weight, x = inp, g = dout;
+    }
+
+    /** A backward pass's GEMM operands: weight, inp and dout as given (FP32) or rounded into scratch. */
+    private record Operands(MemorySegment w, MemorySegment x, MemorySegment g) {}
+
+    /** The backward operands of {@code operands} precision (BF16/FP16: queued roundings into {@link #scratch}). */
+    private Operands roundBackward(MemorySegment dout, MemorySegment inp, MemorySegment weight, int N, int C, int OC,
+                                   DType operands) {
+        if (operands == DType.FP32) {
+            return new Operands(weight, inp, dout);
+        }
+        long wAt = 0, xAt = slice((long) OC * C, 2), gAt = xAt + slice((long) N * C, 2);
+        MemorySegment base = scratch.view(gAt + (long) N * OC * 2);
+        return new Operands(round(base, wAt, weight, (long) OC * C, operands),
+                round(base, xAt, inp, (long) N * C, operands), round(base, gAt, dout, (long) N * OC, operands));
+    }
+
+    /** {@code dweight += doutᵀ·inp} (the rounded operands) and {@code dbias += Σ_rows dout} (the fp32 dout). */
+    private void weightAndBiasGradients(MemorySegment dweight, MemorySegment dbias, MemorySegment dout, Operands r,
+                                        int N, int C, int OC, DType operands) {
+        int t = cudaType(operands), f32 = cublas_api_h.CUDA_R_32F;
+        CublasLtMatmul dw = plan(new Key(Kind.DWEIGHT, C, OC, N, t, t, f32, 0, 0, 0, 0, align(r.x), align(r.g),
+                align(dweight), align(dweight)), key -> spec(key).transpose(false, true));
+        dw.run(null, r.x.address(), r.g.address(), dweight.address(), dweight.address(), 1f, 1f);
+        if (dbias != null) {
+            addColumnSums(dbias, dout, N, OC);
+        }
+    }
+
+    /** {@code dst (n) += Σ_rows src (rows, n)}: matmul.cu's deterministic bias-gradient kernel. */
+    private void addColumnSums(MemorySegment dst, MemorySegment src, int rows, int n) {
+        Kernels.MATMUL_BACKWARD_BIAS.launch(biasKernel, Dim.of((n + 31) / 32), BIAS_BLOCK, 0, null, dst, src, rows, n);
+    }
+
+    /**
+     * Why cuBLASLt's GELU epilogues cannot take an aux matrix {@code aux} whose leading dimension is {@code ld} (the
+     * rows of D, column-major): null when they can. The aux leading dimension must be a multiple of 8 (cuBLASLt's
+     * rule for CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD), and the aux pointer is asked to be 16-byte aligned as the
+     * other matrices of a tensor-core GEMM.
+     */
+    static String geluEpilogueRefusal(MemorySegment aux, int ld) {
+        Objects.requireNonNull(aux, "pre");
+        if (ld % 8 != 0) {
+            return "the GELU matrix's leading dimension " + ld + " is not a multiple of 8 (cuBLASLt's aux rule)";
+        }
+        if (aux.address() % 16 != 0) {
+            return "the GELU matrix at 0x" + Long.toHexString(aux.address()) + " is not 16-byte aligned";
+        }
+        return null;
+    }
+
+    /**
+     * {@code pre (N,OC) = inp·weightᵀ + bias}, {@code out = gelu(pre)} ({@link MatmulOps#matmulForwardGelu}) in one
+     * cuBLASLt call with the GELU_AUX_BIAS epilogue (GELU_AUX without a bias): D = out, aux = pre (fp32, D's type;
+     * cuBLASLt stores the GELU input after the bias, column-major OC×N with ld OC, i.e. row-major (N,OC)).
+     * cuBLASLt's GELU is the tanh form, rounded its own way (not bit-identical to gelu.cu).
+     *
+     * @return false, having changed no output, when cuBLASLt has no algorithm for this epilogue with these types
+     *     (remembered: asked once): the caller then composes the unfused ops
+     * @throws IllegalArgumentException for sizes, or when {@link #geluEpilogueRefusal} refuses {@code pre}
+     */
+    public boolean forwardGelu(MemorySegment out, MemorySegment pre, MemorySegment inp, MemorySegment weight,
+                               MemorySegment bias, int N, int C, int OC, DType operands) {
+        MatmulOps.checkOperands(operands);
+        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        GpuOps.need("out", out, (long) N * OC, 4); GpuOps.need("pre", pre, (long) N * OC, 4);
+        GpuOps.need("inp", inp, (long) N * C, 4); GpuOps.need("weight", weight, (long) OC * C, 4);
+        if (bias != null) {
+            GpuOps.need("bias", bias, OC, 4);
+        }
+        refuseAux(pre, OC);
+        MemorySegment w = weight, x = inp;
         if (operands != DType.FP32) {
-            long wAt = 0, xAt = slice((long) OC * C, 2), gAt = xAt + slice((long) N * C, 2);
-            MemorySegment base = scratch.view(gAt + (long) N * OC * 2);
+            long wAt = 0, xAt = slice((long) OC * C, 2);
+            MemorySegment base = scratch.view(xAt + (long) N * C * 2);
             w = round(base, wAt, weight, (long) OC * C, operands);
             x = round(base, xAt, inp, (long) N * C, operands);
-            g = round(base, gAt, dout, (long) N * OC, operands);
         }
-        int t = cudaType(operands), f32 = cublas_api_h.CUDA_R_32F;
-        CublasLtMatmul dx = plan(new Key(Kind.DINP, C, N, OC, t, t, f32, 0, 0, 0, 0, align(w), align(g),
-                align(dinp), align(dinp)), GpuMatmul::spec);
-        dx.run(null, w.address(), g.address(), dinp.address(), dinp.address(), 1f, 1f);
-        CublasLtMatmul dw = plan(new Key(Kind.DWEIGHT, C, OC, N, t, t, f32, 0, 0, 0, 0, align(x), align(g),
-                align(dweight), align(dweight)), key -> spec(key).transpose(false, true));
-        dw.run(null, x.address(), g.address(), dweight.address(), dweight.address(), 1f, 1f);
-        if (dbias != null) {
-            Kernels.MATMUL_BACKWARD_BIAS.launch(biasKernel, Dim.of((OC + 31) / 32), BIAS_BLOCK, 0, null,
-                    dbias, dout, N, OC);
+        long b = bias == null ? 0 : bias.address(), aux = pre.address();
+        int t = cudaType(operands);
+        CublasLtMatmul plan = fusedPlan(new Key(Kind.FORWARD_GELU, OC, N, C, t, t, cublas_api_h.CUDA_R_32F, b, aux, 0, 0,
+                align(w), align(x), align(out), align(out)), key -> {
+            CublasLtMatmul.Spec s = spec(key).transpose(true, false).aux(aux, OC);
+            return b == 0 ? s.epilogue(cublasLt_h.CUBLASLT_EPILOGUE_GELU_AUX)
+                    : s.epilogue(cublasLt_h.CUBLASLT_EPILOGUE_GELU_AUX_BIAS).bias(b, cublas_api_h.CUDA_R_32F);
+        });
+        if (plan == null) {
+            return false;
         }
+        plan.run(null, w.address(), x.address(), out.address(), out.address(), 1f, 0f);
+        return true;
+    }
+
+    /**
+     * {@link MatmulOps#matmulBackwardGelu}: {@code dpre (N,C) = gelu'(pre)·(dout·weight)} with the DGELU epilogue
+     * (beta 0: cuBLASLt scales {@code alpha·A·B + beta·C} as a whole by gelu', so it cannot add to dpre — the
+     * contract writes it), aux = pre (fp32, ld C), and, when {@code dpreBias} is not null, DGELU_BGRAD's bias
+     * gradient {@code Σ_rows dpre}, which cuBLASLt overwrites: it goes to scratch and matmul.cu's bias kernel adds
+     * it into dpreBias (a sum over one row); then dweight and dbias as {@link #backward}.
+     *
+     * @return false, having changed no output, when cuBLASLt has no algorithm for this epilogue (remembered)
+     * @throws IllegalArgumentException for sizes, or when {@link #geluEpilogueRefusal} refuses {@code pre}
+     */
+    public boolean backwardGelu(MemorySegment dpre, MemorySegment dpreBias, MemorySegment dweight, MemorySegment dbias,
+                                MemorySegment dout, MemorySegment inp, MemorySegment pre, MemorySegment weight,
+                                int N, int C, int OC, DType operands) {
+        checkBackward(dpre, dweight, dbias, dout, inp, weight, N, C, OC, operands);
+        GpuOps.need("pre", pre, (long) N * C, 4);
+        if (dpreBias != null) {
+            GpuOps.need("dpreBias", dpreBias, C, 4);
+        }
+        refuseAux(pre, C);
+        Operands r = roundBackward(dout, inp, weight, N, C, OC, operands);
+        long aux = pre.address(), bg = dpreBias == null ? 0 : biasGrad.view((long) C * 4).address();
+        int t = cudaType(operands);
+        CublasLtMatmul dx = fusedPlan(new Key(Kind.DINP_DGELU, C, N, OC, t, t, cublas_api_h.CUDA_R_32F, bg, aux, 0, 0,
+                align(r.w), align(r.g), align(dpre), align(dpre)), key -> {
+            CublasLtMatmul.Spec s = spec(key).aux(aux, C);
+            return bg == 0 ? s.epilogue(cublasLt_h.CUBLASLT_EPILOGUE_DGELU)
+                    : s.epilogue(cublasLt_h.CUBLASLT_EPILOGUE_DGELU_BGRAD).bias(bg, cublas_api_h.CUDA_R_32F);
+        });
+        if (dx == null) {
+            return false;
+        }
+        dx.run(null, r.w.address(), r.g.address(), dpre.address(), dpre.address(), 1f, 0f);
+        if (dpreBias != null) {
+            addColumnSums(dpreBias, biasGrad.view((long) C * 4), 1, C);
+        }
+        weightAndBiasGradients(dweight, dbias, dout, r, N, C, OC, operands);
+        return true;
+    }
+
+    private static void refuseAux(MemorySegment aux, int ld) {
+        String why = geluEpilogueRefusal(aux, ld);
+        if (why != null) {
+            throw new IllegalArgumentException("cuBLASLt's GELU epilogue cannot take this call: " + why);
+        }
+    }
+
+    /** {@link #plan}, or null when cuBLASLt has no algorithm for a fused GELU spec (NOT_SUPPORTED; remembered). */
+    private CublasLtMatmul fusedPlan(Key key, Function<Key, CublasLtMatmul.Spec> spec) {
+        if (unsupported.contains(unsupportedKey(key))) {
+            return null;
+        }
+        try {
+            return plan(key, spec);
+        } catch (CudaException e) {
+            if (e.status() != cublas_api_h.CUBLAS_STATUS_NOT_SUPPORTED) {
+                throw e;
+            }
+            unsupported.add(unsupportedKey(key));
+            return null;
+        }
+    }
+
+    /** What a fused epilogue's support depends on here: the kind, the operand type, whether there is a bias. */
+    private static String unsupportedKey(Key key) {
+        return key.kind() + "/" + key.typeA() + "/" + (key.bias() != 0);
     }
 
     /**
@@ -559,6 +726,7 @@ public final class GpuMatmul implements AutoCloseable {
         fp8Codes.close();
         zeros.close();
         amaxSlots.close();
+        biasGrad.close();
         partials.close();
         fp8Scales.close();
         workspace.close();

@@ -21,9 +21,11 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 
 /**
  * The GPU backend of the kernel contract (PTX from {@code kernels/src/main/cuda}, JIT-compiled by the driver for the
@@ -69,6 +71,8 @@ public final class GpuOps implements Ops, AutoCloseable {
     private final DeviceBuffer partials;
     /** attention_backward_d's D (B,NH,T), grown to the largest call so far. */
     private final ScratchBuffer attentionD;
+    /** The fused GELU matmuls that have said they run unfused ({@link #unfusedGelu}). */
+    private final Set<String> unfusedGeluLogged = new HashSet<>();
     /** The multi-range AdamW's launcher and table; null until the first multi-range call. */
     private AdamWGpu adamwRanges;
     /** The BF16 attention ({@link AttentionBf16Gpu}: its bf16 copies); null until the first BF16 call. */
@@ -593,6 +597,54 @@ public final class GpuOps implements Ops, AutoCloseable {
                                MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
         MatmulOps.checkOperands(operands);
         matmul("matmulBackward").backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, operands);
+    }
+
+    /**
+     * {@link MatmulOps#matmulForwardGelu} in one cuBLASLt GEMM with the GELU_AUX_BIAS epilogue
+     * ({@link GpuMatmul#forwardGelu}). Where cuBLASLt cannot ({@code OC} not a multiple of 8, {@code pre} not 16-byte
+     * aligned, or no algorithm for these types) it composes the unfused ops ({@link Ops}' default), saying so once.
+     */
+    @Override
+    public void matmulForwardGelu(MemorySegment out, MemorySegment pre, MemorySegment inp, MemorySegment weight,
+                                  MemorySegment bias, int N, int C, int OC, DType operands) {
+        MatmulOps.checkOperands(operands);
+        GpuMatmul mm = matmul("matmulForwardGelu");
+        String refusal = GpuMatmul.geluEpilogueRefusal(pre, OC);
+        if (refusal == null && mm.forwardGelu(out, pre, inp, weight, bias, N, C, OC, operands)) {
+            return;
+        }
+        unfusedGelu("matmulForwardGelu", refusal, operands);
+        Ops.super.matmulForwardGelu(out, pre, inp, weight, bias, N, C, OC, operands);
+    }
+
+    /**
+     * {@link MatmulOps#matmulBackwardGelu} with cuBLASLt's DGELU_BGRAD epilogue ({@link GpuMatmul#backwardGelu}:
+     * its bias gradient, which cuBLASLt overwrites, is added to {@code dpreBias} by the bias kernel). Where cuBLASLt
+     * cannot ({@code C} not a multiple of 8, {@code pre} not 16-byte aligned, or no algorithm) it composes the
+     * unfused ops ({@link Ops}' default, with scratch from {@link #memory()}), saying so once.
+     */
+    @Override
+    public void matmulBackwardGelu(MemorySegment dpre, MemorySegment dpreBias, MemorySegment dweight,
+                                   MemorySegment dbias, MemorySegment dout, MemorySegment inp, MemorySegment pre,
+                                   MemorySegment weight, int N, int C, int OC, DType operands) {
+        MatmulOps.checkOperands(operands);
+        GpuMatmul mm = matmul("matmulBackwardGelu");
+        String refusal = GpuMatmul.geluEpilogueRefusal(pre, C);
+        if (refusal == null
+                && mm.backwardGelu(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC, operands)) {
+            return;
+        }
+        unfusedGelu("matmulBackwardGelu", refusal, operands);
+        Ops.super.matmulBackwardGelu(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC, operands);
+    }
+
+    /** One log line per op, the first time it runs unfused, with the reason. */
+    private void unfusedGelu(String op, String refusal, DType operands) {
+        if (unfusedGeluLogged.add(op)) {
+            System.getLogger(GpuOps.class.getName()).log(System.Logger.Level.INFO, op + " runs unfused (matmul, then "
+                    + "GELU): " + (refusal != null ? refusal : "cuBLASLt has no algorithm for its epilogue with "
+                    + operands + " operands"));
+        }
     }
 
     @Override

@@ -1,5 +1,6 @@
 package io.accel4j.kernels;
 
+import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatCode;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -7,7 +8,10 @@ import io.accel4j.core.DType;
 import java.lang.foreign.MemorySegment;
 import org.junit.jupiter.api.Test;
 
-/** {@link GpuMatmul#fp8}'s preconditions, on fake device views (only addresses and sizes are looked at): no GPU. */
+/**
+ * {@link GpuMatmul#fp8}'s preconditions and the GELU epilogues' aux rule, on fake device views (only addresses and
+ * sizes are looked at): no GPU.
+ */
 class GpuMatmulArgsTest {
 
     private static final DType E4 = DType.FP8_E4M3;
@@ -71,5 +75,14 @@ class GpuMatmulArgsTest {
                 .isInstanceOf(IllegalArgumentException.class).hasMessage("amaxOut holds 2 bytes, needs 1 × 4 = 4");
         assertThatThrownBy(() -> check(out, DType.FP32, E4, E4, 1f, 1f, null, 0, 8, 32))
                 .isInstanceOf(IllegalArgumentException.class).hasMessage("M must be >= 1, got 0");
+    }
+
+    @Test
+    void geluEpiloguesTakeAnAuxMatrixWithLdAMultipleOf8AndAligned() {
+        assertThat(GpuMatmul.geluEpilogueRefusal(at(0x10000, 4 * 3 * 1024), 1024)).isNull();
+        assertThat(GpuMatmul.geluEpilogueRefusal(at(0x10000, 4 * 3 * 1020), 1020))
+                .isEqualTo("the GELU matrix's leading dimension 1020 is not a multiple of 8 (cuBLASLt's aux rule)");
+        assertThat(GpuMatmul.geluEpilogueRefusal(at(0x10008, 4 * 3 * 1024), 1024))
+                .isEqualTo("the GELU matrix at 0x10008 is not 16-byte aligned");
     }
 }

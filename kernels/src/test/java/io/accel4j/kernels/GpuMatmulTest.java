@@ -130,6 +130,79 @@ class GpuMatmulTest {
         assertThat(down(gDout).asByteBuffer()).isEqualTo(dout.asByteBuffer());
     }
 
+    // ---- the MLP's fused GELU matmuls through GpuOps
+
+    /**
+     * GELU in cuBLASLt's epilogue: the tanh form, but its own tanh (possibly the hardware tanh.approx.f32, relative
+     * error up to 2⁻¹⁰·⁹⁹), so gelu and gelu' differ from the CPU's by up to ~1e-3 of their argument's scale:
+     * 2e-3·(1 + max|x|) on top of {@link #ROUNDED_TOL}. Applying GELU to the wrong matrix or forgetting the bias
+     * is off by O(1).
+     */
+    private static final double GELU_TOL = 2e-3;
+
+    @ParameterizedTest(name = "{0} hidden={1}")
+    @CsvSource({"FP32,200", "BF16,200", "FP16,200", "BF16,202"}) // 202: not a multiple of 8, composed
+    void fusedGeluMatchesTheCpu(DType operands, int H) {
+        int N = 97, Cm = 131; // fc: (N,Cm) -> (N,H), then the projection's backward (N,Cm) -> (N,H)
+        MemorySegment ln = floats((long) N * Cm, 1, SEED + 10), wfc = floats((long) H * Cm, 0.3f, SEED + 11);
+        MemorySegment bfc = floats(H, 1, SEED + 12), wproj = floats((long) Cm * H, 1, SEED + 13);
+        MemorySegment dres = floats((long) N * Cm, 1, SEED + 14);
+        MemorySegment pDw = floats((long) Cm * H, 1, SEED + 15), pDb = floats(Cm, 1, SEED + 16);
+        MemorySegment pDpb = floats(H, 1, SEED + 17);
+        MemorySegment out = nans((long) N * H), pre = nans((long) N * H);
+        cpu.matmulForwardGelu(out, pre, ln, wfc, bfc, N, Cm, H, operands);
+        MemorySegment gOut = up(nans((long) N * H)), gPre = up(nans((long) N * H));
+        gpu.matmulForwardGelu(gOut, gPre, up(ln), up(wfc), up(bfc), N, Cm, H, operands);
+        assertClose(operands + " pre", down(gPre), pre, (long) N * H);
+        assertWithin(operands + " out", down(gOut), out, (long) N * H, GELU_TOL * (1 + maxAbs(pre, (long) N * H)));
+
+        // backward from the CPU's pre and out, so both sides take gelu' of the same values
+        MemorySegment dpre = nans((long) N * H), dpb = copy(pDpb), dw = copy(pDw), db = copy(pDb);
+        cpu.matmulBackwardGelu(dpre, dpb, dw, db, dres, out, pre, wproj, N, H, Cm, operands);
+        MemorySegment g = arena.allocate(4L * N * H, 16); // dres·wproj: the scale of gelu''s error
+        cpu.matmulBackward(g, arena.allocate(4L * Cm * H, 16), null, dres, out, wproj, N, H, Cm, operands);
+        MemorySegment gDpre = up(nans((long) N * H)), gDpb = up(pDpb), gDw = up(pDw), gDb = up(pDb);
+        for (int rep = 0; rep < 2; rep++) { // the second time with cached plans; dpre is written, not added to
+            if (rep == 1) {
+                gDpb = up(pDpb); gDw = up(pDw); gDb = up(pDb);
+            }
+            gpu.matmulBackwardGelu(gDpre, gDpb, gDw, gDb, up(dres), up(out), up(pre), up(wproj), N, H, Cm, operands);
+            MemorySegment hDpre = down(gDpre);
+            assertWithin(operands + " dpre (run " + rep + ")", hDpre, dpre, (long) N * H,
+                    ROUNDED_TOL + GELU_TOL * (1 + maxAbs(g, (long) N * H)));
+            assertClose(operands + " dweight", down(gDw), dw, (long) Cm * H);
+            assertClose(operands + " dbias", down(gDb), db, Cm);
+            // dpreBias is the start plus the column sums of the GPU's own dpre, up to the order of the additions
+            MemorySegment hDpb = down(gDpb);
+            for (int c = 0; c < H; c++) {
+                double sum = pDpb.getAtIndex(JAVA_FLOAT, c), mass = Math.abs(sum);
+                for (int n = 0; n < N; n++) {
+                    float v = hDpre.getAtIndex(JAVA_FLOAT, (long) n * H + c);
+                    sum += v;
+                    mass += Math.abs(v);
+                }
+                assertThat((double) hDpb.getAtIndex(JAVA_FLOAT, c)).as("%s dpreBias[%d] (seed %d)", operands, c, SEED)
+                        .isCloseTo(sum, org.assertj.core.data.Offset.offset(1e-5 * (1 + mass)));
+            }
+        }
+    }
+
+    private static double maxAbs(MemorySegment s, long n) {
+        double m = 0;
+        for (long i = 0; i < n; i++) {
+            m = Math.max(m, Math.abs(s.getAtIndex(JAVA_FLOAT, i)));
+        }
+        return m;
+    }
+
+    private static void assertWithin(String what, MemorySegment got, MemorySegment ref, long n, double tol) {
+        for (long i = 0; i < n; i++) {
+            float gv = got.getAtIndex(JAVA_FLOAT, i), r = ref.getAtIndex(JAVA_FLOAT, i);
+            assertThat((double) Math.abs(gv - r)).as("%s[%d]: got %s, CPU %s (seed %d)", what, i, gv, r, SEED)
+                    .isLessThanOrEqualTo(tol);
+        }
+    }
+
     // ---- FP8
 
     @ParameterizedTest(name = "{0} x {1} -> {2}")

@@ -85,6 +85,47 @@ public interface MatmulOps {
                         MemorySegment inp, MemorySegment weight, int N, int C, int OC, Fp8Scaling fp8);
 
     /**
+     * The MLP's first linear layer with its GELU fused: {@code pre (N,OC) = inp (N,C)·weightᵀ + bias (OC)} and
+     * {@code out (N,OC) = gelu(pre)}, the tanh GELU of {@link PointwiseOps#geluForward} applied to the fp32
+     * {@code pre}; {@code bias} may be null. Both outputs are written and fp32; backward needs {@code pre}
+     * ({@link #matmulBackwardGelu}), so it is always stored. With BF16/FP16 {@code operands} only the two operands of
+     * the product are rounded (as {@link #matmulForward(MemorySegment, MemorySegment, MemorySegment, MemorySegment,
+     * int, int, int, DType) matmulForward}); the bias add, {@code pre} and the GELU are fp32, so {@code out} is
+     * exactly {@code geluForward} of the {@code pre} written. Same results as {@code matmulForward} into {@code pre}
+     * then {@code geluForward(out, pre)} (a backend may round GELU differently, as its {@code geluForward} does).
+     * {@code out} and {@code pre} must not overlap each other or the inputs. FP8 linear layers have no fused form.
+     * {@link Ops} has a default that composes the unfused ops.
+     */
+    void matmulForwardGelu(MemorySegment out, MemorySegment pre, MemorySegment inp, MemorySegment weight,
+                           MemorySegment bias, int N, int C, int OC, DType operands);
+
+    /**
+     * The MLP's projection backward with the GELU backward of the layer before fused into its input gradient, for a
+     * projection whose input is {@code inp = gelu(pre)} ({@link #matmulForwardGelu}'s {@code out}, or recomputed):
+     * <pre>
+     *   dweight  (OC,C) += doutᵀ·inp            dbias    (OC) += Σ_rows dout      (dbias may be null)
+     *   dpre     (N,C)   = gelu'(pre) ⊙ (dout·weight)                              (<b>written</b>, not added)
+     *   dpreBias (C)    += Σ_rows dpre                                            (dpreBias may be null)
+     * </pre>
+     * {@code dpre} is the gradient of the first linear layer's output, so {@code dpreBias} is that layer's bias
+     * gradient: a caller that passes it here passes a null {@code dbias} to that layer's
+     * {@link #matmulBackward(MemorySegment, MemorySegment, MemorySegment, MemorySegment, MemorySegment,
+     * MemorySegment, int, int, int, DType) matmulBackward} with {@code dout = dpre}, or the sum is added twice.
+     * {@code dpre} is written, unlike every other gradient of this package, because a fused GEMM epilogue applies
+     * gelu' to the product before it stores it (cuBLASLt's DGELU epilogue scales {@code alpha·A·B + beta·C} as a
+     * whole): its old contents are ignored (they may be NaN). With BF16/FP16 {@code operands}, {@code dout},
+     * {@code weight} and {@code inp} are rounded in the two products only; {@code gelu'} is taken of the fp32
+     * {@code pre}, the product with it, {@code dpre} and both bias sums are fp32 ({@code dbias} of the unrounded
+     * {@code dout}, {@code dpreBias} of {@code dpre}). {@code dpre} equals {@code matmulBackward}'s dinp (added to
+     * zeros) followed by {@code geluBackward} into zeros; {@code dpreBias} may sum its rows in another order than
+     * the unfused bias gradient. The gradients must not overlap each other or the inputs. {@link Ops} has a default
+     * that composes the unfused ops.
+     */
+    void matmulBackwardGelu(MemorySegment dpre, MemorySegment dpreBias, MemorySegment dweight, MemorySegment dbias,
+                            MemorySegment dout, MemorySegment inp, MemorySegment pre, MemorySegment weight,
+                            int N, int C, int OC, DType operands);
+
+    /**
      * Checks an operand precision: returns it when it is FP32, BF16 or FP16.
      *
      * @throws IllegalArgumentException for null or any other type

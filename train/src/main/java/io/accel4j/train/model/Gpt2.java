@@ -441,15 +441,11 @@ public final class Gpt2 implements AutoCloseable {
             }
             weights.beginGradients(unit);
             // the MLP: dres is d(residual3) = d(fcproj)
-            MemorySegment dfchGelu = acts.zeroed(DFCH_GELU, BT);
-            linearBackward(Fp8State.Linear.FCPROJ, l, dfchGelu, weights.grad(Param.FCPROJW, l),
-                    weights.grad(Param.FCPROJB, l), dres, acts.slice(FCH_GELU, l, BT),
-                    weights.param(Param.FCPROJW, l), BT, 4 * C, C);
-            MemorySegment dfch = acts.zeroed(DFCH, BT);
-            ops.geluBackward(dfch, acts.slice(FCH, l, BT), dfchGelu, (long) BT * 4 * C);
+            MemorySegment dfch = mlpBackward(l, dres);
             dln = acts.zeroed(DLN, BT);
-            linearBackward(Fp8State.Linear.FC, l, dln, weights.grad(Param.FCW, l), weights.grad(Param.FCB, l), dfch,
-                    acts.slice(LN2, l, BT), weights.param(Param.FCW, l), BT, C, 4 * C);
+            linearBackward(Fp8State.Linear.FC, l, dln, weights.grad(Param.FCW, l),
+                    fp8 == null ? null : weights.grad(Param.FCB, l), dfch, acts.slice(LN2, l, BT),
+                    weights.param(Param.FCW, l), BT, C, 4 * C);
             ops.layernormBackward(dres, weights.grad(Param.LN2W, l), weights.grad(Param.LN2B, l), dln,
                     acts.slice(RESIDUAL2, l, BT), weights.param(Param.LN2W, l), acts.slice(LN2_MEAN, l, BT),
                     acts.slice(LN2_RSTD, l, BT), BT, C);
@@ -573,15 +569,44 @@ public final class Gpt2 implements AutoCloseable {
         ops.residualForward(residual2, residual, attproj, (long) BT * C);
         ops.layernormForward(ln2, acts.slice(LN2_MEAN, l, BT), acts.slice(LN2_RSTD, l, BT), residual2,
                 weights.param(Param.LN2W, l), weights.param(Param.LN2B, l), BT, C);
-        linearForward(Fp8State.Linear.FC, l, fch, ln2, weights.param(Param.FCW, l), weights.param(Param.FCB, l), BT,
-                C, 4 * C);
-        ops.geluForward(fchGelu, fch, (long) BT * 4 * C);
+        if (fp8 == null) { // fch = ln2·Wᵀ + b and fchGelu = gelu(fch) in one GEMM epilogue
+            ops.matmulForwardGelu(fchGelu, fch, ln2, weights.param(Param.FCW, l), weights.param(Param.FCB, l), BT,
+                    C, 4 * C, operands);
+        } else {
+            linearForward(Fp8State.Linear.FC, l, fch, ln2, weights.param(Param.FCW, l), weights.param(Param.FCB, l),
+                    BT, C, 4 * C);
+            ops.geluForward(fchGelu, fch, (long) BT * 4 * C);
+        }
         if (toOutput) {
             MemorySegment fcproj = acts.slice(FCPROJ, l, BT);
             linearForward(Fp8State.Linear.FCPROJ, l, fcproj, fchGelu, weights.param(Param.FCPROJW, l),
                     weights.param(Param.FCPROJB, l), BT, 4 * C, C);
             ops.residualForward(acts.slice(RESIDUAL3, l, BT), residual2, fcproj, (long) BT * C);
         }
+    }
+
+    /**
+     * Block {@code l}'s MLP projection backward through the GELU: returns dfch, d(fc's output), from dres =
+     * d(fcproj's output). Without FP8 one fused call writes dfch = gelu'(fch)·(dres·Wfcproj) and adds the fc bias
+     * gradient Σ_rows dfch (so fc's own backward then gets no dbias); with FP8 the projection's FP8 backward into
+     * dfchGelu, then the GELU backward (fc's backward adds its bias gradient).
+     */
+    private MemorySegment mlpBackward(int l, MemorySegment dres) {
+        int BT = B * T, C = config.C();
+        if (fp8 == null) {
+            MemorySegment dfch = acts.slice(DFCH, BT); // written, not added to
+            ops.matmulBackwardGelu(dfch, weights.grad(Param.FCB, l), weights.grad(Param.FCPROJW, l),
+                    weights.grad(Param.FCPROJB, l), dres, acts.slice(FCH_GELU, l, BT), acts.slice(FCH, l, BT),
+                    weights.param(Param.FCPROJW, l), BT, 4 * C, C, operands);
+            return dfch;
+        }
+        MemorySegment dfchGelu = acts.zeroed(DFCH_GELU, BT);
+        linearBackward(Fp8State.Linear.FCPROJ, l, dfchGelu, weights.grad(Param.FCPROJW, l),
+                weights.grad(Param.FCPROJB, l), dres, acts.slice(FCH_GELU, l, BT), weights.param(Param.FCPROJW, l),
+                BT, 4 * C, C);
+        MemorySegment dfch = acts.zeroed(DFCH, BT);
+        ops.geluBackward(dfch, acts.slice(FCH, l, BT), dfchGelu, (long) BT * 4 * C);
+        return dfch;
     }
 
     /** Block {@code l}'s linear layer {@code which} forward: FP8 with its state when the model has one. */

@@ -22,6 +22,8 @@ import java.util.Objects;
  * {@code Ops} (e.g. {@code Gpt2}) is profiled without changes, like torch.profiler's key averages.
  *
  * <p>Conventions: a matmul forward is {@code 2·N·C·OC} flops, its backward {@code 4·N·C·OC} (dinp and dweight);
+ * the MLP's fused GELU matmuls ({@code matmulForwardGelu}, {@code matmulBackwardGelu}) count the same, under their
+ * own names, so the GELU's time shows inside them;
  * causal attention forward is {@code 4·B·T²·C / 2} flops and backward 2.5× that (FlashAttention's benchmark
  * convention: the causal mask halves the work, backward does five matmuls to forward's two).
  *
@@ -31,6 +33,8 @@ import java.util.Objects;
 public final class ProfilingOps implements Ops {
 
     private static final double F = Float.BYTES;
+    /** The suffix of the fused GELU matmuls' names, which {@link #phaseOf} looks through. */
+    private static final String FUSED_GELU = "Gelu";
 
     /** The totals of one op. */
     public record Entry(String op, long calls, long nanos, double flops, double bytes) {
@@ -79,8 +83,14 @@ public final class ProfilingOps implements Ops {
         return stats.values().stream().mapToLong(s -> s.nanos).sum();
     }
 
-    /** {@code forward} for names ending in Forward, {@code backward} in Backward, {@code optimizer} for adamw*. */
+    /**
+     * {@code forward} for names ending in Forward, {@code backward} in Backward (a fused op's suffix, as in
+     * {@code matmulForwardGelu}, is ignored), {@code optimizer} for adamw*.
+     */
     public static String phaseOf(String op) {
+        if (op.endsWith(FUSED_GELU)) {
+            op = op.substring(0, op.length() - FUSED_GELU.length());
+        }
         if (op.endsWith("Backward")) {
             return "backward";
         } else if (op.endsWith("Forward")) {
@@ -185,6 +195,23 @@ public final class ProfilingOps implements Ops {
         long t0 = System.nanoTime();
         delegate.matmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, operands);
         record("matmulBackward", t0, 4.0 * N * C * OC, 0);
+    }
+
+    @Override
+    public void matmulForwardGelu(MemorySegment out, MemorySegment pre, MemorySegment inp, MemorySegment weight,
+                                  MemorySegment bias, int N, int C, int OC, DType operands) {
+        long t0 = System.nanoTime();
+        delegate.matmulForwardGelu(out, pre, inp, weight, bias, N, C, OC, operands);
+        record("matmulForwardGelu", t0, 2.0 * N * C * OC, 0);
+    }
+
+    @Override
+    public void matmulBackwardGelu(MemorySegment dpre, MemorySegment dpreBias, MemorySegment dweight,
+                                   MemorySegment dbias, MemorySegment dout, MemorySegment inp, MemorySegment pre,
+                                   MemorySegment weight, int N, int C, int OC, DType operands) {
+        long t0 = System.nanoTime();
+        delegate.matmulBackwardGelu(dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC, operands);
+        record("matmulBackwardGelu", t0, 4.0 * N * C * OC, 0);
     }
 
     @Override

@@ -42,9 +42,11 @@ class TrainBenchCommandTest {
         // the kernels are deterministic: the same losses on 1 and 2 threads
         assertThat(rows.get(1)[5]).isEqualTo(rows.get(0)[5]);
         assertThat(rows.get(1)[6]).isEqualTo(rows.get(0)[6]);
-        // every op of the model's step appears, with its call count: 2 layers, 4 matmuls each plus the LM head
-        String mf = r.out().lines().filter(l -> l.startsWith("matmulForward")).findFirst().orElseThrow();
-        assertThat(mf.split("\\s+")[1]).isEqualTo(String.valueOf(3 * (2 * 4 + 1)));
+        // every op of the model's step appears, with its call count: 2 layers, 3 plain matmuls each plus the LM
+        // head, and each layer's MLP fc with its GELU fused
+        assertThat(calls(r.out(), "matmulForward")).isEqualTo(3 * (2 * 3 + 1));
+        assertThat(calls(r.out(), "matmulForwardGelu")).isEqualTo(3 * 2);
+        assertThat(calls(r.out(), "matmulBackwardGelu")).isEqualTo(3 * 2);
     }
 
     @Test
@@ -92,5 +94,11 @@ class TrainBenchCommandTest {
         }
         Result missing = run("bench");
         assertThat(missing.err()).contains("one of gemm, train");
+    }
+
+    /** The call count of the profile's row for {@code op} (the first column after its name). */
+    private static int calls(String out, String op) {
+        String row = out.lines().filter(l -> l.split("\\s+")[0].equals(op)).findFirst().orElseThrow();
+        return Integer.parseInt(row.split("\\s+")[1]);
     }
 }

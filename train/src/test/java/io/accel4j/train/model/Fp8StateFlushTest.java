@@ -92,6 +92,19 @@ class Fp8StateFlushTest {
                                    DType operands) {
             throw new UnsupportedOperationException();
         }
+
+        @Override
+        public void matmulForwardGelu(MemorySegment out, MemorySegment pre, MemorySegment inp, MemorySegment weight,
+                                      MemorySegment bias, int n, int c, int oc, DType operands) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void matmulBackwardGelu(MemorySegment dpre, MemorySegment dpreBias, MemorySegment dweight,
+                                       MemorySegment dbias, MemorySegment dout, MemorySegment inp, MemorySegment pre,
+                                       MemorySegment weight, int n, int c, int oc, DType operands) {
+            throw new UnsupportedOperationException();
+        }
     }
 
     private final SplittableRandom rnd = new SplittableRandom(17);

@@ -111,6 +111,9 @@ class ProfilingOpsTest {
     @Test
     void phasesFollowTheNames() {
         assertThat(ProfilingOps.phaseOf("matmulForward")).isEqualTo("forward");
+        assertThat(ProfilingOps.phaseOf("matmulForwardGelu")).isEqualTo("forward");
+        assertThat(ProfilingOps.phaseOf("matmulBackwardGelu")).isEqualTo("backward");
+        assertThat(ProfilingOps.phaseOf("geluForward")).isEqualTo("forward");
         assertThat(ProfilingOps.phaseOf("classifierForwardBackward")).isEqualTo("backward");
         assertThat(ProfilingOps.phaseOf("adamwBf16")).isEqualTo("optimizer");
         assertThat(ProfilingOps.phaseOf("sumOfSquares")).isEqualTo("other");

@@ -73,7 +73,47 @@ public final class Gemm {
         Objects.requireNonNull(pool, "pool");
         GemmArgs.check(pool.threads(), layout, M, N, K, a, aType, lda, b, bType, ldb, c, cType, ldc, bias);
         GemmArgs.checkOperands(operands);
-        GemmDriver.gemm(pool, layout, M, N, K, alpha * scaleA * scaleB, a, aType, lda, b, bType, ldb,
-                beta, c, cType, ldc, bias, operands);
+        GemmDriver.gemm(pool, layout, M, N, K, a, aType, lda, b, bType, ldb,
+                Epilogue.plain(alpha * scaleA * scaleB, beta, c, cType, ldc, bias), operands);
+    }
+
+    /**
+     * The GEMM with GELU fused into its epilogue, fp32 A, B, C and pre: {@code pre (M×N) = op(A)·op(B) + bias} and
+     * {@code C (M×N) = gelu(pre)}, both written (neither read, so they may hold NaN), gelu exactly as
+     * {@link io.accel4j.cpu.GeluMath}. Products of {@code operands} precision as {@link #gemm(Parallel, Layout, int,
+     * int, int, float, MemorySegment, DType, int, float, MemorySegment, DType, int, float, float, MemorySegment, DType,
+     * int, MemorySegment, DType) gemm}; {@code bias} (N fp32, may be null), pre and C stay fp32. C and pre must not
+     * overlap each other, A, B or bias.
+     */
+    public static void gemmGelu(Parallel pool, Layout layout, int M, int N, int K, MemorySegment a, int lda,
+                                MemorySegment b, int ldb, MemorySegment c, int ldc, MemorySegment pre, int ldpre,
+                                MemorySegment bias, DType operands) {
+        Objects.requireNonNull(pool, "pool");
+        GemmArgs.check(pool.threads(), layout, M, N, K, a, DType.FP32, lda, b, DType.FP32, ldb, c, DType.FP32, ldc,
+                bias);
+        GemmArgs.checkOperands(operands);
+        GemmArgs.checkPre(pool.threads(), true, layout, M, N, K, a, lda, b, ldb, c, ldc, pre, ldpre, bias);
+        GemmDriver.gemm(pool, layout, M, N, K, a, DType.FP32, lda, b, DType.FP32, ldb,
+                Epilogue.gelu(c, ldc, pre, ldpre, bias), operands);
+    }
+
+    /**
+     * The GEMM with the GELU backward fused into its epilogue, fp32 A, B, C and pre: {@code C (M×N) =
+     * gelu'(pre)·(op(A)·op(B))}, written (C is not read, so it may hold NaN; {@code fma(gelu', product, 0)}, the bits
+     * of the element-wise GELU backward into zeros), and, when {@code biasGrad} is not null,
+     * {@code biasGrad (N) += Σ_rows C}: the column sums of every 5 rows (the micro-kernel's MR), each in row order,
+     * added into biasGrad in row order — the same bits for any number of threads, but not those of one plain row-order
+     * sum. Products of {@code operands} precision as {@link #gemmGelu}. C must not overlap A, B, pre or biasGrad;
+     * biasGrad not A, B or pre.
+     */
+    public static void gemmDgelu(Parallel pool, Layout layout, int M, int N, int K, MemorySegment a, int lda,
+                                 MemorySegment b, int ldb, MemorySegment c, int ldc, MemorySegment pre, int ldpre,
+                                 MemorySegment biasGrad, DType operands) {
+        Objects.requireNonNull(pool, "pool");
+        GemmArgs.check(pool.threads(), layout, M, N, K, a, DType.FP32, lda, b, DType.FP32, ldb, c, DType.FP32, ldc,
+                null);
+        GemmArgs.checkOperands(operands);
+        GemmArgs.checkPre(pool.threads(), false, layout, M, N, K, a, lda, b, ldb, c, ldc, pre, ldpre, biasGrad);
+        GemmDriver.gemmDgelu(pool, layout, M, N, K, a, lda, b, ldb, c, ldc, pre, ldpre, biasGrad, operands);
     }
 }

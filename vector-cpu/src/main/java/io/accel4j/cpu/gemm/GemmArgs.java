@@ -56,6 +56,49 @@ final class GemmArgs {
         }
     }
 
+    /**
+     * The checks a fused GELU GEMM adds to {@link #check}: {@code pre}, an fp32 M×N matrix with leading dimension
+     * {@code ldpre}, written ({@code preWritten}: the forward, which must not overlap A, B, C or {@code vector}, the
+     * bias it reads) or read (the backward: it must not overlap C; {@code vector} is the bias gradient it writes, N
+     * floats, which must not overlap A, B, C or pre).
+     */
+    static void checkPre(int threads, boolean preWritten, Layout layout, int M, int N, int K,
+                         MemorySegment a, int lda, MemorySegment b, int ldb, MemorySegment c, int ldc,
+                         MemorySegment pre, int ldpre, MemorySegment vector) {
+        checkOperand("pre", pre, DType.FP32, ldpre, M, N);
+        if (threads > 1) {
+            checkShared("pre", pre, threads);
+        }
+        if (M == 0 || N == 0) {
+            return;
+        }
+        long preBytes = usedBytes(DType.FP32, ldpre, M, N);
+        long aBytes = K == 0 ? 0 : usedBytes(DType.FP32, lda, layout.storedRowsA(M, K), layout.storedColsA(M, K));
+        long bBytes = K == 0 ? 0 : usedBytes(DType.FP32, ldb, layout.storedRowsB(K, N), layout.storedColsB(K, N));
+        checkDisjoint("pre", pre, preBytes, "C", c, usedBytes(DType.FP32, ldc, M, N));
+        if (preWritten) {
+            checkDisjoint("A", a, aBytes, "pre", pre, preBytes);
+            checkDisjoint("B", b, bBytes, "pre", pre, preBytes);
+            if (vector != null) {
+                checkDisjoint("bias", vector, (long) N * Float.BYTES, "pre", pre, preBytes);
+            }
+        } else if (vector != null) {
+            checkAlive("biasGrad", vector);
+            if (vector.byteSize() < (long) N * Float.BYTES) {
+                throw new IllegalArgumentException("biasGrad holds " + vector.byteSize() / Float.BYTES
+                        + " floats, N=" + N + " needed");
+            }
+            if (threads > 1) {
+                checkShared("biasGrad", vector, threads);
+            }
+            long vBytes = (long) N * Float.BYTES;
+            checkDisjoint("A", a, aBytes, "biasGrad", vector, vBytes);
+            checkDisjoint("B", b, bBytes, "biasGrad", vector, vBytes);
+            checkDisjoint("C", c, usedBytes(DType.FP32, ldc, M, N), "biasGrad", vector, vBytes);
+            checkDisjoint("pre", pre, preBytes, "biasGrad", vector, vBytes);
+        }
+    }
+
     /** The operand precision: FP32, BF16 or FP16. */
     static void checkOperands(DType operands) {
         Objects.requireNonNull(operands, "operands");
@@ -101,12 +144,18 @@ final class GemmArgs {
     }
 
     private static void checkDisjoint(String name, MemorySegment s, long sBytes, MemorySegment c, long cBytes) {
-        if (sBytes == 0 || cBytes == 0) {
+        checkDisjoint(name, s, sBytes, "C", c, cBytes);
+    }
+
+    /** {@code out} (an output) must not overlap {@code in}: "OUT overlaps IN: the output must not alias an input". */
+    private static void checkDisjoint(String in, MemorySegment s, long sBytes, String out, MemorySegment o,
+                                      long oBytes) {
+        if (sBytes == 0 || oBytes == 0) {
             return;
         }
         MemorySegment used = s.asSlice(0, sBytes);
-        if (used.asOverlappingSlice(c.asSlice(0, cBytes)).isPresent()) {
-            throw new IllegalArgumentException("C overlaps " + name + ": the output must not alias an input");
+        if (used.asOverlappingSlice(o.asSlice(0, oBytes)).isPresent()) {
+            throw new IllegalArgumentException(out + " overlaps " + in + ": the output must not alias an input");
         }
     }
 }

@@ -28,7 +28,8 @@ import jdk.incubator.vector.VectorSpecies;
  *                                              (acc in column panels of NR: the tiles follow each other in
  *                                               the order the loop visits them, so the kernel reads and writes
  *                                               its accumulator as one sequential stream)
- *         epilogue: C[ic:+mc, jc:+nc] = alpha'·acc + beta·C + bias   (fp32 or bf16 store)
+ *         epilogue: C[ic:+mc, jc:+nc] = alpha'·acc + beta·C + bias   (fp32 or bf16 store; or a fused
+ *                   GELU / dGELU store, {@link Epilogue})
  * </pre>
  * <p>When K ≤ KC (one K block) the A block is packed once per ic and serves every column: it is taller than MC and
  * the columns are swept in sub-blocks whose accumulator stays in L2 ({@link #shallowRows}).
@@ -77,35 +78,34 @@ final class GemmDriver {
         float[] acc = new float[0];
         float[] run = new float[0];
         float[] partials = new float[0];
+        float[] groupSums = new float[0];
 
         float[] ap(int n) { return ap.length >= n ? ap : (ap = new float[n]); }
         float[] bp(int n) { return bp.length >= n ? bp : (bp = new float[n]); }
         float[] acc(int n) { return acc.length >= n ? acc : (acc = new float[n]); }
         float[] run(int n) { return run.length >= n ? run : (run = new float[n]); }
         float[] partials(int n) { return partials.length >= n ? partials : (partials = new float[n]); }
+        float[] groupSums(int n) { return groupSums.length >= n ? groupSums : (groupSums = new float[n]); }
     }
 
     private static final ThreadLocal<Workspace> WORKSPACE = ThreadLocal.withInitial(Workspace::new);
 
     static void gemm(Parallel pool, Layout layout, int M, int N, int K,
-                     float alpha, MemorySegment a, DType aType, int lda,
+                     MemorySegment a, DType aType, int lda,
                      MemorySegment b, DType bType, int ldb,
-                     float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias,
-                     DType operands) {
+                     Epilogue out, DType operands) {
         if (M == 0 || N == 0) {
             return;
         }
         long work = (long) M * N * Math.max(K, 1);
         int threads = work < PARALLEL_THRESHOLD ? 1 : pool.threads();
         if (splitsK(M, N, K)) {
-            splitK(pool, threads, layout, M, N, K, alpha, a, aType, lda, b, bType, ldb, beta, c, cType, ldc, bias,
-                    operands);
+            splitK(pool, threads, layout, M, N, K, a, aType, lda, b, bType, ldb, out, operands);
             return;
         }
         int rowTiles = (M + MR - 1) / MR;
         if (threads > 1 && rowTiles < MIN_TILES_PER_THREAD * threads) {
-            splitColumns(pool, threads, layout, M, N, K, alpha, a, aType, lda, b, bType, ldb, beta, c, cType, ldc,
-                    bias, operands);
+            splitColumns(pool, threads, layout, M, N, K, a, aType, lda, b, bType, ldb, out, operands);
             return;
         }
         // Threads share one packed B block (each packs some of its panels), then compute rows, a block of A per task.
@@ -128,8 +128,34 @@ final class GemmDriver {
             forEach(pool, threads, tasks, t -> {
                 int m0 = share(rowTiles, tasks, t) * MR;
                 int m1 = Math.min(M, share(rowTiles, tasks, t + 1) * MR);
-                rows(layout, m0, m1, j0, nc, K, alpha, a, aType, lda, bp, beta, c, cType, ldc, bias, operands);
+                rows(layout, m0, m1, j0, nc, K, a, aType, lda, bp, out, operands);
             });
+        }
+    }
+
+    /** Columns of the bias gradient one task of {@link #gemmDgelu}'s final sum adds (a multiple of every V). */
+    static final int BIAS_COLUMNS = 128;
+
+    /**
+     * {@code C = gelu'(pre)·(op(A)·op(B))} with fp32 A and B, and {@code biasGrad (N) += Σ_rows C} when biasGrad is
+     * not null: the GEMM's epilogue ({@link Epilogue#dgelu}) leaves column sums of every MR rows in the calling
+     * thread's workspace, which are then added into biasGrad in row order, tasks of {@link #BIAS_COLUMNS} columns.
+     */
+    static void gemmDgelu(Parallel pool, Layout layout, int M, int N, int K, MemorySegment a, int lda,
+                          MemorySegment b, int ldb, MemorySegment c, int ldc, MemorySegment pre, int ldpre,
+                          MemorySegment biasGrad, DType operands) {
+        if (M == 0 || N == 0) {
+            return;
+        }
+        // the caller's: the other threads fill it while it waits in forEach
+        float[] groupSums = biasGrad == null ? null : WORKSPACE.get().groupSums((M + MR - 1) / MR * N);
+        gemm(pool, layout, M, N, K, a, DType.FP32, lda, b, DType.FP32, ldb,
+                Epilogue.dgelu(c, ldc, pre, ldpre, groupSums, N), operands);
+        if (biasGrad != null) {
+            int tasks = (N + BIAS_COLUMNS - 1) / BIAS_COLUMNS;
+            int threads = (long) M * N < PARALLEL_THRESHOLD ? 1 : pool.threads();
+            forEach(pool, threads, tasks, t -> Epilogue.addGroupSums(groupSums, N, M, biasGrad, t * BIAS_COLUMNS,
+                    Math.min(N, (t + 1) * BIAS_COLUMNS)));
         }
     }
 
@@ -147,10 +173,9 @@ final class GemmDriver {
 
     /** Too few rows to share: each task takes whole tiles of columns and packs its own B. */
     private static void splitColumns(Parallel pool, int threads, Layout layout, int M, int N, int K,
-                                     float alpha, MemorySegment a, DType aType, int lda,
+                                     MemorySegment a, DType aType, int lda,
                                      MemorySegment b, DType bType, int ldb,
-                                     float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias,
-                                     DType operands) {
+                                     Epilogue out, DType operands) {
         int colTiles = (N + NR - 1) / NR;
         int tasks = Math.min(threads, colTiles);
         pool.forEach(tasks, t -> {
@@ -163,7 +188,7 @@ final class GemmDriver {
                 int nc = Math.min(ncMax, n1 - jc);
                 Packing.packB(layout.transB(), b, bType, ldb, K, KC, jc, nc, bp, roundUp(nc, NR), 0,
                         ws.run(runLength(K, ncMax)), operands);
-                rows(layout, 0, M, jc, nc, K, alpha, a, aType, lda, bp, beta, c, cType, ldc, bias, operands);
+                rows(layout, 0, M, jc, nc, K, a, aType, lda, bp, out, operands);
             }
         });
     }
@@ -173,11 +198,9 @@ final class GemmDriver {
      * its own blocks of A, runs the micro-kernel over them, and writes C through the epilogue.
      */
     private static void rows(Layout layout, int m0, int m1, int jc, int nc, int K,
-                             float alpha, MemorySegment a, DType aType, int lda, float[] bp,
-                             float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias,
-                             DType operands) {
+                             MemorySegment a, DType aType, int lda, float[] bp, Epilogue out, DType operands) {
         if (K <= KC) {
-            shallowRows(layout, m0, m1, jc, nc, K, alpha, a, aType, lda, bp, beta, c, cType, ldc, bias, operands);
+            shallowRows(layout, m0, m1, jc, nc, K, a, aType, lda, bp, out, operands);
             return;
         }
         Workspace ws = WORKSPACE.get();
@@ -186,7 +209,7 @@ final class GemmDriver {
         for (int ic = m0; ic < m1; ic += MC) {
             int mc = Math.min(MC, m1 - ic);
             product(layout.transA(), a, aType, lda, ic, mc, K, bp, ncPad, acc, 0, ws, operands);
-            Epilogue.store(acc, 0, roundUp(mc, MR) * NR, mc, nc, alpha, beta, c, cType, ldc, ic, jc, bias);
+            out.store(acc, 0, roundUp(mc, MR) * NR, mc, nc, ic, jc);
         }
     }
 
@@ -198,8 +221,7 @@ final class GemmDriver {
      * as wide as the B block. One K block: each element is the same fma chain as in {@link #product}.
      */
     private static void shallowRows(Layout layout, int m0, int m1, int jc, int nc, int K,
-                                    float alpha, MemorySegment a, DType aType, int lda, float[] bp,
-                                    float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias,
+                                    MemorySegment a, DType aType, int lda, float[] bp, Epilogue out,
                                     DType operands) {
         Workspace ws = WORKSPACE.get();
         int mcMax = shallowBlockRows(K);
@@ -221,7 +243,7 @@ final class GemmDriver {
                         MicroKernel.tile(K, ap, ir * K, bp, bOff, acc, jr * mcPad + ir * NR, NR);
                     }
                 }
-                Epilogue.store(acc, 0, mcPad * NR, mc, ns, alpha, beta, c, cType, ldc, ic, jc + js, bias);
+                out.store(acc, 0, mcPad * NR, mc, ns, ic, jc + js);
             }
         }
     }
@@ -294,10 +316,9 @@ final class GemmDriver {
      * the result does not depend on the thread count (it does differ in rounding from the unsplit product).
      */
     private static void splitK(Parallel pool, int threads, Layout layout, int M, int N, int K,
-                               float alpha, MemorySegment a, DType aType, int lda,
+                               MemorySegment a, DType aType, int lda,
                                MemorySegment b, DType bType, int ldb,
-                               float beta, MemorySegment c, DType cType, int ldc, MemorySegment bias,
-                               DType operands) {
+                               Epilogue out, DType operands) {
         int chunks = (K + K_CHUNK - 1) / K_CHUNK;
         int ncPad = roundUp(N, NR);
         int mPad = roundUp(M, MR);
@@ -329,8 +350,7 @@ final class GemmDriver {
             }
             for (int ic = m0; ic < m1; ic += MC) {
                 int mc = Math.min(MC, m1 - ic);
-                Epilogue.store(partials, ic * ncPad, roundUp(mc, MR) * NR, mc, N, alpha, beta, c, cType, ldc, ic, 0,
-                        bias);
+                out.store(partials, ic * ncPad, roundUp(mc, MR) * NR, mc, N, ic, 0);
             }
         });
     }

@@ -96,6 +96,19 @@ public final class CpuOps implements Ops {
     }
 
     @Override
+    public void matmulForwardGelu(MemorySegment out, MemorySegment pre, MemorySegment inp, MemorySegment weight,
+                                  MemorySegment bias, int N, int C, int OC, DType operands) {
+        Matmul.forwardGelu(pool, out, pre, inp, weight, bias, N, C, OC, operands);
+    }
+
+    @Override
+    public void matmulBackwardGelu(MemorySegment dpre, MemorySegment dpreBias, MemorySegment dweight,
+                                   MemorySegment dbias, MemorySegment dout, MemorySegment inp, MemorySegment pre,
+                                   MemorySegment weight, int N, int C, int OC, DType operands) {
+        Matmul.backwardGelu(pool, dpre, dpreBias, dweight, dbias, dout, inp, pre, weight, N, C, OC, operands);
+    }
+
+    @Override
     public void matmulForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
                               int N, int C, int OC, Fp8Scaling fp8) {
         fp8Matmul.forward(out, inp, weight, bias, N, C, OC, fp8);

@@ -9,6 +9,7 @@ import io.accel4j.cpu.gemm.Layout;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
+import java.util.Objects;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.VectorSpecies;
 
@@ -71,6 +72,47 @@ public final class Matmul {
                 1f, dinp, DType.FP32, C, null, operands);
         Gemm.gemm(pool, Layout.TN, OC, C, N, 1f, dout, DType.FP32, OC, 1f, inp, DType.FP32, C, 1f,
                 1f, dweight, DType.FP32, C, null, operands);
+        biasBackward(pool, dbias, dout, N, OC);
+    }
+
+    /**
+     * {@code pre (N,OC) = inp·weightᵀ + bias}, {@code out (N,OC) = gelu(pre)} ({@link io.accel4j.core.ops.MatmulOps#
+     * matmulForwardGelu}): the forward's GEMM with GELU in its epilogue ({@link Gemm#gemmGelu}), the bits of
+     * {@link #forward} into pre then {@link Gelu#forward}.
+     */
+    public static void forwardGelu(Parallel pool, MemorySegment out, MemorySegment pre, MemorySegment inp,
+                                   MemorySegment weight, MemorySegment bias, int N, int C, int OC, DType operands) {
+        checkSizes(N, C, OC);
+        Gemm.gemmGelu(pool, Layout.NT, N, OC, C, inp, C, weight, C, out, OC, pre, OC, bias, operands);
+    }
+
+    /**
+     * The projection backward of {@code inp = gelu(pre)} with the GELU backward fused
+     * ({@link io.accel4j.core.ops.MatmulOps#matmulBackwardGelu}): {@code dpre (N,C) = gelu'(pre)·(dout·weight)}
+     * (written) with {@code dpreBias (C) += Σ_rows dpre} in the same GEMM's epilogue ({@link Gemm#gemmDgelu}: the bits
+     * of {@link #backward}'s dinp into zeros then {@link Gelu#backward} into zeros; dpreBias summed per 5 rows, then
+     * those sums in row order), {@code dweight += doutᵀ·inp} and {@code dbias += Σ_rows dout} as {@link #backward}.
+     * dpreBias and dbias may be null.
+     */
+    public static void backwardGelu(Parallel pool, MemorySegment dpre, MemorySegment dpreBias, MemorySegment dweight,
+                                    MemorySegment dbias, MemorySegment dout, MemorySegment inp, MemorySegment pre,
+                                    MemorySegment weight, int N, int C, int OC, DType operands) {
+        checkSizes(N, C, OC);
+        checkBias(pool, dbias, dout, N, OC);
+        Gemm.gemmDgelu(pool, Layout.NN, N, C, OC, dout, OC, weight, C, dpre, C, pre, C, dpreBias, operands);
+        Gemm.gemm(pool, Layout.TN, OC, C, N, 1f, dout, DType.FP32, OC, 1f, inp, DType.FP32, C, 1f,
+                1f, dweight, DType.FP32, C, null, operands);
+        biasBackward(pool, dbias, dout, N, OC);
+    }
+
+    /**
+     * {@code dbias (OC) += Σ_rows dout (N,OC)} alone: the bias gradient {@link #backward} adds (for a caller that
+     * times the unfused MLP, e.g. the fused GELU matmuls' benchmark).
+     */
+    public static void biasGradient(Parallel pool, MemorySegment dbias, MemorySegment dout, int N, int OC) {
+        checkSizes(N, 1, OC);
+        Objects.requireNonNull(dbias, "dbias");
+        checkBias(pool, dbias, dout, N, OC);
         biasBackward(pool, dbias, dout, N, OC);
     }
 

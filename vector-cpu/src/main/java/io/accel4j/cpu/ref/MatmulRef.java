@@ -1,6 +1,7 @@
 package io.accel4j.cpu.ref;
 
 import io.accel4j.core.DType;
+import java.util.Arrays;
 
 /**
  * The linear layer in plain float64 loops: the truth {@link io.accel4j.cpu.ops.Matmul} is checked against. The
@@ -56,6 +57,37 @@ public final class MatmulRef {
             for (int n = 0; n < N; n++) {
                 for (int o = 0; o < OC; o++) {
                     dbias[o] += dout[n * OC + o];
+                }
+            }
+        }
+    }
+
+    /**
+     * {@code pre = inp·weightᵀ + bias} and {@code out = gelu(pre)} ({@link io.accel4j.core.ops.MatmulOps#
+     * matmulForwardGelu}): {@link #forward} with {@code operands}, then {@link GeluRef#forward}, all in float64.
+     */
+    public static void forwardGelu(double[] out, double[] pre, double[] inp, double[] weight, double[] bias,
+                                   int N, int C, int OC, DType operands) {
+        forward(pre, inp, weight, bias, N, C, OC, operands);
+        GeluRef.forward(out, pre, N * OC);
+    }
+
+    /**
+     * {@link io.accel4j.core.ops.MatmulOps#matmulBackwardGelu}: {@code dweight += doutᵀ·inp}, {@code dbias += Σ dout}
+     * (may be null), {@code dpre = gelu'(pre)·(dout·weight)} (written), {@code dpreBias += Σ_rows dpre} (may be
+     * null); {@link #backward} with {@code operands} and {@link GeluRef#backward}, all in float64.
+     */
+    public static void backwardGelu(double[] dpre, double[] dpreBias, double[] dweight, double[] dbias,
+                                    double[] dout, double[] inp, double[] pre, double[] weight, int N, int C, int OC,
+                                    DType operands) {
+        double[] g = new double[N * C];
+        backward(g, dweight, dbias, dout, inp, weight, N, C, OC, operands);
+        Arrays.fill(dpre, 0, N * C, 0);
+        GeluRef.backward(dpre, pre, g, N * C);
+        if (dpreBias != null) {
+            for (int n = 0; n < N; n++) {
+                for (int c = 0; c < C; c++) {
+                    dpreBias[c] += dpre[n * C + c];
                 }
             }
         }
