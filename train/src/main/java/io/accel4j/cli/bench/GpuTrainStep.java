@@ -14,7 +14,7 @@ import picocli.CommandLine;
  * The GPU check's training figure ({@code scripts/gpu-check.sh run}): whole GPT-2 training steps on the GPU — the
  * 124M model ({@code gpt2}), B·T = {@value #BATCH}×{@value #SEQ}, {@value #WARMUP} untimed steps then
  * {@value #STEPS} timed, each ended by a copy back from the device — timed by {@code accel4j bench train --device
- * cuda} ({@link TrainBenchCommand}) once per matmul operand precision, fp32 then bf16: ms/step and tokens/s. Extra
+ * cuda} ({@link TrainBenchCommand}) once per matmul operand precision, fp32, bf16 then fp8: ms/step and tokens/s. Extra
  * arguments are passed on and override these ({@code --steps 20}, {@code --batch 8}).
  *
  * <p>Exit codes, as {@code GpuBench}'s: 0 every precision ran, 1 one failed (its error line is printed and the
@@ -27,7 +27,7 @@ public final class GpuTrainStep {
     static final int WARMUP = 2;
     static final int STEPS = 10;
     /** The precisions timed, in order. */
-    static final List<String> PRECISIONS = List.of("fp32", "bf16");
+    static final List<String> PRECISIONS = List.of("fp32", "bf16", "fp8");
     static final int EXIT_OK = 0;
     static final int EXIT_FAILED = 1;
     static final int EXIT_NO_GPU = 3;
