@@ -29,7 +29,8 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * Causal self-attention, fp32, B = 1, head size 64: {@link FlashAttention} (FlashAttention-2 tiles, no T×T
  * scores) against {@link NaiveAttention} (the baseline: llm.c's algorithm, T×T scores per head), forward alone
- * and forward + backward, on 1 and 2 threads. {@code shape} is T with NH = 4 heads, or {@code TxNH}.
+ * and forward + backward, on 1 and 2 threads; and the flash kernel with BF16 operands (the rounding of
+ * {@link io.accel4j.core.ops.AttentionOps}' BF16 mode) against the fp32 flash kernel. {@code shape} is T with NH = 4 heads, or {@code TxNH}.
  *
  * <p>Score: calls per second. FLOPs per call, counting only the products (exp, max and sums are free):
  * forward {@code 4·B·NH·T²·hs / 2} (Q·Kᵀ and P·V, each 2·T²·hs per head, halved by the causal mask); backward
@@ -115,6 +116,8 @@ public class AttentionBench {
             case "flashForward" -> Work.flops(forward, "naiveForward");
             case "naiveForwardBackward" -> Work.flops(3.5 * forward, null);
             case "flashForwardBackward" -> Work.flops(3.5 * forward, "naiveForwardBackward");
+            case "flashBf16Forward" -> Work.flops(forward, "flashForward");
+            case "flashBf16ForwardBackward" -> Work.flops(3.5 * forward, "flashForwardBackward");
             case "gemm" -> Work.flops(2 * NH * T * T * HEAD_SIZE, null);
             default -> throw new IllegalArgumentException("unknown method " + method);
         };
@@ -150,5 +153,18 @@ public class AttentionBench {
     public void flashForwardBackward() {
         FlashAttention.forward(pool, out, lse, qkv, B, T, C, NH);
         FlashAttention.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    }
+
+    /** {@link #flashForward} with BF16 operands ({@code --precision bf16}'s attention), beside the fp32 flash. */
+    @Benchmark
+    public void flashBf16Forward() {
+        FlashAttention.forward(pool, out, lse, qkv, B, T, C, NH, DType.BF16);
+    }
+
+    /** {@link #flashForwardBackward} with BF16 operands, beside the fp32 flash. */
+    @Benchmark
+    public void flashBf16ForwardBackward() {
+        FlashAttention.forward(pool, out, lse, qkv, B, T, C, NH, DType.BF16);
+        FlashAttention.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, DType.BF16);
     }
 }
