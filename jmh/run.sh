@@ -22,7 +22,7 @@ ROOT=$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 suite=${1-}
 case "$suite" in
   gemm) regex='io\.accel4j\.jmh\.Gemm' ;;
-  kernels) regex='io\.accel4j\.jmh\.(Attention|AdamW|LayerNorm|Gelu|Residual|Encoder|Classifier|Reductions|AllReduce)Bench' ;;
+  kernels) regex='io\.accel4j\.jmh\.(Attention|AdamW|LayerNorm|Gelu|MlpGelu|Residual|Encoder|Classifier|Reductions|AllReduce)Bench' ;;
   all) regex='io\.accel4j\.jmh\.' ;;
   *) echo "usage: jmh/run.sh gemm|kernels|all [JMH arguments…]" >&2; exit 2 ;;
 esac
