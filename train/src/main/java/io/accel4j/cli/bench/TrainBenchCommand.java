@@ -1,7 +1,7 @@
 package io.accel4j.cli.bench;
 
 import io.accel4j.cli.train.Backend;
-import io.accel4j.cli.train.TrainCommand;
+import io.accel4j.cli.train.PrecisionOptions;
 import io.accel4j.core.DType;
 import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.AdamWConfig;
@@ -96,7 +96,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
     long seed;
 
     @Option(names = "--precision", paramLabel = "fp32|bf16|fp16|fp8", defaultValue = "fp32",
-            converter = TrainCommand.Precisions.class, description = "Matmul operand precision, fp32 accumulation "
+            converter = PrecisionOptions.Precisions.class, description = "Matmul operand precision, fp32 accumulation "
             + "(fp16: the rounding only, no loss scaling; fp8: the blocks' linear layers in FP8 with delayed scaling, "
             + "Transformer Engine's defaults, the LM head fp32) (default: ${DEFAULT-VALUE}).")
     DType precision;
@@ -121,7 +121,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         out.printf(Locale.ROOT, "training step of %s %s: B=%d, T=%d, AdamW lr %s (0.9, 0.999, 1e-8), weight decay 0;"
                         + " %s matmul operands; %s; %d untimed + %d timed steps%n", model, config, batch, seq, lr,
-                TrainCommand.Precisions.label(precision), gpu ? "CUDA" : Simd.describe(), warmup, steps);
+                PrecisionOptions.Precisions.label(precision), gpu ? "CUDA" : Simd.describe(), warmup, steps);
         out.println();
         Table table = new Table(out,
                 new String[] {"threads", "median ms", "best ms", "tokens/s", "best tok/s", "loss first", "loss last"},
@@ -167,7 +167,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
         try (Arena arena = Arena.ofShared(); Gpt2 gpt = new Gpt2(config, ops, B, T);
              DeviceArena states = gpt.memory().arena()) {
             gpt.initialise(seed);
-            boolean fp8 = precision == TrainCommand.Precisions.FP8;
+            boolean fp8 = precision == PrecisionOptions.Precisions.FP8;
             gpt.matmulOperands(fp8 ? DType.FP32 : precision);
             gpt.fp8(fp8 ? new Fp8State(DelayedScaling.defaults(), config.L(), gpt.ops()) : null);
             DeviceMemory memory = gpt.memory();
