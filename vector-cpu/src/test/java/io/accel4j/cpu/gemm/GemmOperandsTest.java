@@ -9,11 +9,11 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * GEMM with bf16/fp16 operands: rounding while packing must give, bit for bit, what the fp32 GEMM gives on inputs
@@ -25,20 +25,8 @@ class GemmOperandsTest {
 
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     @ParameterizedTest(name = "{0} {1} M={2} N={3} K={4}")
     @CsvSource({
@@ -57,9 +45,9 @@ class GemmOperandsTest {
             MemorySegment sa = segment(arena, a), sb = segment(arena, b), sBias = segment(arena, bias);
             MemorySegment ra = segment(arena, rounded(a, operands)), rb = segment(arena, rounded(b, operands));
             MemorySegment expected = arena.allocate((long) M * N * Float.BYTES);
-            Gemm.gemm(pool1, layout, M, N, K, 0.75f, ra, DType.FP32, layout.storedColsA(M, K), 1f,
+            Gemm.gemm(POOLS.one(), layout, M, N, K, 0.75f, ra, DType.FP32, layout.storedColsA(M, K), 1f,
                     rb, DType.FP32, layout.storedColsB(K, N), 1f, 0f, expected, DType.FP32, N, sBias);
-            for (Parallel pool : new Parallel[] {pool1, pool3}) {
+            for (Parallel pool : new Parallel[] {POOLS.one(), POOLS.three()}) {
                 MemorySegment c = poisoned(arena, (long) M * N);
                 Gemm.gemm(pool, layout, M, N, K, 0.75f, sa, DType.FP32, layout.storedColsA(M, K), 1f,
                         sb, DType.FP32, layout.storedColsB(K, N), 1f, 0f, c, DType.FP32, N, sBias, operands);
@@ -86,10 +74,10 @@ class GemmOperandsTest {
                 aDecoded[i] = DType.BF16.getFloat(aBf16, i);
             }
             MemorySegment expected = arena.allocate((long) M * N * Float.BYTES);
-            Gemm.gemm(pool1, Layout.NN, M, N, K, 1f, segment(arena, rounded(aDecoded, DType.FP16)), DType.FP32, K,
+            Gemm.gemm(POOLS.one(), Layout.NN, M, N, K, 1f, segment(arena, rounded(aDecoded, DType.FP16)), DType.FP32, K,
                     1f, segment(arena, rounded(b, DType.FP16)), DType.FP32, N, 1f, 0f, expected, DType.FP32, N, null);
             MemorySegment c = poisoned(arena, (long) M * N);
-            Gemm.gemm(pool1, Layout.NN, M, N, K, 1f, aBf16, DType.BF16, K, 1f, segment(arena, b), DType.FP32, N, 1f,
+            Gemm.gemm(POOLS.one(), Layout.NN, M, N, K, 1f, aBf16, DType.BF16, K, 1f, segment(arena, b), DType.FP32, N, 1f,
                     0f, c, DType.FP32, N, null, DType.FP16);
             assertThat(c.toArray(F32)).containsExactly(expected.toArray(F32));
             assertThat(c.getAtIndex(F32, 0)).as("row 0 holds the overflowed 1e6").isInfinite();
@@ -106,7 +94,7 @@ class GemmOperandsTest {
             DType[] precisions = {DType.FP32, DType.BF16, DType.FP16};
             for (int p = 0; p < 3; p++) {
                 MemorySegment c = poisoned(arena, 4);
-                Gemm.gemm(pool1, Layout.NN, 4, 1, 1, 1f, a, DType.FP32, 1, 1f, b, DType.FP32, 1, 1f, 0f, c,
+                Gemm.gemm(POOLS.one(), Layout.NN, 4, 1, 1, 1f, a, DType.FP32, 1, 1f, b, DType.FP32, 1, 1f, 0f, c,
                         DType.FP32, 1, null, precisions[p]);
                 results[p] = c.toArray(F32);
             }
@@ -120,7 +108,7 @@ class GemmOperandsTest {
     void otherOperandTypesAreRefused() {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment s = arena.allocate(64);
-            assertThatThrownBy(() -> Gemm.gemm(pool1, Layout.NN, 1, 1, 1, 1f, s, DType.FP32, 1, 1f,
+            assertThatThrownBy(() -> Gemm.gemm(POOLS.one(), Layout.NN, 1, 1, 1, 1f, s, DType.FP32, 1, 1f,
                     s.asSlice(16), DType.FP32, 1, 1f, 0f, s.asSlice(32), DType.FP32, 1, null, DType.FP8_E4M3))
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("operands must be FP32, BF16 or FP16, got FP8_E4M3");

@@ -7,18 +7,17 @@ import static org.assertj.core.api.Assertions.fail;
 import io.accel4j.core.Bf16;
 import io.accel4j.core.CounterRng;
 import io.accel4j.core.ops.AdamWConfig;
-import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ref.AdamWRef;
 import io.accel4j.cpu.testing.Buffers;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * {@link AdamW} against {@link AdamWRef} step by step, its bf16 copy bit for bit against scalar stochastic rounding,
@@ -40,20 +39,8 @@ class AdamWTest {
 
     static final double U = 0x1p-24;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     /** fp32 state of n parameters, in segments, with a random start. */
     static final class State {
@@ -114,9 +101,9 @@ class AdamWTest {
                 AdamWRef.update(p, g, m, v, config, t, gradScale);
                 long rngSeed = seed * 1000 + t;
                 if (bf16) {
-                    AdamW.updateBf16(pool3, s.bf16, s.p, s.g, s.m, s.v, offset, n, config, t, gradScale, rngSeed);
+                    AdamW.updateBf16(POOLS.three(), s.bf16, s.p, s.g, s.m, s.v, offset, n, config, t, gradScale, rngSeed);
                 } else {
-                    AdamW.update(pool3, s.p, s.g, s.m, s.v, offset, n, config, t, gradScale);
+                    AdamW.update(POOLS.three(), s.p, s.g, s.m, s.v, offset, n, config, t, gradScale);
                 }
                 String what = "n=" + n + " step " + t + " seed=" + seed;
                 check(what, config, t, gradScale, p0, g, m0, v0, p, m, v, Buffers.read(s.p, n),
@@ -174,17 +161,17 @@ class AdamWTest {
                 split.newGrads(new SplittableRandom(6));
                 for (int t = 1; t <= 2; t++) {
                     if (bf16) {
-                        AdamW.updateBf16(pool3, whole.bf16, whole.p, whole.g, whole.m, whole.v, offset, n, config, t,
+                        AdamW.updateBf16(POOLS.three(), whole.bf16, whole.p, whole.g, whole.m, whole.v, offset, n, config, t,
                                 0.7f, rngSeed);
-                        AdamW.updateBf16(pool1, split.bf16.asSlice(0, 2L * k), split.p, split.g, split.m, split.v,
+                        AdamW.updateBf16(POOLS.one(), split.bf16.asSlice(0, 2L * k), split.p, split.g, split.m, split.v,
                                 offset, k, config, t, 0.7f, rngSeed);
-                        AdamW.updateBf16(pool3, split.bf16.asSlice(2L * k), split.p.asSlice(4L * k),
+                        AdamW.updateBf16(POOLS.three(), split.bf16.asSlice(2L * k), split.p.asSlice(4L * k),
                                 split.g.asSlice(4L * k), split.m.asSlice(4L * k), split.v.asSlice(4L * k), offset + k,
                                 n - k, config, t, 0.7f, rngSeed);
                     } else {
-                        AdamW.update(pool3, whole.p, whole.g, whole.m, whole.v, offset, n, config, t, 0.7f);
-                        AdamW.update(pool1, split.p, split.g, split.m, split.v, offset, k, config, t, 0.7f);
-                        AdamW.update(pool3, split.p.asSlice(4L * k), split.g.asSlice(4L * k),
+                        AdamW.update(POOLS.three(), whole.p, whole.g, whole.m, whole.v, offset, n, config, t, 0.7f);
+                        AdamW.update(POOLS.one(), split.p, split.g, split.m, split.v, offset, k, config, t, 0.7f);
+                        AdamW.update(POOLS.three(), split.p.asSlice(4L * k), split.g.asSlice(4L * k),
                                 split.m.asSlice(4L * k), split.v.asSlice(4L * k), offset + k, n - k, config, t, 0.7f);
                     }
                 }
@@ -203,8 +190,8 @@ class AdamWTest {
             State b = new State(arena, new SplittableRandom(3), n);
             a.newGrads(new SplittableRandom(4));
             b.newGrads(new SplittableRandom(4));
-            AdamW.updateBf16(pool1, a.bf16, a.p, a.g, a.m, a.v, 0, n, config, 3, 1f, 11);
-            AdamW.updateBf16(pool3, b.bf16, b.p, b.g, b.m, b.v, 0, n, config, 3, 1f, 11);
+            AdamW.updateBf16(POOLS.one(), a.bf16, a.p, a.g, a.m, a.v, 0, n, config, 3, 1f, 11);
+            AdamW.updateBf16(POOLS.three(), b.bf16, b.p, b.g, b.m, b.v, 0, n, config, 3, 1f, 11);
             assertThat(b.bytes()).as("3 threads vs 1 (seed 3)").isEqualTo(a.bytes());
         }
     }
@@ -220,7 +207,7 @@ class AdamWTest {
             for (int i = 0; i < n; i++) {
                 s.p.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, i, specials[i % specials.length]);
             }
-            AdamW.updateBf16(pool1, s.bf16, s.p, s.g, s.m, s.v, 5, n, config, 1, 1f, 1234);
+            AdamW.updateBf16(POOLS.one(), s.bf16, s.p, s.g, s.m, s.v, 5, n, config, 1, 1f, 1234);
             for (int i = 0; i < n; i++) {
                 float master = s.p.getAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, i);
                 short want = Bf16.fromFloatStochastic(master, CounterRng.bits(1234, 5 + i));
@@ -248,7 +235,7 @@ class AdamWTest {
                 for (int i = 0; i < n; i++) {
                     s.p.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, i, x);
                 }
-                AdamW.updateBf16(pool3, s.bf16, s.p, s.g, s.m, s.v, 0, n, frozen, 1, 1f, 77);
+                AdamW.updateBf16(POOLS.three(), s.bf16, s.p, s.g, s.m, s.v, 0, n, frozen, 1, 1f, 77);
                 float below = Bf16.toFloat((short) (Float.floatToRawIntBits(x) >>> 16));
                 float above = Bf16.toFloat((short) ((Float.floatToRawIntBits(x) >>> 16) + 1));
                 double gap = Math.abs((double) above - below), f = Math.abs((double) x - below) / gap;
@@ -271,34 +258,34 @@ class AdamWTest {
         int n = 10;
         try (Arena arena = Arena.ofShared()) {
             State s = new State(arena, new SplittableRandom(1), n);
-            assertThatThrownBy(() -> AdamW.update(pool1, s.p, s.g, s.m, s.v, 0, n, c, 0, 1f))
+            assertThatThrownBy(() -> AdamW.update(POOLS.one(), s.p, s.g, s.m, s.v, 0, n, c, 0, 1f))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("step");
-            assertThatThrownBy(() -> AdamW.update(pool1, s.p, s.g, s.m, s.v, -1, n, c, 1, 1f))
+            assertThatThrownBy(() -> AdamW.update(POOLS.one(), s.p, s.g, s.m, s.v, -1, n, c, 1, 1f))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("offset");
-            assertThatThrownBy(() -> AdamW.update(pool1, s.p, s.g, s.m, s.v, 0, -1, c, 1, 1f))
+            assertThatThrownBy(() -> AdamW.update(POOLS.one(), s.p, s.g, s.m, s.v, 0, -1, c, 1, 1f))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("length");
-            assertThatThrownBy(() -> AdamW.update(pool1, s.p, s.g, s.m, s.v, 0, n, c, 1, Float.NaN))
+            assertThatThrownBy(() -> AdamW.update(POOLS.one(), s.p, s.g, s.m, s.v, 0, n, c, 1, Float.NaN))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("gradScale");
-            assertThatThrownBy(() -> AdamW.update(pool1, s.p.asSlice(4), s.g, s.m, s.v, 0, n, c, 1, 1f))
+            assertThatThrownBy(() -> AdamW.update(POOLS.one(), s.p.asSlice(4), s.g, s.m, s.v, 0, n, c, 1, 1f))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("params");
-            assertThatThrownBy(() -> AdamW.update(pool1, s.p, s.g.asSlice(4), s.m, s.v, 0, n, c, 1, 1f))
+            assertThatThrownBy(() -> AdamW.update(POOLS.one(), s.p, s.g.asSlice(4), s.m, s.v, 0, n, c, 1, 1f))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("grads");
-            assertThatThrownBy(() -> AdamW.update(pool1, s.p, s.g, s.m, s.v.asSlice(4), 0, n, c, 1, 1f))
+            assertThatThrownBy(() -> AdamW.update(POOLS.one(), s.p, s.g, s.m, s.v.asSlice(4), 0, n, c, 1, 1f))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("v holds");
-            assertThatThrownBy(() -> AdamW.update(pool1, s.p, s.g, s.p, s.v, 0, n, c, 1, 1f))
+            assertThatThrownBy(() -> AdamW.update(POOLS.one(), s.p, s.g, s.p, s.v, 0, n, c, 1, 1f))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overlaps");
-            assertThatThrownBy(() -> AdamW.updateBf16(pool1, s.bf16.asSlice(2), s.p, s.g, s.m, s.v, 0, n, c, 1, 1f,
+            assertThatThrownBy(() -> AdamW.updateBf16(POOLS.one(), s.bf16.asSlice(2), s.p, s.g, s.m, s.v, 0, n, c, 1, 1f,
                     0)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("paramsBf16");
-            assertThatThrownBy(() -> AdamW.updateBf16(pool1, s.p, s.p, s.g, s.m, s.v, 0, n, c, 1, 1f, 0))
+            assertThatThrownBy(() -> AdamW.updateBf16(POOLS.one(), s.p, s.p, s.g, s.m, s.v, 0, n, c, 1, 1f, 0))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overlaps");
-            assertThatThrownBy(() -> AdamW.updateBf16(pool1, s.bf16, s.p, s.g, s.m, s.v, 0, n, c, 0, 1f, 0))
+            assertThatThrownBy(() -> AdamW.updateBf16(POOLS.one(), s.bf16, s.p, s.g, s.m, s.v, 0, n, c, 0, 1f, 0))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("step");
             try (Arena confined = Arena.ofConfined()) {
                 MemorySegment p = confined.allocate(4L * n);
-                assertThatThrownBy(() -> AdamW.update(pool3, p, s.g, s.m, s.v, 0, n, c, 1, 1f))
+                assertThatThrownBy(() -> AdamW.update(POOLS.three(), p, s.g, s.m, s.v, 0, n, c, 1, 1f))
                         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("params");
             }
-            AdamW.update(pool1, s.p, s.g, s.m, s.v, 0, 0, c, 1, 1f); // an empty range is fine
+            AdamW.update(POOLS.one(), s.p, s.g, s.m, s.v, 0, 0, c, 1, 1f); // an empty range is fine
         }
     }
 }

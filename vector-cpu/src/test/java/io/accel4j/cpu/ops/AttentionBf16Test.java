@@ -13,11 +13,11 @@ import io.accel4j.cpu.testing.Compare;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Attention with BF16 operands ({@link io.accel4j.core.ops.AttentionOps}' rounding points) on the CPU:
@@ -60,20 +60,8 @@ class AttentionBf16Test {
     /** qkv values in [−3, 3]: scores of a few units, so the softmax is neither flat nor one-hot. */
     static final double RANGE = 3;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     /** Forward and backward of one case: out, lse, and dqkv minus the prefill (the gradient added). */
     private record Result(double[] out, double[] lse, double[] grad) {}
@@ -124,7 +112,7 @@ class AttentionBf16Test {
         double[] qkv = Buffers.roundToFloat(in[0]), dout = Buffers.roundToFloat(in[1]);
         double[] out = new double[B * T * C], lse = new double[B * NH * T], grad = new double[qkv.length];
         AttentionBf16Ref.forward(out, lse, qkv, B, T, C, NH);
-        Result r = run(pool3, DType.BF16, qkv, dout, in[2], B, T, C, NH);
+        Result r = run(POOLS.three(), DType.BF16, qkv, dout, in[2], B, T, C, NH);
         Compare.close("bf16 out vs reference, " + what, r.out(), out, ULP_REL, abs * Compare.maxAbs(out));
         Compare.close("bf16 lse vs reference, " + what, r.lse(), lse, 3e-6, 3e-6);
         // the backward reference from the kernel's own out and lse: its inputs as the contract takes them
@@ -146,7 +134,7 @@ class AttentionBf16Test {
         double[] out = new double[B * T * C], lse = new double[B * NH * T], grad = new double[qkv.length];
         AttentionRef.forward(out, lse, qkv, B, T, C, NH);
         AttentionRef.backward(grad, dout, qkv, out, lse, B, T, C, NH);
-        Result r = run(pool3, DType.BF16, qkv, dout, in[2], B, T, C, NH);
+        Result r = run(POOLS.three(), DType.BF16, qkv, dout, in[2], B, T, C, NH);
         Compare.close("bf16 out vs fp32 attention, " + what, r.out(), out, 0, FP32_ABS * Compare.maxAbs(out));
         Compare.close("bf16 lse vs fp32 attention, " + what, r.lse(), lse, 0, FP32_ABS * Compare.maxAbs(lse));
         Compare.close("bf16 dqkv vs fp32 attention, " + what, r.grad(), grad, 0, FP32_ABS * Compare.maxAbs(grad));
@@ -157,8 +145,8 @@ class AttentionBf16Test {
     void sameBitsOnOneAndThreeThreads() {
         int B = 2, T = 150, C = 48, NH = 3;
         double[][] in = inputs(99, B, T, C);
-        Result one = run(pool1, DType.BF16, in[0], in[1], in[2], B, T, C, NH);
-        Result three = run(pool3, DType.BF16, in[0], in[1], in[2], B, T, C, NH);
+        Result one = run(POOLS.one(), DType.BF16, in[0], in[1], in[2], B, T, C, NH);
+        Result three = run(POOLS.three(), DType.BF16, in[0], in[1], in[2], B, T, C, NH);
         assertThat(three.out()).containsExactly(one.out());
         assertThat(three.lse()).containsExactly(one.lse());
         assertThat(three.grad()).containsExactly(one.grad());
@@ -169,12 +157,12 @@ class AttentionBf16Test {
     void fp32OperandsAreThePlainMethods() {
         int B = 1, T = 70, C = 24, NH = 2;
         double[][] in = inputs(5, B, T, C);
-        Result typed = run(pool3, DType.FP32, in[0], in[1], in[2], B, T, C, NH);
+        Result typed = run(POOLS.three(), DType.FP32, in[0], in[1], in[2], B, T, C, NH);
         try (Arena arena = Arena.ofShared()) {
             MemorySegment qkv = Buffers.floats(arena, in[0]);
             MemorySegment out = Buffers.poisoned(arena, (long) B * T * C), lse = Buffers.poisoned(arena, B * NH * T);
             MemorySegment dqkv = Buffers.floats(arena, in[2]);
-            CpuOps ops = new CpuOps(pool3);
+            CpuOps ops = new CpuOps(POOLS.three());
             ops.attentionForward(out, lse, qkv, B, T, C, NH);
             ops.attentionBackward(dqkv, Buffers.floats(arena, in[1]), qkv, out, lse, B, T, C, NH);
             assertThat(Buffers.read(out, B * T * C)).containsExactly(typed.out());
@@ -216,7 +204,7 @@ class AttentionBf16Test {
     void refusesFp16AndBf16OnTheNaiveKernel() {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment s = arena.allocate(4096);
-            CpuOps flash = new CpuOps(pool1), naive = new CpuOps(pool1, CpuOps.AttentionKernel.NAIVE);
+            CpuOps flash = new CpuOps(POOLS.one()), naive = new CpuOps(POOLS.one(), CpuOps.AttentionKernel.NAIVE);
             assertThatThrownBy(() -> flash.attentionForward(s, s, s, 1, 1, 8, 2, DType.FP16))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("FP32 or BF16, got FP16");
             assertThatThrownBy(() -> flash.checkAttention(DType.FP16, 8, 2))

@@ -14,14 +14,14 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.EnumSource;
 import org.junit.jupiter.params.provider.MethodSource;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Attention: the float64 reference's backward against finite differences, then {@link NaiveAttention} and
@@ -51,20 +51,8 @@ class AttentionTest {
     /** Range of the random qkv values: scores of a few units, so the softmax is neither flat nor one-hot. */
     static final double RANGE = 3;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     enum Kernel {
         NAIVE, FLASH;
@@ -186,13 +174,13 @@ class AttentionTest {
             MemorySegment sQkv = Buffers.floats(arena, qkv);
             MemorySegment out = Buffers.poisoned(arena, (long) B * T * C);
             MemorySegment lse = Buffers.poisoned(arena, (long) B * NH * T);
-            kernel.forward(pool3, out, lse, sQkv, B, T, C, NH);
+            kernel.forward(POOLS.three(), out, lse, sQkv, B, T, C, NH);
             Compare.close("out, " + what, Buffers.read(out, outRef.length), outRef, OUT_TOL,
                     OUT_TOL * RANGE);
             Compare.close("lse, " + what, Buffers.read(lse, lseRef.length), lseRef, LSE_TOL, LSE_TOL);
 
             MemorySegment dqkv = Buffers.floats(arena, prefill);
-            kernel.backward(pool3, dqkv, Buffers.floats(arena, dout), sQkv, out, lse, B, T, C, NH);
+            kernel.backward(POOLS.three(), dqkv, Buffers.floats(arena, dout), sQkv, out, lse, B, T, C, NH);
             Compare.close("dqkv, " + what, Buffers.read(dqkv, qkv.length), expected, U_PREFILL,
                     GRAD_TOL * Compare.maxAbs(grad));
         }
@@ -222,7 +210,7 @@ class AttentionTest {
     /** Forward then backward (into zeros) on 3 threads; returns out, lse, dqkv. */
     static double[][] run(Kernel kernel, Arena arena, MemorySegment qkv, MemorySegment dout, int B, int T, int C,
                           int NH) {
-        return run(kernel, pool3, arena, qkv, dout, B, T, C, NH);
+        return run(kernel, POOLS.three(), arena, qkv, dout, B, T, C, NH);
     }
 
     static double[][] run(Kernel kernel, Parallel pool, Arena arena, MemorySegment qkv, MemorySegment dout,
@@ -252,8 +240,8 @@ class AttentionTest {
             MemorySegment qkv = Buffers.floats(arena, Buffers.uniform(rnd, B * T * 3 * C, RANGE));
             MemorySegment dout = Buffers.floats(arena, Buffers.uniform(rnd, B * T * C, 1));
             for (int round = 0; round < 2; round++) {
-                double[][] one = run(kernel, pool1, arena, qkv, dout, B, T, C, NH);
-                double[][] three = run(kernel, pool3, arena, qkv, dout, B, T, C, NH);
+                double[][] one = run(kernel, POOLS.one(), arena, qkv, dout, B, T, C, NH);
+                double[][] three = run(kernel, POOLS.three(), arena, qkv, dout, B, T, C, NH);
                 for (int i = 0; i < 3; i++) {
                     assertThat(three[i]).as(kernel + " output " + i + " on 3 threads vs 1, round " + round)
                             .containsExactly(one[i]);
@@ -311,24 +299,24 @@ class AttentionTest {
             MemorySegment out = arena.allocate((long) B * T * C * Float.BYTES);
             MemorySegment lse = arena.allocate((long) B * NH * T * Float.BYTES);
             MemorySegment dqkv = arena.allocate(qkv.byteSize());
-            assertThatThrownBy(() -> kernel.forward(pool1, out, lse, qkv, B, T, C, 4))
+            assertThatThrownBy(() -> kernel.forward(POOLS.one(), out, lse, qkv, B, T, C, 4))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("divisible by NH");
-            assertThatThrownBy(() -> kernel.forward(pool1, out, lse, qkv.asSlice(4), B, T, C, NH))
+            assertThatThrownBy(() -> kernel.forward(POOLS.one(), out, lse, qkv.asSlice(4), B, T, C, NH))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("qkv holds 71 floats, 72");
-            assertThatThrownBy(() -> kernel.forward(pool1, out, lse.asSlice(4), qkv, B, T, C, NH))
+            assertThatThrownBy(() -> kernel.forward(POOLS.one(), out, lse.asSlice(4), qkv, B, T, C, NH))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("lse holds 7");
-            assertThatThrownBy(() -> kernel.forward(pool1, out, lse, qkv, B, 0, C, NH))
+            assertThatThrownBy(() -> kernel.forward(POOLS.one(), out, lse, qkv, B, 0, C, NH))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("T must be >= 1");
-            assertThatThrownBy(() -> kernel.forward(pool1, qkv, lse, qkv, B, T, C, NH))
+            assertThatThrownBy(() -> kernel.forward(POOLS.one(), qkv, lse, qkv, B, T, C, NH))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("out overlaps qkv");
             MemorySegment local = confined.allocate(out.byteSize());
-            assertThatThrownBy(() -> kernel.forward(pool3, local, lse, qkv, B, T, C, NH))
+            assertThatThrownBy(() -> kernel.forward(POOLS.three(), local, lse, qkv, B, T, C, NH))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("out belongs to a confined");
-            assertThatThrownBy(() -> kernel.backward(pool1, dqkv.asSlice(4), out, qkv, out, lse, B, T, C, NH))
+            assertThatThrownBy(() -> kernel.backward(POOLS.one(), dqkv.asSlice(4), out, qkv, out, lse, B, T, C, NH))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dqkv holds 71 floats");
-            assertThatThrownBy(() -> kernel.backward(pool1, dqkv, out.asSlice(8), qkv, out, lse, B, T, C, NH))
+            assertThatThrownBy(() -> kernel.backward(POOLS.one(), dqkv, out.asSlice(8), qkv, out, lse, B, T, C, NH))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dout holds 22 floats");
-            assertThatThrownBy(() -> kernel.backward(pool1, qkv, out, qkv, out, lse, B, T, C, NH))
+            assertThatThrownBy(() -> kernel.backward(POOLS.one(), qkv, out, qkv, out, lse, B, T, C, NH))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dqkv overlaps qkv");
         }
     }

@@ -3,7 +3,6 @@ package io.accel4j.cpu.ops;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ref.ClassifierRef;
 import io.accel4j.cpu.testing.Buffers;
 import io.accel4j.cpu.testing.Compare;
@@ -12,11 +11,11 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * {@link ClassifierRef}'s gradient against finite differences, {@link FusedClassifier} against {@link ClassifierRef}
@@ -45,20 +44,8 @@ class ClassifierTest {
     static final double FD_ABS = 1e-8;
     static final double RANGE = 4;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     @ParameterizedTest(name = "N={0} V={1} Vp={2}")
     @CsvSource({"1,1,1", "2,1,3", "3,2,2", "2,5,8", "3,7,7", "2,13,16"})
@@ -115,7 +102,7 @@ class ClassifierTest {
             double[] refLosses = new double[N];
             double refMean = ClassifierRef.forward(refLosses, logits, targets, N, V, Vp);
 
-            double mean = FusedClassifier.forward(pool3, losses, x, t, N, V, Vp);
+            double mean = FusedClassifier.forward(POOLS.three(), losses, x, t, N, V, Vp);
             Compare.close("forward losses, " + what, Buffers.read(losses, N), refLosses, LOSS_REL, LOSS_ABS);
             assertThat(Math.abs(mean - refMean)).as("forward mean, " + what)
                     .isLessThanOrEqualTo(LOSS_ABS + LOSS_REL * Math.abs(refMean));
@@ -123,7 +110,7 @@ class ClassifierTest {
                     .isEqualTo(Buffers.floats(arena, logits).asByteBuffer());
 
             Buffers.poison(losses);
-            mean = FusedClassifier.forwardBackward(pool3, x, losses, t, N, V, Vp, scale);
+            mean = FusedClassifier.forwardBackward(POOLS.three(), x, losses, t, N, V, Vp, scale);
             Compare.close("forwardBackward losses, " + what, Buffers.read(losses, N), refLosses, LOSS_REL, LOSS_ABS);
             assertThat(Math.abs(mean - refMean)).as("forwardBackward mean, " + what)
                     .isLessThanOrEqualTo(LOSS_ABS + LOSS_REL * Math.abs(refMean));
@@ -159,7 +146,7 @@ class ClassifierTest {
             for (int r = 0; r < 4; r++) {
                 MemorySegment x = Buffers.floats(arena, logits);
                 MemorySegment losses = Buffers.poisoned(arena, N);
-                means[r] = FusedClassifier.forwardBackward(r % 2 == 0 ? pool1 : pool3, x, losses, t, N, V, Vp,
+                means[r] = FusedClassifier.forwardBackward(r % 2 == 0 ? POOLS.one() : POOLS.three(), x, losses, t, N, V, Vp,
                         1f / N);
                 byte[] l = losses.toArray(ValueLayout.JAVA_BYTE), d = x.toArray(ValueLayout.JAVA_BYTE);
                 runs[r] = new byte[l.length + d.length];
@@ -182,27 +169,27 @@ class ClassifierTest {
             MemorySegment t = Buffers.ints(arena, new int[] {0, 9, 3});
             MemorySegment bad = Buffers.ints(arena, new int[] {0, 10, 3});
             MemorySegment negative = Buffers.ints(arena, new int[] {0, 1, -1});
-            assertThatThrownBy(() -> FusedClassifier.forward(pool1, losses, x, bad, N, V, Vp))
+            assertThatThrownBy(() -> FusedClassifier.forward(POOLS.one(), losses, x, bad, N, V, Vp))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("targets[1] = 10");
-            assertThatThrownBy(() -> FusedClassifier.forwardBackward(pool1, x, losses, negative, N, V, Vp, 1f))
+            assertThatThrownBy(() -> FusedClassifier.forwardBackward(POOLS.one(), x, losses, negative, N, V, Vp, 1f))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("targets[2] = -1");
-            assertThatThrownBy(() -> FusedClassifier.forward(pool1, losses, x.asSlice(0, 4L * N * Vp - 4), t, N,
+            assertThatThrownBy(() -> FusedClassifier.forward(POOLS.one(), losses, x.asSlice(0, 4L * N * Vp - 4), t, N,
                     V, Vp)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("logits");
-            assertThatThrownBy(() -> FusedClassifier.forward(pool1, losses.asSlice(0, 8), x, t, N, V, Vp))
+            assertThatThrownBy(() -> FusedClassifier.forward(POOLS.one(), losses.asSlice(0, 8), x, t, N, V, Vp))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("losses");
-            assertThatThrownBy(() -> FusedClassifier.forward(pool1, losses, x, t.asSlice(0, 8), N, V, Vp))
+            assertThatThrownBy(() -> FusedClassifier.forward(POOLS.one(), losses, x, t.asSlice(0, 8), N, V, Vp))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("targets");
-            assertThatThrownBy(() -> FusedClassifier.forward(pool1, losses, x, t, N, V, V - 1))
+            assertThatThrownBy(() -> FusedClassifier.forward(POOLS.one(), losses, x, t, N, V, V - 1))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("Vp");
-            assertThatThrownBy(() -> FusedClassifier.forward(pool1, losses, x, t, 0, V, Vp))
+            assertThatThrownBy(() -> FusedClassifier.forward(POOLS.one(), losses, x, t, 0, V, Vp))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("N");
-            assertThatThrownBy(() -> FusedClassifier.forwardBackward(pool1, x, losses, t, N, V, Vp, Float.NaN))
+            assertThatThrownBy(() -> FusedClassifier.forwardBackward(POOLS.one(), x, losses, t, N, V, Vp, Float.NaN))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dlossScale");
-            assertThatThrownBy(() -> FusedClassifier.forward(pool1, x.asSlice(8), x, t, N, V, Vp))
+            assertThatThrownBy(() -> FusedClassifier.forward(POOLS.one(), x.asSlice(8), x, t, N, V, Vp))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overlaps");
             try (Arena confined = Arena.ofConfined()) {
                 MemorySegment c = confined.allocate((long) N * Vp * 4);
-                assertThatThrownBy(() -> FusedClassifier.forward(pool3, losses, c, t, N, V, Vp))
+                assertThatThrownBy(() -> FusedClassifier.forward(POOLS.three(), losses, c, t, N, V, Vp))
                         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("logits");
             }
         }

@@ -12,9 +12,9 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * The encoder: the float64 reference's gradients against finite differences (tokens repeated, so the scatter-add
@@ -29,20 +29,8 @@ class EncoderTest {
     /** Float64 finite differences of a linear loss: exact up to the cancellation error (see FiniteDifferences). */
     static final double FD_REL = 1e-7, FD_ABS = 1e-9;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     @Test
     void referenceBackwardMatchesFiniteDifferences() {
@@ -72,7 +60,7 @@ class EncoderTest {
         SplittableRandom rnd = new SplittableRandom(seed);
         for (int[] btv : new int[][] {{1, 1, 1}, {1, 3, 2}, {2, 17, 5}, {3, 7, 50}, {4, 33, 7}}) {
             for (int C : new int[] {1, 3, 7, 33, 768}) {
-                check(rnd, btv[0], btv[1], C, btv[2], pool3, "seed=" + seed);
+                check(rnd, btv[0], btv[1], C, btv[2], POOLS.three(), "seed=" + seed);
             }
         }
     }
@@ -153,7 +141,7 @@ class EncoderTest {
                 MemorySegment dwte0 = Buffers.floats(arena, Buffers.uniform(rnd, V * C, 1));
                 MemorySegment dwpe0 = Buffers.floats(arena, Buffers.uniform(rnd, T * C, 1));
                 MemorySegment[][] got = new MemorySegment[2][];
-                Parallel[] pools = {pool1, pool3};
+                Parallel[] pools = {POOLS.one(), POOLS.three()};
                 for (int p = 0; p < 2; p++) {
                     MemorySegment out = Buffers.poisoned(arena, (long) B * T * C);
                     Encoder.forward(pools[p], out, inp, wte, wpe, B, T, C, V);
@@ -179,12 +167,12 @@ class EncoderTest {
             MemorySegment out = arena.allocate(4L * B * T * C), dout = arena.allocate(4L * B * T * C);
             MemorySegment wte = arena.allocate(4L * V * C), wpe = arena.allocate(4L * T * C);
             inp.setAtIndex(ValueLayout.JAVA_INT_UNALIGNED, 5, 7);
-            assertThatThrownBy(() -> Encoder.forward(pool1, out, inp, wte, wpe, B, T, C, V))
+            assertThatThrownBy(() -> Encoder.forward(POOLS.one(), out, inp, wte, wpe, B, T, C, V))
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("inp[b=1, t=2] = 7 is not a token id in [0, V=7)");
             inp.setAtIndex(ValueLayout.JAVA_INT_UNALIGNED, 5, 5);
             inp.setAtIndex(ValueLayout.JAVA_INT_UNALIGNED, 1, -3);
-            assertThatThrownBy(() -> Encoder.backward(pool1, wte, wpe, dout, inp, B, T, C, V))
+            assertThatThrownBy(() -> Encoder.backward(POOLS.one(), wte, wpe, dout, inp, B, T, C, V))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("inp[b=0, t=1] = -3");
         }
     }
@@ -196,23 +184,23 @@ class EncoderTest {
             MemorySegment inp = Buffers.ints(arena, new int[] {0, 1, 2, 3, 4, 5});
             MemorySegment out = arena.allocate(4L * B * T * C), dout = arena.allocate(4L * B * T * C);
             MemorySegment wte = arena.allocate(4L * V * C), wpe = arena.allocate(4L * T * C);
-            assertThatThrownBy(() -> Encoder.forward(pool1, out, inp, arena.allocate(4L * 6 * C), wpe, B, T, C, V))
+            assertThatThrownBy(() -> Encoder.forward(POOLS.one(), out, inp, arena.allocate(4L * 6 * C), wpe, B, T, C, V))
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("wte holds 24 floats, 28 needed");
-            assertThatThrownBy(() -> Encoder.forward(pool1, out, inp.asSlice(4), wte, wpe, B, T, C, V))
+            assertThatThrownBy(() -> Encoder.forward(POOLS.one(), out, inp.asSlice(4), wte, wpe, B, T, C, V))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("inp holds 5 ints, 6 needed");
-            assertThatThrownBy(() -> Encoder.forward(pool1, out, inp, wte, wpe, B, T, 0, V))
+            assertThatThrownBy(() -> Encoder.forward(POOLS.one(), out, inp, wte, wpe, B, T, 0, V))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("C must be >= 1, got 0");
-            assertThatThrownBy(() -> Encoder.forward(pool1, wte, inp, wte, wpe, B, T, C, V))
+            assertThatThrownBy(() -> Encoder.forward(POOLS.one(), wte, inp, wte, wpe, B, T, C, V))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("out overlaps wte");
-            assertThatThrownBy(() -> Encoder.backward(pool1, wte, wpe, wte, inp, B, T, C, V))
+            assertThatThrownBy(() -> Encoder.backward(POOLS.one(), wte, wpe, wte, inp, B, T, C, V))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dwte overlaps dout");
-            assertThatThrownBy(() -> Encoder.backward(pool1, wte, wte, dout, inp, B, T, C, V))
+            assertThatThrownBy(() -> Encoder.backward(POOLS.one(), wte, wte, dout, inp, B, T, C, V))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dwte overlaps dwpe");
         }
         try (Arena confined = Arena.ofConfined()) {
             MemorySegment inp = confined.allocate(4L * 6);
-            assertThatThrownBy(() -> Encoder.backward(pool3, confined.allocate(4L * V * C),
+            assertThatThrownBy(() -> Encoder.backward(POOLS.three(), confined.allocate(4L * V * C),
                     confined.allocate(4L * T * C), confined.allocate(4L * B * T * C), inp, B, T, C, V))
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("dwte belongs to a confined arena");

@@ -14,11 +14,11 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.SplittableRandom;
 import org.assertj.core.data.Offset;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * The FP8 linear layer of {@link CpuOps} (hybrid recipe: inp, weight E4M3; dout E5M2) against (1) the float64
@@ -44,20 +44,8 @@ class Fp8MatmulTest {
     /** E5M2 (2 mantissa bits) × E4M3: ~0.05 rms (measured 0.05–0.06); 0.08 likewise. */
     static final double E5M2_TOL = 0.08;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     /** The layer's operands: inputs of magnitude ~{@code xMag}, weights ~0.1, dout ~{@code gMag}. */
     record Case(int N, int C, int OC, double[] inp, double[] w, double[] b, double[] dout, double[] dinp0,
@@ -106,7 +94,7 @@ class Fp8MatmulTest {
         }
         String what = "N=" + N + " C=" + C + " OC=" + OC + " seed=" + seed;
         try (Arena arena = Arena.ofShared()) {
-            for (Parallel pool : new Parallel[] {pool1, pool3}) {
+            for (Parallel pool : new Parallel[] {POOLS.one(), POOLS.three()}) {
                 CpuOps cpu = new CpuOps(pool);
                 Fp8Scaling state = calibrated(2.5, 0.08, 2e-3);
                 MemorySegment sOut = Buffers.poisoned(arena, (long) N * OC);
@@ -142,7 +130,7 @@ class Fp8MatmulTest {
         MatmulRef.forward(out, k.inp, k.w, k.b, N, C, OC);
         MatmulRef.backward(dinp, dw, null, k.dout, k.inp, k.w, N, C, OC);
         try (Arena arena = Arena.ofShared()) {
-            CpuOps cpu = new CpuOps(pool3);
+            CpuOps cpu = new CpuOps(POOLS.three());
             Fp8Scaling fp8 = calibrated(maxAbs(k.inp), maxAbs(k.w), maxAbs(k.dout));
             MemorySegment sOut = Buffers.poisoned(arena, (long) N * OC);
             MemorySegment sInp = Buffers.floats(arena, k.inp), sW = Buffers.floats(arena, k.w);
@@ -171,7 +159,7 @@ class Fp8MatmulTest {
         int N = 9, C = 40, OC = 12;
         Case k = Case.random(rnd, N, C, OC, true, 1, 1);
         try (Arena arena = Arena.ofShared()) {
-            CpuOps cpu = new CpuOps(pool1);
+            CpuOps cpu = new CpuOps(POOLS.one());
             Fp8Scaling fp8 = Fp8Scaling.of(new DelayedScaling(DelayedScaling.Format.HYBRID, 2, 0,
                     DelayedScaling.Algorithm.MAX));
             MemorySegment out = Buffers.poisoned(arena, (long) N * OC), w = Buffers.floats(arena, k.w);
@@ -218,7 +206,7 @@ class Fp8MatmulTest {
     @Test
     void badArgumentsAreNamed() {
         try (Arena arena = Arena.ofShared()) {
-            CpuOps cpu = new CpuOps(pool1);
+            CpuOps cpu = new CpuOps(POOLS.one());
             Fp8Scaling fp8 = calibrated(1, 1, 1);
             MemorySegment small = Buffers.poisoned(arena, 5);
             assertThatThrownBy(() -> cpu.matmulForward(Buffers.poisoned(arena, 12), small, Buffers.poisoned(arena, 12),

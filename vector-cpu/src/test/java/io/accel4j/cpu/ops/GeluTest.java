@@ -3,7 +3,6 @@ package io.accel4j.cpu.ops;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ref.GeluRef;
 import io.accel4j.cpu.testing.Buffers;
 import io.accel4j.cpu.testing.Compare;
@@ -13,9 +12,10 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * GELU: the float64 reference's derivative against finite differences, the fast kernel against the reference.
@@ -35,20 +35,8 @@ class GeluTest {
     /** Float64 finite differences against the analytic float64 gradient (see {@link FiniteDifferences}). */
     static final double FD_REL = 1e-6, FD_ABS = 1e-8;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     /** Values where GELU is interesting: around 0, the bend, the saturation of tanh both ways, beyond it. */
     static final double[] SPECIAL = {0, 1e-30, -1e-30, 1e-6, -1e-6, 1e-3, -1e-3, 0.5, -0.5, 1, -1, 2, -2, 3, -3,
@@ -93,9 +81,9 @@ class GeluTest {
             try (Arena arena = Arena.ofShared()) {
                 MemorySegment inp = Buffers.floats(arena, x);
                 MemorySegment out = Buffers.poisoned(arena, n);
-                Gelu.forward(pool3, out, inp, n);
+                Gelu.forward(POOLS.three(), out, inp, n);
                 assertForward("forward n=" + n + " seed=" + seed, Buffers.read(out, n), want, x);
-                Gelu.forward(pool3, inp, inp, n); // in place
+                Gelu.forward(POOLS.three(), inp, inp, n); // in place
                 assertThat(inp.mismatch(out)).as("in place vs out of place, n=%d seed=%d", n, seed).isEqualTo(-1L);
             }
         }
@@ -122,7 +110,7 @@ class GeluTest {
             GeluRef.backward(want, x, dout, n);
             try (Arena arena = Arena.ofShared()) {
                 MemorySegment dinp = Buffers.floats(arena, prefill);
-                Gelu.backward(pool3, dinp, Buffers.floats(arena, x), Buffers.floats(arena, dout), n);
+                Gelu.backward(POOLS.three(), dinp, Buffers.floats(arena, x), Buffers.floats(arena, dout), n);
                 double[] got = Buffers.read(dinp, n);
                 for (int i = 0; i < n; i++) {
                     double xi = x[i];
@@ -149,7 +137,7 @@ class GeluTest {
             MemorySegment prefill = Buffers.floats(arena, Buffers.uniform(rnd, n, 1));
             MemorySegment[] out = new MemorySegment[2];
             MemorySegment[] dinp = new MemorySegment[2];
-            Parallel[] pools = {pool1, pool3};
+            Parallel[] pools = {POOLS.one(), POOLS.three()};
             for (int p = 0; p < 2; p++) {
                 out[p] = Buffers.poisoned(arena, n);
                 Gelu.forward(pools[p], out[p], inp, n);
@@ -175,14 +163,14 @@ class GeluTest {
                 long off = 4L * shift;
                 MemorySegment out = Buffers.poisoned(arena, n + 5);
                 MemorySegment outShifted = Buffers.poisoned(arena, n + 5);
-                Gelu.forward(pool1, out, inp, n + 5);
-                Gelu.forward(pool1, outShifted.asSlice(off), inp.asSlice(off), n + 5 - shift);
+                Gelu.forward(POOLS.one(), out, inp, n + 5);
+                Gelu.forward(POOLS.one(), outShifted.asSlice(off), inp.asSlice(off), n + 5 - shift);
                 assertThat(out.asSlice(off).mismatch(outShifted.asSlice(off)))
                         .as("forward, shift %d, seed=%d", shift, seed).isEqualTo(-1L);
                 MemorySegment dinp = arena.allocate(4L * (n + 5));
                 MemorySegment dinpShifted = arena.allocate(4L * (n + 5));
-                Gelu.backward(pool1, dinp, inp, g, n + 5);
-                Gelu.backward(pool1, dinpShifted.asSlice(off), inp.asSlice(off), g.asSlice(off), n + 5 - shift);
+                Gelu.backward(POOLS.one(), dinp, inp, g, n + 5);
+                Gelu.backward(POOLS.one(), dinpShifted.asSlice(off), inp.asSlice(off), g.asSlice(off), n + 5 - shift);
                 assertThat(dinp.asSlice(off).mismatch(dinpShifted.asSlice(off)))
                         .as("backward, shift %d, seed=%d", shift, seed).isEqualTo(-1L);
             }
@@ -196,8 +184,8 @@ class GeluTest {
             MemorySegment inp = Buffers.poisoned(arena, n);
             MemorySegment out = arena.allocate(4L * n);
             MemorySegment dinp = arena.allocate(4L * n);
-            Gelu.forward(pool1, out, inp, n);
-            Gelu.backward(pool1, dinp, inp, Buffers.floats(arena, new double[n]), n);
+            Gelu.forward(POOLS.one(), out, inp, n);
+            Gelu.backward(POOLS.one(), dinp, inp, Buffers.floats(arena, new double[n]), n);
             for (int i = 0; i < n; i++) {
                 assertThat(out.getAtIndex(ValueLayout.JAVA_FLOAT, i)).as("gelu(NaN) [%d]", i).isNaN();
                 assertThat(dinp.getAtIndex(ValueLayout.JAVA_FLOAT, i)).as("gelu'(NaN) [%d]", i)
@@ -212,26 +200,26 @@ class GeluTest {
             MemorySegment a = arena.allocate(4L * 10);
             MemorySegment b = arena.allocate(4L * 10);
             MemorySegment c = arena.allocate(4L * 10);
-            assertThatThrownBy(() -> Gelu.forward(pool1, a, arena.allocate(12), 4))
+            assertThatThrownBy(() -> Gelu.forward(POOLS.one(), a, arena.allocate(12), 4))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("inp holds 3 floats, 4 needed");
-            assertThatThrownBy(() -> Gelu.forward(pool1, a, b, -1))
+            assertThatThrownBy(() -> Gelu.forward(POOLS.one(), a, b, -1))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("n must be >= 0, got -1");
-            assertThatThrownBy(() -> Gelu.forward(pool1, a.asSlice(4), a, 5))
+            assertThatThrownBy(() -> Gelu.forward(POOLS.one(), a.asSlice(4), a, 5))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("out partly overlaps inp");
-            assertThatThrownBy(() -> Gelu.backward(pool1, a, b, a, 5))
+            assertThatThrownBy(() -> Gelu.backward(POOLS.one(), a, b, a, 5))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dinp overlaps dout");
-            assertThatThrownBy(() -> Gelu.backward(pool1, a, c, b, 11))
+            assertThatThrownBy(() -> Gelu.backward(POOLS.one(), a, c, b, 11))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dinp holds 10 floats");
-            Gelu.forward(pool1, a, b, 0); // nothing to do
-            Gelu.backward(pool1, a, b, c, 0);
+            Gelu.forward(POOLS.one(), a, b, 0); // nothing to do
+            Gelu.backward(POOLS.one(), a, b, c, 0);
         }
         try (Arena confined = Arena.ofConfined()) {
             MemorySegment a = confined.allocate(16);
             MemorySegment b = confined.allocate(16);
-            assertThatThrownBy(() -> Gelu.forward(pool3, a, b, 4))
+            assertThatThrownBy(() -> Gelu.forward(POOLS.three(), a, b, 4))
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("out belongs to a confined arena");
-            Gelu.forward(pool1, a, b, 4); // one thread: confined memory is fine
+            Gelu.forward(POOLS.one(), a, b, 4); // one thread: confined memory is fine
         }
     }
 }

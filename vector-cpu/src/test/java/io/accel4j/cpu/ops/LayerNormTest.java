@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.accel4j.core.ops.LayerNormOps;
-import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ref.LayerNormRef;
 import io.accel4j.cpu.testing.Buffers;
 import io.accel4j.cpu.testing.Compare;
@@ -12,9 +11,10 @@ import io.accel4j.cpu.testing.FiniteDifferences;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * LayerNorm: the float64 reference's three gradients against finite differences; the fast kernel against the
@@ -44,20 +44,8 @@ class LayerNormTest {
     static final int[] NS = {1, 3, 17, 130};
     static final int[] CS = {1, 3, 7, 33, 768};
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     /** N rows of C values, each row shifted by its own offset in [−offset, offset]. */
     static double[] rows(SplittableRandom rnd, int N, int C, double offset, double spread) {
@@ -156,7 +144,7 @@ class LayerNormTest {
             MemorySegment inp = Buffers.floats(arena, x), weight = Buffers.floats(arena, w);
             MemorySegment out = Buffers.poisoned(arena, (long) N * C);
             MemorySegment mean = Buffers.poisoned(arena, N), rstd = Buffers.poisoned(arena, N);
-            LayerNorm.forward(pool3, out, mean, rstd, inp, weight, Buffers.floats(arena, b), N, C);
+            LayerNorm.forward(POOLS.three(), out, mean, rstd, inp, weight, Buffers.floats(arena, b), N, C);
             double[] wantOut = new double[N * C], wantMean = new double[N], wantRstd = new double[N];
             LayerNormRef.forward(wantOut, wantMean, wantRstd, x, w, b, N, C);
             double[] tolOut = new double[N * C], tolMean = new double[N], tolRstd = new double[N];
@@ -186,7 +174,7 @@ class LayerNormTest {
             double[] m = Buffers.read(mean, N), s = Buffers.read(rstd, N);
             MemorySegment dinp = Buffers.floats(arena, dx0), dweight = Buffers.floats(arena, dw0);
             MemorySegment dbias = Buffers.floats(arena, db0);
-            LayerNorm.backward(pool3, dinp, dweight, dbias, Buffers.floats(arena, dout), inp, weight, mean, rstd,
+            LayerNorm.backward(POOLS.three(), dinp, dweight, dbias, Buffers.floats(arena, dout), inp, weight, mean, rstd,
                     N, C);
             double[] wantDx = dx0.clone(), wantDw = dw0.clone(), wantDb = db0.clone();
             LayerNormRef.backward(wantDx, wantDw, wantDb, dout, x, w, m, s, N, C);
@@ -239,7 +227,7 @@ class LayerNormTest {
             MemorySegment dout = Buffers.floats(arena, Buffers.uniform(rnd, N * C, 1));
             MemorySegment dinp0 = Buffers.floats(arena, Buffers.uniform(rnd, N * C, 1));
             MemorySegment[][] got = new MemorySegment[2][];
-            Parallel[] pools = {pool1, pool3};
+            Parallel[] pools = {POOLS.one(), POOLS.three()};
             for (int p = 0; p < 2; p++) {
                 MemorySegment out = Buffers.poisoned(arena, (long) N * C);
                 MemorySegment mean = Buffers.poisoned(arena, N), rstd = Buffers.poisoned(arena, N);
@@ -264,17 +252,17 @@ class LayerNormTest {
             MemorySegment x = arena.allocate(4L * N * C), out = arena.allocate(4L * N * C);
             MemorySegment mean = arena.allocate(4L * N), rstd = arena.allocate(4L * N);
             MemorySegment w = arena.allocate(4L * C), b = arena.allocate(4L * C);
-            assertThatThrownBy(() -> LayerNorm.forward(pool1, out, mean, rstd, x, w, arena.allocate(16), N, C))
+            assertThatThrownBy(() -> LayerNorm.forward(POOLS.one(), out, mean, rstd, x, w, arena.allocate(16), N, C))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("bias holds 4 floats, 5 needed");
-            assertThatThrownBy(() -> LayerNorm.forward(pool1, out, mean, rstd, x, w, b, 0, C))
+            assertThatThrownBy(() -> LayerNorm.forward(POOLS.one(), out, mean, rstd, x, w, b, 0, C))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("N must be >= 1, got 0");
-            assertThatThrownBy(() -> LayerNorm.forward(pool1, x, mean, rstd, x, w, b, N, C))
+            assertThatThrownBy(() -> LayerNorm.forward(POOLS.one(), x, mean, rstd, x, w, b, N, C))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("out overlaps inp");
-            assertThatThrownBy(() -> LayerNorm.forward(pool1, out, mean, mean, x, w, b, N, C))
+            assertThatThrownBy(() -> LayerNorm.forward(POOLS.one(), out, mean, mean, x, w, b, N, C))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("mean overlaps rstd");
-            assertThatThrownBy(() -> LayerNorm.backward(pool1, out, w, b, x, x, w, mean, rstd, N, C))
+            assertThatThrownBy(() -> LayerNorm.backward(POOLS.one(), out, w, b, x, x, w, mean, rstd, N, C))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dweight overlaps weight");
-            assertThatThrownBy(() -> LayerNorm.backward(pool1, out, w, b, x, x, arena.allocate(4L * C), mean,
+            assertThatThrownBy(() -> LayerNorm.backward(POOLS.one(), out, w, b, x, x, arena.allocate(4L * C), mean,
                     arena.allocate(12), N, C))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("rstd holds 3 floats, 4 needed");
         }

@@ -16,11 +16,11 @@ import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * The MLP's fused GELU matmuls ({@link Matmul#forwardGelu}, {@link Matmul#backwardGelu}) against the unfused
@@ -40,20 +40,8 @@ class MatmulGeluTest {
 
     static final double U = 0x1p-24;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     /** Inputs of one case, random in [−1, 1], and the pre-filled gradients. */
     record Case(int N, int C, int OC, DType operands, boolean withBias, long seed, double[] inp, double[] w,
@@ -88,7 +76,7 @@ class MatmulGeluTest {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment inp = Buffers.floats(arena, k.inp), w = Buffers.floats(arena, k.w);
             MemorySegment b = withBias ? Buffers.floats(arena, k.b) : null;
-            for (Parallel pool : new Parallel[] {pool1, pool3}) {
+            for (Parallel pool : new Parallel[] {POOLS.one(), POOLS.three()}) {
                 String what = k.what() + " threads=" + pool.threads();
                 MemorySegment sOut = Buffers.poisoned(arena, (long) N * OC);
                 MemorySegment sPre = Buffers.poisoned(arena, (long) N * OC);
@@ -121,7 +109,7 @@ class MatmulGeluTest {
         Grads[] byPool = new Grads[2];
         try (Arena arena = Arena.ofShared()) {
             for (int p = 0; p < 2; p++) {
-                Parallel pool = p == 0 ? pool1 : pool3;
+                Parallel pool = p == 0 ? POOLS.one() : POOLS.three();
                 String what = k.what() + " threads=" + pool.threads();
                 Grads fused = fused(arena, pool, k);
                 Grads unfused = unfused(arena, pool, k);
@@ -187,7 +175,7 @@ class MatmulGeluTest {
     void opsDefaultCompositionMatchesTheFusedKernels() throws Exception {
         Case k = Case.of(37, 50, 23, DType.BF16, true, 77);
         int N = k.N, C = k.C, OC = k.OC;
-        CpuOps cpu = new CpuOps(pool3);
+        CpuOps cpu = new CpuOps(POOLS.three());
         try (Arena arena = Arena.ofShared()) {
             Ops composed = defaultsOver(cpu);
             MemorySegment inp = Buffers.floats(arena, k.inp), w = Buffers.floats(arena, k.w);
@@ -240,18 +228,18 @@ class MatmulGeluTest {
             MemorySegment inp = arena.allocate(4L * N * C), w = arena.allocate(4L * OC * C);
             MemorySegment big = arena.allocate(4L * 2 * N * OC);
             MemorySegment out = big.asSlice(0, 4L * N * OC), overlapping = big.asSlice(4, 4L * N * OC);
-            assertThatThrownBy(() -> Matmul.forwardGelu(pool1, out, overlapping, inp, w, null, N, C, OC, DType.FP32))
+            assertThatThrownBy(() -> Matmul.forwardGelu(POOLS.one(), out, overlapping, inp, w, null, N, C, OC, DType.FP32))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overlaps");
-            assertThatThrownBy(() -> Matmul.forwardGelu(pool1, out, arena.allocate(4L * N * OC - 4), inp, w, null,
+            assertThatThrownBy(() -> Matmul.forwardGelu(POOLS.one(), out, arena.allocate(4L * N * OC - 4), inp, w, null,
                     N, C, OC, DType.FP32)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pre");
             MemorySegment dout = arena.allocate(4L * N * OC), pre = arena.allocate(4L * N * C);
             MemorySegment dw = arena.allocate(4L * OC * C);
-            assertThatThrownBy(() -> Matmul.backwardGelu(pool1, pre, null, dw, null, dout, inp, pre, w, N, C, OC,
+            assertThatThrownBy(() -> Matmul.backwardGelu(POOLS.one(), pre, null, dw, null, dout, inp, pre, w, N, C, OC,
                     DType.FP32)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overlaps pre");
-            assertThatThrownBy(() -> Matmul.backwardGelu(pool1, arena.allocate(4L * N * C), arena.allocate(4L * C - 4),
+            assertThatThrownBy(() -> Matmul.backwardGelu(POOLS.one(), arena.allocate(4L * N * C), arena.allocate(4L * C - 4),
                     dw, null, dout, inp, pre, w, N, C, OC, DType.FP32))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("biasGrad");
-            assertThatThrownBy(() -> Matmul.backwardGelu(pool1, arena.allocate(4L * N * C), null, dw, null, dout,
+            assertThatThrownBy(() -> Matmul.backwardGelu(POOLS.one(), arena.allocate(4L * N * C), null, dw, null, dout,
                     inp, pre, w, N, C, OC, DType.FP8_E4M3)).isInstanceOf(IllegalArgumentException.class);
         }
     }

@@ -12,11 +12,11 @@ import io.accel4j.cpu.testing.FiniteDifferences;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * The linear layer: the float64 reference's backward against finite differences, then the fast layer (GEMM) against
@@ -31,20 +31,8 @@ class MatmulTest {
 
     static final double U = 0x1p-24;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     @Test
     void referenceBackwardMatchesFiniteDifferences() {
@@ -91,7 +79,7 @@ class MatmulTest {
 
         String what = "N=" + N + " C=" + C + " OC=" + OC + " seed=" + seed;
         try (Arena arena = Arena.ofShared()) {
-            for (Parallel pool : new Parallel[] {pool1, pool3}) {
+            for (Parallel pool : new Parallel[] {POOLS.one(), POOLS.three()}) {
                 MemorySegment sOut = Buffers.poisoned(arena, (long) N * OC);
                 MemorySegment sDinp = Buffers.floats(arena, dinp0);
                 MemorySegment sDw = Buffers.floats(arena, dw0);
@@ -133,7 +121,7 @@ class MatmulTest {
 
         String what = operands + " N=" + N + " C=" + C + " OC=" + OC + " seed=" + seed;
         try (Arena arena = Arena.ofShared()) {
-            for (Parallel pool : new Parallel[] {pool1, pool3}) {
+            for (Parallel pool : new Parallel[] {POOLS.one(), POOLS.three()}) {
                 MemorySegment sOut = Buffers.poisoned(arena, (long) N * OC);
                 MemorySegment sDinp = Buffers.floats(arena, dinp0), sDw = Buffers.floats(arena, dw0);
                 MemorySegment sDb = Buffers.floats(arena, db0);
@@ -170,7 +158,7 @@ class MatmulTest {
         try (Arena arena = Arena.ofShared()) {
             for (DType operands : new DType[] {DType.FP32, DType.BF16, DType.FP16}) {
                 MemorySegment out = Buffers.poisoned(arena, (long) N * OC);
-                Matmul.forward(pool1, out, Buffers.floats(arena, inp), Buffers.floats(arena, w), null, N, C, OC,
+                Matmul.forward(POOLS.one(), out, Buffers.floats(arena, inp), Buffers.floats(arena, w), null, N, C, OC,
                         operands);
                 double[] got = Buffers.read(out, N * OC);
                 for (int i = 0; i < N * OC; i++) {
@@ -194,7 +182,7 @@ class MatmulTest {
                 MemorySegment dinp = Buffers.floats(arena, new double[N * C]);
                 MemorySegment dw = Buffers.floats(arena, new double[OC * C]);
                 MemorySegment db = Buffers.floats(arena, new double[OC]);
-                Matmul.backward(p == 0 ? pool1 : pool3, dinp, dw, db, Buffers.floats(arena, dout),
+                Matmul.backward(p == 0 ? POOLS.one() : POOLS.three(), dinp, dw, db, Buffers.floats(arena, dout),
                         Buffers.floats(arena, inp), Buffers.floats(arena, w), N, C, OC);
                 results[p] = concat(Buffers.read(dinp, N * C), Buffers.read(dw, OC * C), Buffers.read(db, OC));
             }
@@ -207,11 +195,11 @@ class MatmulTest {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment small = arena.allocate(4 * 4);
             MemorySegment big = arena.allocate(1024 * 4);
-            assertThatThrownBy(() -> Matmul.forward(pool1, big, big.asSlice(2048), small, null, 4, 4, 4))
+            assertThatThrownBy(() -> Matmul.forward(POOLS.one(), big, big.asSlice(2048), small, null, 4, 4, 4))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("B is 16 bytes");
-            assertThatThrownBy(() -> Matmul.forward(pool1, big, big, big, null, 0, 4, 4))
+            assertThatThrownBy(() -> Matmul.forward(POOLS.one(), big, big, big, null, 0, 4, 4))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("N must be >= 1");
-            assertThatThrownBy(() -> Matmul.backward(pool1, big.asSlice(0, 64), big.asSlice(64, 64), small,
+            assertThatThrownBy(() -> Matmul.backward(POOLS.one(), big.asSlice(0, 64), big.asSlice(64, 64), small,
                     big.asSlice(128, 4 * 64), big.asSlice(512, 64), big.asSlice(768, 64), 4, 4, 16))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dbias holds 4 floats, 16");
         }

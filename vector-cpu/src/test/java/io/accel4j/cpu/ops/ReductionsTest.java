@@ -3,18 +3,17 @@ package io.accel4j.cpu.ops;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ref.ReductionsRef;
 import io.accel4j.cpu.testing.Buffers;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /** {@link Reductions} against {@link ReductionsRef}, with non-finite values injected, and over thread counts. */
 class ReductionsTest {
@@ -28,20 +27,8 @@ class ReductionsTest {
     static final double SUM_REL = 36 * U;
     static final int LARGE = 3_000_007;
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     @ParameterizedTest(name = "n={0}")
     @ValueSource(ints = {0, 1, 2, 7, 33, 1001, 65536, 131085, LARGE})
@@ -53,10 +40,10 @@ class ReductionsTest {
             MemorySegment s = Buffers.floats(arena, x);
             String what = "n=" + n + " seed=" + seed;
             double ref = ReductionsRef.sumOfSquares(x);
-            assertThat(Math.abs(Reductions.sumOfSquares(pool3, s, n) - ref)).as("sumOfSquares, " + what)
+            assertThat(Math.abs(Reductions.sumOfSquares(POOLS.three(), s, n) - ref)).as("sumOfSquares, " + what)
                     .isLessThanOrEqualTo(SUM_REL * ref);
-            assertThat(Reductions.hasNonFinite(pool3, s, n)).as("hasNonFinite, " + what).isFalse();
-            assertThat((double) Reductions.amax(pool3, s, n)).as("amax, " + what).isEqualTo(ReductionsRef.amax(x));
+            assertThat(Reductions.hasNonFinite(POOLS.three(), s, n)).as("hasNonFinite, " + what).isFalse();
+            assertThat((double) Reductions.amax(POOLS.three(), s, n)).as("amax, " + what).isEqualTo(ReductionsRef.amax(x));
 
             if (n == 0) {
                 return;
@@ -72,17 +59,17 @@ class ReductionsTest {
                 y[at] = special;
                 s.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, at, special);
                 String w = what + " with " + special + " at " + at;
-                double sum = Reductions.sumOfSquares(pool3, s, n);
+                double sum = Reductions.sumOfSquares(POOLS.three(), s, n);
                 double want = ReductionsRef.sumOfSquares(y); // NaN or inf
                 assertThat(Double.compare(sum, want)).as("sumOfSquares %s, expected %s, %s", sum, want, w).isZero();
-                assertThat(Reductions.hasNonFinite(pool3, s, n)).as("hasNonFinite, " + w).isTrue();
-                float amax = Reductions.amax(pool3, s, n);
+                assertThat(Reductions.hasNonFinite(POOLS.three(), s, n)).as("hasNonFinite, " + w).isTrue();
+                float amax = Reductions.amax(POOLS.three(), s, n);
                 assertThat(Double.compare(amax, ReductionsRef.amax(y))).as("amax %s, %s", amax, w).isZero();
                 if (n > 1) {
                     int other = (at + 1 + rnd.nextInt(n - 1)) % n;
                     s.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, other, Float.NEGATIVE_INFINITY);
                     y[other] = Double.NEGATIVE_INFINITY;
-                    amax = Reductions.amax(pool3, s, n);
+                    amax = Reductions.amax(POOLS.three(), s, n);
                     assertThat(Double.compare(amax, ReductionsRef.amax(y))).as("amax %s, -inf at %d, %s", amax, other,
                             w).isZero();
                     s.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, other, (float) x[other]);
@@ -106,7 +93,7 @@ class ReductionsTest {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment s = Buffers.floats(arena, x);
             double ref = ReductionsRef.sumOfSquares(x);
-            assertThat(Math.abs(Reductions.sumOfSquares(pool3, s, n) - ref)).as("sumOfSquares of 1, 2^-13…")
+            assertThat(Math.abs(Reductions.sumOfSquares(POOLS.three(), s, n) - ref)).as("sumOfSquares of 1, 2^-13…")
                     .isLessThanOrEqualTo(SUM_REL * ref);
         }
     }
@@ -117,10 +104,10 @@ class ReductionsTest {
         double[] x = Buffers.uniform(rnd, LARGE, 100);
         try (Arena arena = Arena.ofShared()) {
             MemorySegment s = Buffers.floats(arena, x);
-            double one = Reductions.sumOfSquares(pool1, s, LARGE);
-            assertThat(Reductions.sumOfSquares(pool3, s, LARGE)).as("sumOfSquares, 3 vs 1 threads (seed 23)")
+            double one = Reductions.sumOfSquares(POOLS.one(), s, LARGE);
+            assertThat(Reductions.sumOfSquares(POOLS.three(), s, LARGE)).as("sumOfSquares, 3 vs 1 threads (seed 23)")
                     .isEqualTo(one);
-            assertThat(Reductions.amax(pool3, s, LARGE)).isEqualTo(Reductions.amax(pool1, s, LARGE));
+            assertThat(Reductions.amax(POOLS.three(), s, LARGE)).isEqualTo(Reductions.amax(POOLS.one(), s, LARGE));
         }
     }
 
@@ -128,17 +115,17 @@ class ReductionsTest {
     void argumentErrors() {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment s = arena.allocate(40);
-            assertThatThrownBy(() -> Reductions.sumOfSquares(pool1, s, -1))
+            assertThatThrownBy(() -> Reductions.sumOfSquares(POOLS.one(), s, -1))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("n must be >= 0");
-            assertThatThrownBy(() -> Reductions.amax(pool1, s, 11))
+            assertThatThrownBy(() -> Reductions.amax(POOLS.one(), s, 11))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("x holds 10");
-            assertThatThrownBy(() -> Reductions.hasNonFinite(pool1, s, 11))
+            assertThatThrownBy(() -> Reductions.hasNonFinite(POOLS.one(), s, 11))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("x holds 10");
             try (Arena confined = Arena.ofConfined()) {
                 MemorySegment c = confined.allocate(40);
-                assertThatThrownBy(() -> Reductions.sumOfSquares(pool3, c, 10))
+                assertThatThrownBy(() -> Reductions.sumOfSquares(POOLS.three(), c, 10))
                         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("confined");
-                assertThat(Reductions.sumOfSquares(pool1, c, 10)).isEqualTo(0.0);
+                assertThat(Reductions.sumOfSquares(POOLS.one(), c, 10)).isEqualTo(0.0);
             }
         }
     }

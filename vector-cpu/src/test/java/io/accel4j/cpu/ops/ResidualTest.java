@@ -3,7 +3,6 @@ package io.accel4j.cpu.ops;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ref.ResidualRef;
 import io.accel4j.cpu.testing.Buffers;
 import io.accel4j.cpu.testing.Compare;
@@ -11,9 +10,10 @@ import io.accel4j.cpu.testing.FiniteDifferences;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.testing.Pools;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * The residual add: the float64 reference's gradients against finite differences, the fast kernel against the
@@ -26,20 +26,8 @@ class ResidualTest {
     static final double FD_REL = 1e-7, FD_ABS = 1e-9;
     static final int[] SIZES = {1, 3, 7, 17, 33, 130, 1000, Tasks.CHUNK + 7, 70_001};
 
-    static Parallel pool1;
-    static Parallel pool3;
-
-    @BeforeAll
-    static void pools() {
-        pool1 = new Parallel(1);
-        pool3 = new Parallel(3);
-    }
-
-    @AfterAll
-    static void closePools() {
-        pool1.close();
-        pool3.close();
-    }
+    @RegisterExtension
+    static final Pools POOLS = new Pools();
 
     @Test
     void referenceBackwardMatchesFiniteDifferences() {
@@ -82,20 +70,20 @@ class ResidualTest {
                 MemorySegment inp1 = Buffers.floats(arena, a);
                 MemorySegment inp2 = Buffers.floats(arena, b);
                 MemorySegment out = Buffers.poisoned(arena, n);
-                Residual.forward(pool3, out, inp1, inp2, n);
+                Residual.forward(POOLS.three(), out, inp1, inp2, n);
                 Compare.close("forward n=" + n + " seed=" + seed, Buffers.read(out, n), Buffers.roundToFloat(want),
                         0, 0);
                 MemorySegment dinp1 = Buffers.floats(arena, da);
                 MemorySegment dinp2 = Buffers.floats(arena, db);
-                Residual.backward(pool3, dinp1, dinp2, Buffers.floats(arena, dout), n);
+                Residual.backward(POOLS.three(), dinp1, dinp2, Buffers.floats(arena, dout), n);
                 Compare.close("dinp1 n=" + n + " seed=" + seed, Buffers.read(dinp1, n), Buffers.roundToFloat(wantDa),
                         0, 0);
                 Compare.close("dinp2 n=" + n + " seed=" + seed, Buffers.read(dinp2, n), Buffers.roundToFloat(wantDb),
                         0, 0);
-                Residual.forward(pool3, inp1, inp1, inp2, n); // in place, either input
+                Residual.forward(POOLS.three(), inp1, inp1, inp2, n); // in place, either input
                 assertThat(inp1.mismatch(out)).as("out = inp1, n=%d seed=%d", n, seed).isEqualTo(-1L);
                 inp1 = Buffers.floats(arena, a);
-                Residual.forward(pool3, inp2, inp1, inp2, n);
+                Residual.forward(POOLS.three(), inp2, inp1, inp2, n);
                 assertThat(inp2.mismatch(out)).as("out = inp2, n=%d seed=%d", n, seed).isEqualTo(-1L);
             }
         }
@@ -111,7 +99,7 @@ class ResidualTest {
             MemorySegment b = Buffers.floats(arena, Buffers.uniform(rnd, n, 3));
             MemorySegment prefill = Buffers.floats(arena, Buffers.uniform(rnd, n, 1));
             MemorySegment[][] got = new MemorySegment[2][];
-            Parallel[] pools = {pool1, pool3};
+            Parallel[] pools = {POOLS.one(), POOLS.three()};
             for (int p = 0; p < 2; p++) {
                 MemorySegment out = Buffers.poisoned(arena, n);
                 Residual.forward(pools[p], out, a, b, n);
@@ -133,22 +121,22 @@ class ResidualTest {
             MemorySegment a = arena.allocate(4L * 10);
             MemorySegment b = arena.allocate(4L * 10);
             MemorySegment c = arena.allocate(4L * 10);
-            assertThatThrownBy(() -> Residual.forward(pool1, a, b, arena.allocate(12), 4))
+            assertThatThrownBy(() -> Residual.forward(POOLS.one(), a, b, arena.allocate(12), 4))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("inp2 holds 3 floats, 4 needed");
-            assertThatThrownBy(() -> Residual.forward(pool1, a, b, c, -2))
+            assertThatThrownBy(() -> Residual.forward(POOLS.one(), a, b, c, -2))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("n must be >= 0, got -2");
-            assertThatThrownBy(() -> Residual.forward(pool1, a, a.asSlice(8), c, 5))
+            assertThatThrownBy(() -> Residual.forward(POOLS.one(), a, a.asSlice(8), c, 5))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("out partly overlaps inp1");
-            assertThatThrownBy(() -> Residual.backward(pool1, a, b, b, 5))
+            assertThatThrownBy(() -> Residual.backward(POOLS.one(), a, b, b, 5))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dinp2 overlaps dout");
-            assertThatThrownBy(() -> Residual.backward(pool1, a, a, c, 5))
+            assertThatThrownBy(() -> Residual.backward(POOLS.one(), a, a, c, 5))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dinp1 overlaps dinp2");
-            assertThatThrownBy(() -> Residual.backward(pool1, a, b, c, 11))
+            assertThatThrownBy(() -> Residual.backward(POOLS.one(), a, b, c, 11))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dinp1 holds 10 floats");
         }
         try (Arena confined = Arena.ofConfined()) {
             MemorySegment a = confined.allocate(16);
-            assertThatThrownBy(() -> Residual.backward(pool3, a, confined.allocate(16), confined.allocate(16), 4))
+            assertThatThrownBy(() -> Residual.backward(POOLS.three(), a, confined.allocate(16), confined.allocate(16), 4))
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("dinp1 belongs to a confined arena");
         }
