@@ -88,6 +88,13 @@ __device__ __forceinline__ bool ab_visible(int t, int u, int T, bool causal) {
     return u < T && (!causal || u <= t);
 }
 
+// A per-row value of the forward (held by lanes 2r, 2r+1 for row r) for each element lane + 32e (e < 8) of a 16×16
+// row-major block this lane touches: that element's row is (lane + 32e) / 16.
+__device__ __forceinline__ void ab_row_values(float v, int lane, float (&row)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; e++) row[e] = __shfl_sync(AB_FULL_MASK, v, 2 * ((lane + 32 * e) >> 4));
+}
+
 // ---- forward
 
 // Query rows q0 … q0+63 of head h of batch b (warp w rows q0+16w …), in the log2 domain (x = scale·log2e·q·k):
@@ -157,8 +164,7 @@ __device__ __forceinline__ void attention_bf16_forward_tile(bf16* __restrict__ o
         // holds one 16×16 block)
         if (j > 0 && warp_max(alpha < 1.0f ? 1.0f : 0.0f) > 0.0f) {
             float a_row[8];
-#pragma unroll
-            for (int e = 0; e < 8; e++) a_row[e] = __shfl_sync(AB_FULL_MASK, alpha, 2 * ((lane + 32 * e) >> 4));
+            ab_row_values(alpha, lane, a_row);
 #pragma unroll
             for (int n = 0; n < NF; n++) {
                 __syncwarp();
@@ -177,9 +183,8 @@ __device__ __forceinline__ void attention_bf16_forward_tile(bf16* __restrict__ o
         ab_mma<AB_KEYS / 16, NF, false>(o, Ps, AB_LDP, Vs, LDH);
     }
     // out = O / l, a 16×16 block at a time through the warp's S space
-    float inv = 1.0f / l, inv_row[8];
-#pragma unroll
-    for (int e = 0; e < 8; e++) inv_row[e] = __shfl_sync(AB_FULL_MASK, inv, 2 * ((lane + 32 * e) >> 4));
+    float inv_row[8];
+    ab_row_values(1.0f / l, lane, inv_row);
 #pragma unroll
     for (int n = 0; n < NF; n++) {
         __syncwarp();
