@@ -9,8 +9,8 @@ import java.lang.foreign.ValueLayout;
  * A cuBLAS handle ({@code cublasCreate_v2}) bound to a context, destroyed by {@link #close()}. GEMMs are cuBLAS's
  * column-major ones: {@code C (m×n) = alpha·op(A)·op(B) + beta·C} with {@code op(A)} m×k and {@code op(B)} k×n;
  * a row-major product {@code Y = X·Wᵀ} is the column-major {@code Yᵀ = W·Xᵀ}, i.e. {@code gemm(T, N, …)} with the
- * operands swapped. Inputs FP32 or BF16 ({@code CUDA_R_32F}, {@code CUDA_R_16BF}), FP32 compute, scalars on the
- * host.
+ * operands swapped. Inputs FP32, BF16 or FP16 ({@code CUDA_R_32F}, {@code CUDA_R_16BF}, {@code CUDA_R_16F}), C FP32
+ * or, with 16-bit inputs, of their type; FP32 compute, scalars on the host.
  */
 public final class CublasHandle extends NativeResource {
 
@@ -50,7 +50,17 @@ public final class CublasHandle extends NativeResource {
     public void gemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
                      DeviceBuffer a, int aType, int lda, DeviceBuffer b, int bType, int ldb,
                      float beta, DeviceBuffer c, int ldc) {
-        gemmStridedBatched(transA, transB, m, n, k, alpha, a, aType, lda, 0, b, bType, ldb, 0, beta, c, ldc, 0, 1);
+        gemm(transA, transB, m, n, k, alpha, a, aType, lda, b, bType, ldb, beta, c, cublas_api_h.CUDA_R_32F, ldc);
+    }
+
+    /**
+     * {@link #gemm(boolean, boolean, int, int, int, float, DeviceBuffer, int, int, DeviceBuffer, int, int, float,
+     * DeviceBuffer, int)} with {@code c} of {@code cType}: FP32, or the inputs' 16-bit type.
+     */
+    public void gemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
+                     DeviceBuffer a, int aType, int lda, DeviceBuffer b, int bType, int ldb,
+                     float beta, DeviceBuffer c, int cType, int ldc) {
+        batched(transA, transB, m, n, k, alpha, a, aType, lda, 0, b, bType, ldb, 0, beta, c, cType, ldc, 0, 1);
     }
 
     /**
@@ -61,14 +71,25 @@ public final class CublasHandle extends NativeResource {
                                    DeviceBuffer a, int aType, int lda, long strideA,
                                    DeviceBuffer b, int bType, int ldb, long strideB,
                                    float beta, DeviceBuffer c, int ldc, long strideC, int batch) {
+        batched(transA, transB, m, n, k, alpha, a, aType, lda, strideA, b, bType, ldb, strideB, beta, c,
+                cublas_api_h.CUDA_R_32F, ldc, strideC, batch);
+    }
+
+    private void batched(boolean transA, boolean transB, int m, int n, int k, float alpha,
+                         DeviceBuffer a, int aType, int lda, long strideA, DeviceBuffer b, int bType, int ldb,
+                         long strideB, float beta, DeviceBuffer c, int cType, int ldc, long strideC, int batch) {
         ensureOpen();
+        if (cType != cublas_api_h.CUDA_R_32F && (cType != aType || cType != bType)) {
+            throw new IllegalArgumentException("c must be CUDA_R_32F or the inputs' 16-bit type, got cudaDataType "
+                    + cType + " for a " + aType + ", b " + bType);
+        }
         if (m < 1 || n < 1 || k < 1 || batch < 1) {
             throw new IllegalArgumentException("m, n, k, batch must be >= 1, got " + m + ", " + n + ", " + k + ", "
                     + batch);
         }
         fits("a", a, aType, lda, transA ? m : k, strideA, batch);
         fits("b", b, bType, ldb, transB ? k : n, strideB, batch);
-        fits("c", c, cublas_api_h.CUDA_R_32F, ldc, n, strideC, batch);
+        fits("c", c, cType, ldc, n, strideC, batch);
         if (lda < (transA ? k : m) || ldb < (transB ? n : k) || ldc < m) {
             throw new IllegalArgumentException("leading dimensions too small: lda " + lda + ", ldb " + ldb + ", ldc "
                     + ldc + " for m " + m + ", n " + n + ", k " + k);
@@ -85,10 +106,10 @@ public final class CublasHandle extends NativeResource {
             int compute = cublas_api_h.CUBLAS_COMPUTE_32F;
             if (batch == 1) {
                 check("cublasGemmEx", cublas_api_h.cublasGemmEx(handle, opA, opB, m, n, k, pa, da, aType, lda,
-                        db, bType, ldb, pb, dc, cublas_api_h.CUDA_R_32F, ldc, compute, cublas_api_h.CUBLAS_GEMM_DEFAULT));
+                        db, bType, ldb, pb, dc, cType, ldc, compute, cublas_api_h.CUBLAS_GEMM_DEFAULT));
             } else {
                 check("cublasGemmStridedBatchedEx", cublas_api_h.cublasGemmStridedBatchedEx(handle, opA, opB, m, n, k,
-                        pa, da, aType, lda, strideA, db, bType, ldb, strideB, pb, dc, cublas_api_h.CUDA_R_32F, ldc,
+                        pa, da, aType, lda, strideA, db, bType, ldb, strideB, pb, dc, cType, ldc,
                         strideC, batch, compute, cublas_api_h.CUBLAS_GEMM_DEFAULT));
             }
         }

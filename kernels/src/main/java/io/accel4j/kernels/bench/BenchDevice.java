@@ -1,6 +1,7 @@
 package io.accel4j.kernels.bench;
 
 import io.accel4j.core.DType;
+import io.accel4j.cuda.CublasHandle;
 import io.accel4j.cuda.CublasLtHandle;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaLibraries;
@@ -14,8 +15,8 @@ import java.util.List;
 
 /**
  * What the GPU benchmarks share: the context, {@link GpuOps}, a cuBLASLt handle and workspace for the GEMMs that
- * call cuBLASLt directly (null when the library is missing: those cases then fail with the reason), and the seed of
- * the random inputs. {@link #random} hands out device buffers of fresh random values, generated on the host and
+ * call cuBLASLt directly and a cuBLAS handle for the cuBLAS baseline (each null when its library is missing: those
+ * cases then fail with the reason), and the seed of the random inputs. {@link #random} hands out device buffers of fresh random values, generated on the host and
  * copied once; {@link Buffers} frees a case's buffers together.
  */
 final class BenchDevice implements AutoCloseable {
@@ -31,6 +32,10 @@ final class BenchDevice implements AutoCloseable {
     final DeviceBuffer workspace;
     /** Why {@link #lt} is null, else null. */
     final String ltMissing;
+    /** cuBLAS ({@code cublasGemmEx}), the baseline of the cuBLASLt GEMMs; null when libcublas is missing. */
+    final CublasHandle blas;
+    /** Why {@link #blas} is null, else null. */
+    final String blasMissing;
     private long seed;
 
     BenchDevice(CudaContext context, long seed) {
@@ -59,6 +64,18 @@ final class BenchDevice implements AutoCloseable {
             workspace = null;
             ltMissing = search.notFoundMessage();
         }
+        CudaLibraries.Search blasSearch = CudaLibraries.cublas();
+        CublasHandle b = null;
+        if (blasSearch.found()) {
+            try {
+                b = CublasHandle.create(context);
+            } catch (RuntimeException e) {
+                closeAll();
+                throw e;
+            }
+        }
+        blas = b;
+        blasMissing = b == null ? blasSearch.notFoundMessage() : null;
     }
 
     /** The next seed of a case's inputs (each call a different one). */
@@ -138,6 +155,14 @@ final class BenchDevice implements AutoCloseable {
 
     @Override
     public void close() {
+        if (blas != null) {
+            blas.close();
+        }
+        closeAll();
+    }
+
+    /** Everything but {@link #blas}, last made first closed. */
+    private void closeAll() {
         if (workspace != null) {
             workspace.close();
         }

@@ -8,13 +8,15 @@ import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Optional;
 
 /**
  * GEMM throughput: the linear layer's {@code out (M,N) = inp (M,K)·Wᵀ} with W (N,K), row-major (M tokens, K inputs,
  * N outputs), 2·M·N·K FLOP, at 8192³ and at GPT-2 124M's shapes (B·T = 8·1024 tokens, C 768, the vocabulary padded
  * to 50304 as llm.c does). Each {@link Variant} is a way to run it: the engine's path ({@link
  * io.accel4j.kernels.GpuOps#matmulForward} with the operand type it takes) or cuBLASLt called directly with other
- * types, the upper bound the engine's matmuls can reach; the engine's FP8 GEMM ({@link
+ * types, the upper bound the engine's matmuls can reach, with cuBLAS's {@code cublasGemmEx} beside cuBLASLt's BF16 as
+ * its baseline ({@link #ratios}); the engine's FP8 GEMM ({@link
  * io.accel4j.kernels.GpuMatmul#fp8}, which uploads its two scales before each product) beside cuBLASLt's. A new
  * variant is one line in {@link #variants()}.
  */
@@ -26,6 +28,11 @@ final class GemmCases {
             return String.format(Locale.ROOT, "%s %dx%dx%d", name, M, K, N);
         }
     }
+
+    /** The cuBLASLt BF16 GEMM and its cuBLAS baseline, whose ratio is an acceptance figure ({@link #ratios}). */
+    static final String CUBLASLT_BF16 = "cuBLASLt bf16", CUBLAS_BF16 = "cuBLAS bf16";
+    /** What cuBLASLt's BF16 GEMM must reach of cuBLAS's at every shape. */
+    static final double ACCEPTANCE = 0.95;
 
     static final int GPT2_TOKENS = 8 * 1024;
     static final int GPT2_C = 768;
@@ -56,7 +63,8 @@ final class GemmCases {
                 new Variant("GpuOps bf16", Ceiling.BF16, ops(DType.BF16)),
                 new Variant("cuBLASLt tf32", Ceiling.TF32,
                         lt(DType.FP32, DType.FP32, cublas_api_h.CUBLAS_COMPUTE_32F_FAST_TF32, false)),
-                new Variant("cuBLASLt bf16", Ceiling.BF16,
+                new Variant(CUBLAS_BF16, Ceiling.BF16, blas(DType.BF16)),
+                new Variant(CUBLASLT_BF16, Ceiling.BF16,
                         lt(DType.BF16, DType.BF16, cublas_api_h.CUBLAS_COMPUTE_32F, false)),
                 new Variant("cuBLASLt fp8e4m3", Ceiling.FP8,
                         lt(DType.FP8_E4M3, DType.BF16, cublas_api_h.CUBLAS_COMPUTE_32F, true)),
@@ -146,6 +154,48 @@ final class GemmCases {
                 throw e;
             }
         };
+    }
+
+    /**
+     * cuBLAS's {@code cublasGemmEx} on the same product as {@link #lt} ("TN", A and B and C of {@code type}, FP32
+     * compute, the default algorithm): the baseline the cuBLASLt GEMM is measured against.
+     */
+    static Setup blas(DType type) {
+        return (d, s) -> {
+            if (d.blas == null) {
+                throw new IllegalStateException("cuBLAS: " + d.blasMissing);
+            }
+            BenchDevice.Buffers b = d.buffers();
+            try {
+                DeviceBuffer w = b.random(type, (long) s.N() * s.K(), -1, 1);
+                DeviceBuffer inp = b.random(type, (long) s.M() * s.K(), -1, 1);
+                DeviceBuffer out = b.empty(type, (long) s.M() * s.N());
+                int t = cudaType(type);
+                return Case.Prepared.of(() -> d.blas.gemm(true, false, s.N(), s.M(), s.K(), 1f, w, t, s.K(), inp, t,
+                        s.K(), 0f, out, t, s.N()), b::close);
+            } catch (RuntimeException e) {
+                b.close();
+                throw e;
+            }
+        };
+    }
+
+    /** cuBLASLt's BF16 GEMM over cuBLAS's, per shape where both ran (the acceptance figure: ≥ 0.95). */
+    static List<Report.Ratio> ratios(List<Result> results) {
+        List<Report.Ratio> ratios = new ArrayList<>();
+        for (Shape s : SHAPES) {
+            Optional<Result> lt = find(results, CUBLASLT_BF16, s.label()), blas = find(results, CUBLAS_BF16, s.label());
+            if (lt.isPresent() && blas.isPresent()) {
+                ratios.add(new Report.Ratio("gemm " + s.label() + ": " + CUBLASLT_BF16 + " / " + CUBLAS_BF16,
+                        lt.get().value() / blas.get().value(), ACCEPTANCE));
+            }
+        }
+        return ratios;
+    }
+
+    private static Optional<Result> find(List<Result> results, String kernel, String shape) {
+        return results.stream().filter(r -> r.ok() && r.group().equals("gemm") && r.kernel().equals(kernel)
+                && r.shape().equals(shape)).findFirst();
     }
 
     static int cudaType(DType t) {

@@ -171,7 +171,7 @@ public final class GpuBench {
                 out.println(progress(++done[0], cases.size(), r));
                 rows.add(r);
             });
-            List<Report.Ratio> ratios = AdamWCases.ratio(results).stream().toList();
+            List<Report.Ratio> ratios = Acceptance.ratios(results);
             String table = Report.table(results, ratios);
             rows.finish(Report.json(meta, results, ratios), table);
             out.println();

@@ -1,6 +1,7 @@
 package io.accel4j.kernels.bench;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
 
 import io.accel4j.core.DType;
 import java.util.List;
@@ -65,10 +66,11 @@ class CaseListTest {
         List<Case> cases = GemmCases.cases(null, variants);
         assertThat(cases).hasSize(GemmCases.SHAPES.size() * variants.size());
         assertThat(variants).extracting(GemmCases.Variant::ceiling)
-                .containsExactly(Ceiling.FP32, Ceiling.BF16, Ceiling.TF32, Ceiling.BF16, Ceiling.FP8, Ceiling.FP8,
-                        Ceiling.FP8);
+                .containsExactly(Ceiling.FP32, Ceiling.BF16, Ceiling.TF32, Ceiling.BF16, Ceiling.BF16, Ceiling.FP8,
+                        Ceiling.FP8, Ceiling.FP8);
         assertThat(variants).extracting(GemmCases.Variant::name).containsExactly("GpuOps fp32", "GpuOps bf16",
-                "cuBLASLt tf32", "cuBLASLt bf16", "cuBLASLt fp8e4m3", "GpuMatmul fp8e4m3", "GpuMatmul fp8e4m3xe5m2");
+                "cuBLASLt tf32", "cuBLAS bf16", "cuBLASLt bf16", "cuBLASLt fp8e4m3", "GpuMatmul fp8e4m3",
+                "GpuMatmul fp8e4m3xe5m2");
         assertThat(cases).extracting(Case::shape).contains("square 8192x8192x8192", "qkv 8192x768x2304",
                 "attproj 8192x768x768", "fc 8192x768x3072", "fcproj 8192x3072x768", "lmhead 8192x768x50304");
         assertThat(cases.getFirst().work()).isEqualTo(Math.pow(2, 40));
@@ -93,5 +95,37 @@ class CaseListTest {
         for (DType t : DType.values()) {
             assertThat(GemmCases.cudaType(t)).isNotNegative();
         }
+    }
+
+    /**
+     * The acceptance lines: cuBLASLt bf16 over cuBLAS bf16 per shape where both ran, and the fastest bf16 attention
+     * forward at hd 128, T 16k, non-causal (a faster causal row, or another shape, must not stand in for it).
+     */
+    @Test
+    void acceptanceFiguresComeFromTheCasesThatRan() {
+        assertThat(AttentionCases.shapes(128, false).getLast().label()).isEqualTo(Acceptance.ATTENTION_SHAPE);
+        String square = GemmCases.SHAPES.getFirst().label(), qkv = GemmCases.SHAPES.get(1).label();
+        double sq = Flops.gemm(8192, 8192, 8192), attn = Flops.attentionForward(1, 16, 16384, 128, false);
+        List<Result> results = List.of(
+                ok("gemm", GemmCases.CUBLASLT_BF16, square, sq, Ceiling.BF16, 1.9),
+                ok("gemm", GemmCases.CUBLAS_BF16, square, sq, Ceiling.BF16, 2.0),
+                ok("gemm", GemmCases.CUBLASLT_BF16, qkv, 1e9, Ceiling.BF16, 1.0), // no cuBLAS row: no ratio
+                ok("attention", "flash bf16 fwd", Acceptance.ATTENTION_SHAPE, attn, Ceiling.BF16, 2.0),
+                ok("attention", "flash bf16 wgmma fwd", Acceptance.ATTENTION_SHAPE, attn, Ceiling.BF16, 1.0),
+                ok("attention", "flash bf16 wgmma fwd", "hd128 T16384 B1 NH16 causal", attn / 2, Ceiling.BF16, 0.1),
+                ok("attention", "flash bf16 fwd+bwd", Acceptance.ATTENTION_SHAPE, 3.5 * attn, Ceiling.BF16, 0.5));
+        List<Report.Ratio> ratios = Acceptance.ratios(results);
+        assertThat(ratios).extracting(Report.Ratio::name).containsExactly(
+                "gemm square 8192x8192x8192: cuBLASLt bf16 / cuBLAS bf16",
+                "attention hd128 T16384 B1 NH16 full: best bf16 forward TFLOP/s (flash bf16 wgmma fwd)");
+        assertThat(ratios.get(0).value()).isCloseTo(2.0 / 1.9, within(1e-12));
+        assertThat(ratios.get(0).pass()).isTrue();
+        assertThat(ratios.get(1).value()).isCloseTo(attn / 1e-3 / 1e12, within(1e-9));
+        assertThat(ratios.get(1).threshold()).isEqualTo(370);
+        assertThat(Acceptance.ratios(List.of())).isEmpty();
+    }
+
+    private static Result ok(String group, String kernel, String shape, double work, Ceiling ceiling, double ms) {
+        return Result.ok(Case.of(group, kernel, shape, work, ceiling, () -> null), new Stats(ms, ms, 5));
     }
 }

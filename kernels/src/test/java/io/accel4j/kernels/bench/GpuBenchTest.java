@@ -74,11 +74,11 @@ class GpuBenchTest {
         CudaProbe none = new CudaProbe.DriverNotFound(List.of("/nowhere"));
         assertThat(run(none, "--list")).isEqualTo(GpuBench.EXIT_OK);
         List<String> lines = out.toString(StandardCharsets.UTF_8).lines().toList();
-        // 6 shapes × 7 GEMM variants, 4 AdamW/copy, bf16 wgmma attention: 2 masks × 2 hd × 6 T × fwd, bf16 wmma
+        // 6 shapes × 8 GEMM variants, 4 AdamW/copy, bf16 wgmma attention: 2 masks × 2 hd × 6 T × fwd, bf16 wmma
         // attention: 2 masks × 2 hd × 4 T (≥ 2k) × (fwd, fwd+bwd), fp32 attention: 2 hd × 6 T × (fwd, fwd+bwd) + 1
         // skip line
-        assertThat(lines).hasSize(42 + 4 + 24 + 32 + 25 + 1);
-        assertThat(lines.getLast()).isEqualTo("127 cases");
+        assertThat(lines).hasSize(48 + 4 + 24 + 32 + 25 + 1);
+        assertThat(lines.getLast()).isEqualTo("133 cases");
         assertThat(lines.getFirst()).startsWith("gemm      GpuOps fp32").contains("square 8192x8192x8192", "1.100e+12 FLOP");
         assertThat(lines).anySatisfy(l -> assertThat(l).contains("(skipped: GpuOps fp32 is causal only)"));
         assertThat(lines).anySatisfy(l -> assertThat(l).startsWith("attention flash bf16 fwd+bwd")
