@@ -1,6 +1,7 @@
 // Multi-head self-attention FORWARD in bf16 on Hopper's warpgroup tensor cores (wgmma), FlashAttention-3 style
-// (without its producer warp and TMA): the same contract as attention_bf16_forward (attention_bf16.cu), which
-// io.accel4j.kernels.AttentionBf16Gpu launches instead on every device but compute capability 9.0.
+// (without its producer warp and TMA; attention_wgmma_tma_forward, at the end of this file, adds them): the same
+// contract as attention_bf16_forward (attention_bf16.cu), which io.accel4j.kernels.AttentionBf16Gpu launches instead
+// on every device but compute capability 9.0.
 // qkv (B,T,3C) bf16: Q in columns [0,C), K in [C,2C), V in [2C,3C), head h in columns h·HD … (h+1)·HD of each;
 // out (B,T,C) bf16; lse (B,NH,T) fp32 (natural log, scale included); HD = C/NH ∈ {64, 128}; scale = 1/√HD.
 //
@@ -43,6 +44,9 @@
 #include "common.cuh"
 #include <cuda_bf16.h>
 #include <stdint.h>
+#ifdef __CUDACC__
+#include <cuda.h>  // CUtensorMap (attention_wgmma_tma_forward's parameter)
+#endif
 
 #define AW_THREADS 256  // two warpgroups
 #define AW_ROWS 128     // query rows of a CTA, 64 per warpgroup
@@ -136,8 +140,54 @@ __device__ __forceinline__ void aw_wgmma_rs<64>(float* d, const uint32_t* a, uin
                  "p, 1, 1, 1;\n}\n"
                  : AW_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
+
+// ---- TMA and mbarrier (attention_wgmma_tma_forward); emu/tma_emu.h has their CPU stand-ins
+
+// mbarrier.init: the barrier's phase 0 begins, expecting `count` arrivals (and no transaction bytes).
+__device__ __forceinline__ void aw_mbar_init(uint64_t* bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(aw_smem_addr(bar)), "r"(count) : "memory");
+}
+// Makes the initialisations visible to the async proxy (TMA's complete_tx) before they are used (CUTLASS's
+// fence_barrier_init); a block barrier then publishes them to the other threads.
+__device__ __forceinline__ void aw_fence_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival on the current phase (release semantics: this thread's earlier reads, wgmma's included once waited
+// for, are ordered before whatever the phase's waiters do next).
+__device__ __forceinline__ void aw_mbar_arrive(uint64_t* bar) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n"
+                 :: "r"(aw_smem_addr(bar)) : "memory");
+}
+// Raises the current phase's expected transaction bytes by `bytes`, then arrives: the phase completes once every
+// arrival has come and the TMA copies signalling this barrier have delivered exactly that many bytes.
+__device__ __forceinline__ void aw_mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n"
+                 :: "r"(aw_smem_addr(bar)), "r"(bytes) : "memory");
+}
+// Whether the phase of parity `parity` has completed (the current phase's parity differs), acquiring what its
+// arrivals and copies released; may wait a while in hardware before answering false.
+__device__ __forceinline__ bool aw_mbar_try_wait(uint64_t* bar, int parity) {
+    uint32_t done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(aw_smem_addr(bar)), "r"(parity) : "memory");
+    return done != 0;
+}
+// TMA: the box at coordinates (c0, c1, c2) of the tensor `map` describes, global → shared dst (1024-byte aligned for
+// the 128-byte swizzle), out-of-bounds elements zero-filled; its bytes count as complete_tx on bar.
+__device__ __forceinline__ void aw_tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
+        int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
+                 :: "r"(aw_smem_addr(dst)), "l"(map), "r"(aw_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// setmaxnreg (all 128 threads of a warpgroup): the warpgroup's registers a thread become N, released to or taken from
+// the CTA's pool; the launch allocates 65536 / 384 → 168 a thread, the producer gives up the difference.
+template <int N>
+__device__ __forceinline__ void aw_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N)); }
+template <int N>
+__device__ __forceinline__ void aw_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N)); }
 #elif !defined(__CUDA_ARCH__)
 #include "wgmma_emu.h"
+#include "tma_emu.h"
 #endif
 
 #ifdef AW_ENABLED
@@ -252,6 +302,30 @@ __device__ __forceinline__ void aw_pv(float* o, uint32_t (*p)[4], uint32_t v_add
     aw_fence_regs(o, HD / 2);
 }
 
+// out = bf16(O / l) two columns at a time, lse from the quad's total l, for the thread's rows t0 and t0 + 8 of head h
+// of batch b (rows past T are not written).
+template <int HD>
+__device__ __forceinline__ void aw_write_out(bf16* __restrict__ out, float* __restrict__ lse, const float* o,
+        const float* m, const float* l, int b, int h, int t0, int q, int T, int C, int NH) {
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        float lt = l[hr];
+        lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+        float inv = 1.0f / lt;
+        int t = t0 + 8 * hr;
+        if (t < T) {
+            bf16* row = out + ((long long) b * T + t) * C + (long long) h * HD + 2 * q;
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++) {
+                *reinterpret_cast<uint32_t*>(row + 8 * i) =
+                        aw_pack_bf16x2(o[4 * i + 2 * hr] * inv, o[4 * i + 2 * hr + 1] * inv);
+            }
+            if (q == 0) lse[((long long) b * NH + h) * T + t] = (m[hr] + log2f(lt)) * AW_LN2;
+        }
+    }
+}
+
 // ---- forward
 
 // Query rows q0 … q0+127 of head h of batch b (see the comment at the top). Thread: warpgroup wg, warp w (of its
@@ -313,24 +387,7 @@ __device__ __forceinline__ void attention_wgmma_forward_tile(bf16* __restrict__ 
         __syncthreads();  // the buffers read in this iteration may be reloaded
     }
 
-    // out = bf16(O / l) two columns at a time; lse from the quad's total l
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        float lt = l[hr];
-        lt += __shfl_xor_sync(0xffffffffu, lt, 1);
-        lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-        float inv = 1.0f / lt;
-        int t = t0 + 8 * hr;
-        if (t < T) {
-            bf16* row = out + ((long long) b * T + t) * C + (long long) h * HD + 2 * q;
-#pragma unroll
-            for (int i = 0; i < HD / 8; i++) {
-                *reinterpret_cast<uint32_t*>(row + 8 * i) =
-                        aw_pack_bf16x2(o[4 * i + 2 * hr] * inv, o[4 * i + 2 * hr + 1] * inv);
-            }
-            if (q == 0) lse[((long long) b * NH + h) * T + t] = (m[hr] + log2f(lt)) * AW_LN2;
-        }
-    }
+    aw_write_out<HD>(out, lse, o, m, l, b, h, t0, q, T, C, NH);
 }
 #endif
 
@@ -344,5 +401,159 @@ extern "C" __global__ void __launch_bounds__(AW_THREADS, 1) attention_wgmma_forw
     else attention_wgmma_forward_tile<128>(out, lse, qkv, T, C, NH, scale, causal != 0, aw_smem);
 #else
     __trap();  // wgmma is sm_90a only: the launcher selects attention_bf16_forward on this PTX
+#endif
+}
+
+// ======== attention_wgmma_tma_forward: the same forward, its loads by TMA from a producer warp ========
+//
+// The contract, the math, the tile shapes, the swizzled layout and the three steps of a key tile are
+// attention_wgmma_forward's; what differs is who loads and how the consumers learn that a tile is there
+// (FlashAttention-3's producer/consumer split, without setmaxnreg: one producer warp beside the two consumer
+// warpgroups keeps 288 threads within 224 registers each):
+//   - threads 0–255 are the consumer warpgroups 0 and 1 (as above, warpgroup 1's P·V half a tile late);
+//     threads 256–287 the producer warp, of which lane 0 issues every copy and the others exit at once;
+//   - the producer loads Q once and K, V tiles into a ring of AW_STAGES stages each with
+//     cp.async.bulk.tensor.3d (TMA) through the tensor map qkv_map: a (3C, T, B) bf16 view of qkv, box 64 columns
+//     × 128 rows × 1 batch, CU_TENSOR_MAP_SWIZZLE_128B (AW_TMA_SWIZZLE), rows past T zero-filled by the hardware —
+//     a box is exactly one 64-column block of the swizzled tile layout above (128-byte rows, 16-byte chunk c of
+//     row r at c ^ (r mod 8), the XOR taken on address bits 4–6 ^ 7–9, hence the 1024-byte aligned stages);
+//   - mbarriers (PTX ISA 9.7.13.15): per stage full[s] (1 arrival: the producer's arrive.expect_tx of the tile's
+//     bytes, completed by the copies' complete_tx) and empty[s] (256 arrivals: every consumer thread, after the
+//     wgmma.wait_group that retires its reads of the stage); Q has its own full barrier. Tile j uses stage
+//     s = j mod AW_STAGES in its round n = j / AW_STAGES: consumers wait for full[s]'s phase of parity n & 1, the
+//     producer for empty[s]'s of parity (n & 1) ^ 1 (round 0 passes at once: the phase "before" phase 0 counts as
+//     complete), as CUTLASS's PipelineTmaAsync does.
+// Shared memory (AttentionBf16Gpu.wgmmaTmaSharedBytes): 1 KiB alignment slack + Q + 2·AW_STAGES tiles of 128×HD
+// bf16 + 128 bytes for the barriers: 161.1 KiB at HD 128, 81.1 KiB at 64.
+#define AW_STAGES 2            // K and V ring depth
+#define AW_TMA_THREADS 384     // two consumer warpgroups + the producer warpgroup
+#define AW_PRODUCER_REGS 24    // setmaxnreg: the producer warpgroup's registers a thread, given up …
+#define AW_CONSUMER_REGS 240   // … to the consumers': 2·128·240 + 128·24 ≤ 64 Ki
+#define AW_TMA_BOX_COLS 64     // a box's inner extent: one 128-byte swizzle row
+#define AW_TMA_BARRIER_BYTES 128  // shared memory reserved for AwTmaBarriers
+#define AW_TMA_SWIZZLE 3       // CU_TENSOR_MAP_SWIZZLE_128B: the layout aw_desc declares (the map's encoder uses it)
+
+#ifdef AW_ENABLED
+// The barriers of a CTA, after the tiles in shared memory.
+struct AwTmaBarriers {
+    uint64_t q_full, k_full[AW_STAGES], k_empty[AW_STAGES], v_full[AW_STAGES], v_empty[AW_STAGES];
+};
+static_assert(sizeof(AwTmaBarriers) <= AW_TMA_BARRIER_BYTES, "the barriers outgrow their shared memory");
+
+__device__ __forceinline__ void aw_mbar_wait(uint64_t* bar, int parity) {
+    while (!aw_mbar_try_wait(bar, parity)) {
+    }
+}
+
+// One 128-row tile (rows r0 … r0+127 of batch b, columns col … col+HD−1 of qkv) into the swizzled tile dst: HD/64
+// boxes, each one 64-column block; all signal bar.
+template <int HD>
+__device__ __forceinline__ void aw_tma_tile(unsigned char* dst, const CUtensorMap* map, uint64_t* bar, int col,
+        int r0, int b) {
+#pragma unroll
+    for (int cb = 0; cb < HD / AW_TMA_BOX_COLS; cb++)
+        aw_tma_load_3d(dst + cb * AW_ROWS * 128, map, bar, col + cb * AW_TMA_BOX_COLS, r0, b);
+}
+
+// The producer (one thread): Q, then K_j and V_j of every tile j into stage j mod AW_STAGES once it is empty.
+template <int HD>
+__device__ __forceinline__ void aw_tma_produce(const CUtensorMap* map, AwTmaBarriers* bars, unsigned char* Qs,
+        unsigned char* Ks, unsigned char* Vs, int q0, int h, int b, int C, int tiles) {
+    constexpr uint32_t TILE = AW_KEYS * HD * 2;
+    aw_mbar_arrive_expect_tx(&bars->q_full, AW_ROWS * HD * 2);
+    aw_tma_tile<HD>(Qs, map, &bars->q_full, h * HD, q0, b);
+    for (int j = 0; j < tiles; j++) {
+        int s = j % AW_STAGES, parity = (j / AW_STAGES) & 1;
+        aw_mbar_wait(&bars->k_empty[s], parity ^ 1);
+        aw_mbar_arrive_expect_tx(&bars->k_full[s], TILE);
+        aw_tma_tile<HD>(Ks + s * TILE, map, &bars->k_full[s], C + h * HD, j * AW_KEYS, b);
+        aw_mbar_wait(&bars->v_empty[s], parity ^ 1);
+        aw_mbar_arrive_expect_tx(&bars->v_full[s], TILE);
+        aw_tma_tile<HD>(Vs + s * TILE, map, &bars->v_full[s], 2 * C + h * HD, j * AW_KEYS, b);
+    }
+}
+
+// A consumer's P·V of tile j (stage j mod AW_STAGES): wait for V_j, multiply, release the stage.
+template <int HD>
+__device__ __forceinline__ void aw_tma_pv(float* o, uint32_t (*p)[4], AwTmaBarriers* bars, uint32_t v_addr, int j) {
+    int s = j % AW_STAGES;
+    aw_mbar_wait(&bars->v_full[s], (j / AW_STAGES) & 1);
+    aw_pv<HD>(o, p, v_addr + s * AW_KEYS * HD * 2);
+    aw_mbar_arrive(&bars->v_empty[s]);
+}
+
+// Query rows q0 … q0+127 of head h of batch b: thread numbering and iteration order as attention_wgmma_forward_tile,
+// the waits on the barriers in place of its cp.async waits and block barriers.
+template <int HD>
+__device__ __forceinline__ void attention_wgmma_tma_forward_tile(bf16* __restrict__ out, float* __restrict__ lse,
+        const CUtensorMap* map, int T, int C, int NH, float scale, bool causal, unsigned char* smem_raw) {
+    constexpr int QBYTES = AW_ROWS * HD * 2, TILE = AW_KEYS * HD * 2;
+    int h = blockIdx.y, b = blockIdx.z;
+    int wg = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, gr = lane >> 2, q = lane & 3;
+    int q0 = (causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * AW_ROWS;  // causal: the longest rows first
+    uint32_t raw = aw_smem_addr(smem_raw), pad = (1024 - (raw & 1023)) & 1023;
+    unsigned char* Qs = smem_raw + pad;             // (AW_ROWS, HD) swizzled
+    unsigned char* Ks = Qs + QBYTES;                // AW_STAGES × (AW_KEYS, HD) swizzled
+    unsigned char* Vs = Ks + AW_STAGES * TILE;      // AW_STAGES × (AW_KEYS, HD) swizzled
+    AwTmaBarriers* bars = reinterpret_cast<AwTmaBarriers*>(Vs + AW_STAGES * TILE);
+    int last = causal ? min(q0 + AW_ROWS, T) - 1 : T - 1;
+    int tiles = last / AW_KEYS + 1;
+
+    if (threadIdx.x == 0) {
+        aw_mbar_init(&bars->q_full, 1);
+        for (int s = 0; s < AW_STAGES; s++) {
+            aw_mbar_init(&bars->k_full[s], 1);
+            aw_mbar_init(&bars->v_full[s], 1);
+            aw_mbar_init(&bars->k_empty[s], AW_THREADS);
+            aw_mbar_init(&bars->v_empty[s], AW_THREADS);
+        }
+        aw_fence_mbar_init();
+    }
+    __syncthreads();
+    if (wg == 2) {  // the producer warpgroup
+        aw_setmaxnreg_dec<AW_PRODUCER_REGS>();
+        if (w == 0 && lane == 0) aw_tma_produce<HD>(map, bars, Qs, Ks, Vs, q0, h, b, C, tiles);
+        return;
+    }
+    aw_setmaxnreg_inc<AW_CONSUMER_REGS>();
+
+    uint32_t q_addr = raw + pad + wg * 64 * 128, k_addr = aw_smem_addr(Ks), v_addr = aw_smem_addr(Vs);
+    float o[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    uint32_t p[AW_KEYS / 16][4];  // P of the last softmax, as A fragments
+    float xscale = scale * AW_LOG2E;
+    int t_first = q0 + 64 * wg, t0 = t_first + 16 * w + gr;  // the warpgroup's first row, the thread's first row
+    aw_mbar_wait(&bars->q_full, 0);
+    for (int j = 0; j <= tiles; j++) {
+        if (wg == 1 && j > 0) aw_tma_pv<HD>(o, p, bars, v_addr, j - 1);
+        if (j < tiles) {
+            int u0 = j * AW_KEYS, s = j % AW_STAGES;
+            float sc[AW_KEYS / 2];
+            aw_mbar_wait(&bars->k_full[s], (j / AW_STAGES) & 1);
+            aw_scores<HD>(sc, q_addr, k_addr + s * TILE);
+            aw_mbar_arrive(&bars->k_empty[s]);
+            bool masked = u0 + AW_KEYS > T || (causal && u0 + AW_KEYS - 1 > t_first);
+            aw_softmax<HD>(p, sc, o, m, l, u0, t0, q, T, causal, masked, xscale);
+            if (wg == 0) aw_tma_pv<HD>(o, p, bars, v_addr, j);
+        }
+    }
+    aw_write_out<HD>(out, lse, o, m, l, b, h, t0, q, T, C, NH);
+}
+#endif
+
+// Writes out (B,T,C) bf16 and lse (B,NH,T) from the qkv (B,T,3C) bf16 that qkv_map describes (see above: rank 3,
+// dims {3C, T, B}, box {64, 128, 1}, bf16, 128-byte swizzle, zero fill); causal ≠ 0 masks keys after the query.
+// grid = (⌈T/128⌉, NH, B), 288 threads, AttentionBf16Gpu.wgmmaTmaSharedBytes of dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(AW_TMA_THREADS, 1) attention_wgmma_tma_forward(bf16* __restrict__ out,
+        float* __restrict__ lse, const __grid_constant__ CUtensorMap qkv_map, int B, int T, int C, int NH,
+        float scale, int causal) {
+#ifdef AW_ENABLED
+    extern __shared__ __align__(1024) unsigned char aw_smem[];
+    if (C / NH == 64) attention_wgmma_tma_forward_tile<64>(out, lse, &qkv_map, T, C, NH, scale, causal != 0, aw_smem);
+    else attention_wgmma_tma_forward_tile<128>(out, lse, &qkv_map, T, C, NH, scale, causal != 0, aw_smem);
+#else
+    __trap();  // TMA and wgmma are sm_90a only: the launcher never selects this entry on this PTX
 #endif
 }

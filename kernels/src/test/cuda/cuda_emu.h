@@ -3,7 +3,8 @@
 // between two warp barriers. Threads are numbered x fastest, then y, then z, and warps are 32 consecutive numbers, as
 // on the GPU; a thread that returns leaves the barriers (an exited thread no longer holds up __syncthreads).
 // emu/ holds stand-ins for <cuda_bf16.h> and <mma.h> (wmma) for kernels that include them, and wgmma_emu.h, the
-// Hopper instructions of attention_wgmma.cu (warpgroup MMA, cp.async; its warpgroup barrier is emu_syncwarpgroup).
+// Hopper instructions of attention_wgmma.cu (warpgroup MMA, cp.async; its warpgroup barrier is emu_syncwarpgroup),
+// and tma_emu.h, its TMA copies, mbarriers and the driver's tensor-map encoder.
 //
 // `__shared__` expands to nothing, which gives every emulated thread its own copy of a static __shared__ array; a
 // harness whose kernels share such arrays redefines it as `static` after this header (blocks run one at a time, so

@@ -39,7 +39,8 @@ inline uint32_t emu_smem_lo, emu_smem_hi;
 
 [[noreturn]] inline void emu_fail(const char* what, unsigned long long v) {
     fprintf(stderr, "wgmma emulation: %s (0x%llx), thread %d\n", what, v, emu_tid);
-    exit(3);
+    fflush(stderr);
+    _Exit(3);  // not exit: other emulated threads are still running (and may be failing too)
 }
 
 inline uint32_t aw_smem_addr(const void* p) {
@@ -83,8 +84,13 @@ inline EmuSmemMatrix emu_decode(uint64_t desc) {
             (uint32_t) ((desc >> 32) & 0x3FFF) << 4};
 }
 
+// Called with the (swizzled) address of every shared-memory operand element a wgmma reads, when set: tma_emu.h's
+// check that the read is ordered after the TMA copy that wrote it.
+inline void (*emu_on_smem_read)(uint32_t addr);
+
 inline float emu_smem_bf16(uint32_t a) {
     a ^= ((a >> 7) & 7) << 4;  // the 128-byte swizzle, on the address
+    if (emu_on_smem_read) emu_on_smem_read(a);
     __nv_bfloat16 h;
     memcpy(&h, emu_smem_at(a, 2), 2);
     return __bfloat162float(h);

@@ -3,6 +3,9 @@ package io.accel4j.kernels;
 import io.accel4j.cuda.CudaKernel;
 import io.accel4j.core.DType;
 import io.accel4j.cuda.CudaKernel.Dim;
+import io.accel4j.cuda.TensorMap;
+import io.accel4j.cuda.bindings.cuda_h;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -27,9 +30,11 @@ import org.slf4j.LoggerFactory;
  * Every segment is a device view ({@link GpuOps#device}), qkv and dout 16-byte aligned; work is queued on the
  * default stream, in call order. Deterministic: no atomics, fixed summation orders.
  *
- * <p>Two forward kernels ({@link ForwardKernel}): on a device of compute capability 9.0 (where {@link GpuOps} loads
- * the sm_90a PTX) {@link #forward} runs attention_wgmma.cu's (Hopper's warpgroup MMA, 128 query rows a block), else
- * attention_bf16.cu's (wmma); the choice is logged once. The backward is attention_bf16.cu's everywhere: it reads
+ * <p>Three forward kernels ({@link ForwardKernel}): on a device of compute capability 9.0 (where {@link GpuOps}
+ * loads the sm_90a PTX) {@link #forward} runs attention_wgmma.cu's attention_wgmma_forward (Hopper's warpgroup MMA,
+ * 128 query rows a block), else attention_bf16.cu's (wmma); the choice is logged once. attention_wgmma.cu's
+ * attention_wgmma_tma_forward ({@link ForwardKernel#WGMMA_TMA}: TMA loads, a producer warpgroup, mbarriers) runs
+ * only when asked for by name, until a Hopper benchmark (AttentionCases) shows which of the two is faster. The backward is attention_bf16.cu's everywhere: it reads
  * only out and lse, which both forwards write to the same contract.
  * <p>{@link #forwardFp32} and {@link #backwardFp32} are {@link io.accel4j.core.ops.AttentionOps}' causal attention
  * with BF16 operands on fp32 buffers ({@link GpuOps} runs them): the fp32 inputs are rounded into bf16 scratch by
@@ -48,7 +53,13 @@ public final class AttentionBf16Gpu implements AutoCloseable {
         /** attention_bf16_forward: wmma m16n16k16, any device of compute capability 8.0 or later. */
         WMMA,
         /** attention_wgmma_forward: wgmma m64nNk16, compute capability 9.0 only (sm_90a PTX). */
-        WGMMA
+        WGMMA,
+        /**
+         * attention_wgmma_tma_forward: WGMMA's math with its K/V tiles loaded by TMA from a producer warpgroup into an
+         * mbarrier-pipelined ring (FlashAttention-3's structure), compute capability 9.0 only. Selectable for tests
+         * and benchmarks; not the default until a Hopper run shows it faster than WGMMA.
+         */
+        WGMMA_TMA
     }
 
     /** Threads of every tile kernel (4 warps). */
@@ -65,6 +76,12 @@ public final class AttentionBf16Gpu implements AutoCloseable {
     private static final int WGMMA_THREADS = 256;
     /** Query rows per block of attention_wgmma_forward (AW_ROWS), and its key tile (AW_KEYS). */
     private static final int WGMMA_ROWS = 128;
+    /** Threads of attention_wgmma_tma_forward: two consumer warpgroups and the producer's (AW_TMA_THREADS). */
+    private static final int WGMMA_TMA_THREADS = 384;
+    /** Its K and V ring depth (AW_STAGES) and the shared memory of its barriers (AW_TMA_BARRIER_BYTES). */
+    private static final int WGMMA_TMA_STAGES = 2, WGMMA_TMA_BARRIER_BYTES = 128;
+    /** Columns of a TMA box (AW_TMA_BOX_COLS): one 128-byte row of the 128-byte swizzle. */
+    private static final int TMA_BOX_COLS = 64;
 
     private final GpuOps ops;
     /** attention_bf16_backward_d's D (B,NH,T) fp32, grown to the largest call so far. */
@@ -75,6 +92,8 @@ public final class AttentionBf16Gpu implements AutoCloseable {
     private final ForwardKernel forwardKernel;
     /** Whether attention_wgmma_forward may take its (over 48 KiB) shared memory yet: set on its first launch. */
     private boolean wgmmaOptedIn;
+    /** The same for attention_wgmma_tma_forward. */
+    private boolean wgmmaTmaOptedIn;
     /** The fp32 methods' bf16 copies of qkv, out and dout, and the bf16 dqkv, each grown to the largest call. */
     private final ScratchBuffer qkv16, out16, dout16, dqkv16;
 
@@ -102,7 +121,10 @@ public final class AttentionBf16Gpu implements AutoCloseable {
                 : ForwardKernel.WMMA;
     }
 
-    /** Whether {@code kernel} runs on this device: WGMMA on compute capability 9.0 only, where the sm_90a PTX is. */
+    /**
+     * Whether {@code kernel} runs on this device: WGMMA and WGMMA_TMA on compute capability 9.0 only, where the
+     * sm_90a PTX is.
+     */
     public boolean supports(ForwardKernel kernel) {
         return kernel == ForwardKernel.WMMA || forwardKernelFor(computeCapability) == ForwardKernel.WGMMA;
     }
@@ -135,6 +157,14 @@ public final class AttentionBf16Gpu implements AutoCloseable {
      */
     static int wgmmaSharedBytes(int hs) {
         return 1024 + 6 * WGMMA_ROWS * hs * 2;
+    }
+
+    /**
+     * Dynamic shared memory of attention_wgmma_tma_forward: 1 KiB of slack, Q and two stages each of K and V (128
+     * rows of hs bf16 each), 128 bytes of mbarriers: 161.1 KiB at hs 128, 81.1 KiB at 64.
+     */
+    static int wgmmaTmaSharedBytes(int hs) {
+        return 1024 + (1 + 2 * WGMMA_TMA_STAGES) * WGMMA_ROWS * hs * 2 + WGMMA_TMA_BARRIER_BYTES;
     }
 
     /** Dynamic shared memory of the dQ and dK/dV kernels: 4·32 rows of hs + 8 bf16, 2·32×36 fp32, 2·32×40 bf16. */
@@ -177,6 +207,10 @@ public final class AttentionBf16Gpu implements AutoCloseable {
             throw new IllegalArgumentException("out must be 4-byte aligned for the wgmma forward, its address is 0x"
                     + Long.toHexString(out.address()));
         }
+        if (kernel == ForwardKernel.WGMMA_TMA) {
+            forwardTma(out, lse, qkv, B, T, C, NH, hs, causal);
+            return;
+        }
         CudaKernel k = ops.kernel(Kernels.ATTENTION_WGMMA_FORWARD);
         if (!wgmmaOptedIn) {
             k.setMaxDynamicSharedBytes(wgmmaSharedBytes(128));
@@ -184,6 +218,29 @@ public final class AttentionBf16Gpu implements AutoCloseable {
         }
         Kernels.ATTENTION_WGMMA_FORWARD.launch(k, new Dim(tiles(T, WGMMA_ROWS), NH, B), Dim.of(WGMMA_THREADS),
                 wgmmaSharedBytes(hs), null, out, lse, qkv, B, T, C, NH, scale(hs), causal ? 1 : 0);
+    }
+
+    /**
+     * attention_wgmma_tma_forward: its tensor map views qkv as a (3C, T, B) bf16 tensor (innermost first; row stride
+     * 3C·2 bytes, batch stride T·3C·2), boxes of 64 columns × 128 rows × 1 batch in the 128-byte swizzle its wgmma
+     * descriptors declare, rows past T zero-filled (encoded per call: it holds qkv's address; the launch copies it).
+     */
+    private void forwardTma(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH,
+                            int hs, boolean causal) {
+        CudaKernel k = ops.kernel(Kernels.ATTENTION_WGMMA_TMA_FORWARD);
+        if (!wgmmaTmaOptedIn) {
+            k.setMaxDynamicSharedBytes(wgmmaTmaSharedBytes(128));
+            wgmmaTmaOptedIn = true;
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            long row = 3L * C * 2;
+            TensorMap map = TensorMap.bf16Tiled(ops.context(), arena, qkv.address(), new long[] {3L * C, T, B},
+                    new long[] {row, row * T}, new int[] {TMA_BOX_COLS, WGMMA_ROWS, 1},
+                    cuda_h.CU_TENSOR_MAP_SWIZZLE_128B);
+            Kernels.ATTENTION_WGMMA_TMA_FORWARD.launch(k, new Dim(tiles(T, WGMMA_ROWS), NH, B),
+                    Dim.of(WGMMA_TMA_THREADS), wgmmaTmaSharedBytes(hs), null, out, lse, map, B, T, C, NH, scale(hs),
+                    causal ? 1 : 0);
+        }
     }
 
     /**

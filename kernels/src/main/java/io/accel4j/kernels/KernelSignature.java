@@ -2,6 +2,7 @@ package io.accel4j.kernels;
 
 import io.accel4j.cuda.CudaKernel;
 import io.accel4j.cuda.Stream;
+import io.accel4j.cuda.TensorMap;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
 
@@ -26,7 +27,9 @@ public record KernelSignature(String module, String entry, List<Param> params) {
         /** {@code int}: a Java {@code int}. */
         I32(".u32", 4),
         /** {@code float}: a Java {@code float}. */
-        F32(".f32", 4);
+        F32(".f32", 4),
+        /** {@code const __grid_constant__ CUtensorMap} (128 bytes by value, {@code .align 128}): a {@link TensorMap}. */
+        TENSOR_MAP(".b8[128]", 128);
 
         private final String ptxType;
         private final int bytes;
@@ -57,7 +60,7 @@ public record KernelSignature(String module, String entry, List<Param> params) {
     /**
      * The arguments as {@link CudaKernel#launch} wants them: each checked against its kind (a {@link MemorySegment}
      * for {@link Param#PTR}, becoming its address; {@link Long} for {@link Param#I64}; {@link Integer} for
-     * {@link Param#I32}; {@link Float} for {@link Param#F32}).
+     * {@link Param#I32}; {@link Float} for {@link Param#F32}; {@link TensorMap} for {@link Param#TENSOR_MAP}).
      *
      * @throws IllegalArgumentException on a wrong count or kind, naming the kernel and the parameter index
      */
@@ -74,6 +77,7 @@ public record KernelSignature(String module, String entry, List<Param> params) {
                 case I64 -> a instanceof Long ? a : null;
                 case I32 -> a instanceof Integer ? a : null;
                 case F32 -> a instanceof Float ? a : null;
+                case TENSOR_MAP -> a instanceof TensorMap ? a : null;
             };
             if (out[i] == null) {
                 throw new IllegalArgumentException(entry + " parameter " + i + " is " + p + ", got "

@@ -4,6 +4,7 @@ import static io.accel4j.kernels.KernelSignature.Param.F32;
 import static io.accel4j.kernels.KernelSignature.Param.I32;
 import static io.accel4j.kernels.KernelSignature.Param.I64;
 import static io.accel4j.kernels.KernelSignature.Param.PTR;
+import static io.accel4j.kernels.KernelSignature.Param.TENSOR_MAP;
 
 import java.util.List;
 
@@ -55,6 +56,8 @@ public final class Kernels {
     // attention_wgmma.cu (sm_90a; its sm_80 entry traps)
     public static final KernelSignature ATTENTION_WGMMA_FORWARD = KernelSignature.of("attention_wgmma",
             "attention_wgmma_forward", PTR, PTR, PTR, I32, I32, I32, I32, F32, I32);
+    public static final KernelSignature ATTENTION_WGMMA_TMA_FORWARD = KernelSignature.of("attention_wgmma",
+            "attention_wgmma_tma_forward", PTR, PTR, TENSOR_MAP, I32, I32, I32, I32, F32, I32);
     // cast.cu
     public static final KernelSignature CAST_F32_TO_BF16 = KernelSignature.of("cast", "cast_f32_to_bf16",
             PTR, PTR, I64);
@@ -115,7 +118,7 @@ public final class Kernels {
             ADAMW_F32, ADAMW_BF16, ADAMW_F32_MULTI, ADAMW_BF16_MULTI, ATTENTION_FORWARD, ATTENTION_BACKWARD_D,
             ATTENTION_BACKWARD_DQ, ATTENTION_BACKWARD_DKDV, ATTENTION_BF16_FORWARD, ATTENTION_BF16_BACKWARD_D,
             ATTENTION_BF16_BACKWARD_DQ, ATTENTION_BF16_BACKWARD_DKDV, ATTENTION_BF16_ACCUMULATE, ATTENTION_WGMMA_FORWARD,
-            CAST_F32_TO_BF16, CAST_F32_TO_F16, CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32,
+            ATTENTION_WGMMA_TMA_FORWARD, CAST_F32_TO_BF16, CAST_F32_TO_F16, CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32,
             CAST_F16_TO_F32, CAST_FP8_TO_F32, FP8_AMAX_TO_SLOT, CLASSIFIER, ENCODER_FORWARD, ENCODER_BACKWARD_WPE,
             ENCODER_BACKWARD_WTE, GELU_FORWARD, GELU_BACKWARD, LAYERNORM_FORWARD, LAYERNORM_BACKWARD_DINP,
             LAYERNORM_BACKWARD_PARAMS, MATMUL_BACKWARD_BIAS, SUM_OF_SQUARES, AMAX, HAS_NON_FINITE, RESIDUAL_FORWARD,

@@ -25,8 +25,8 @@ import org.junit.jupiter.api.Test;
 /**
  * {@link AttentionBf16Gpu} on a GPU against the float64 reference ({@link AttentionBf16Check}, the same cases and
  * tolerances as the emulator's test, plus long sequences), run-to-run bit equality, and the PTX set {@link GpuOps}
- * chose. Every case runs with each forward kernel the device supports (wmma everywhere, wgmma on compute capability
- * 9.0), each followed by the (wmma) backward. The GPU tests skip, with {@link Cuda#probe()}'s description as the reason, where there is no GPU; the
+ * chose. Every case runs with each forward kernel the device supports (wmma everywhere, wgmma and its TMA variant on
+ * compute capability 9.0), each followed by the (wmma) backward; the two wgmma forwards must agree bit for bit. The GPU tests skip, with {@link Cuda#probe()}'s description as the reason, where there is no GPU; the
  * precondition test needs none.
  */
 class AttentionBf16GpuTest {
@@ -86,10 +86,38 @@ class AttentionBf16GpuTest {
         assertThat(attention.forwardKernel()).isEqualTo(hopper ? AttentionBf16Gpu.ForwardKernel.WGMMA
                 : AttentionBf16Gpu.ForwardKernel.WMMA);
         assertThat(attention.describe()).contains(hopper ? "attention_wgmma_forward" : "needs compute capability 9.0");
+        assertThat(attention.supports(AttentionBf16Gpu.ForwardKernel.WGMMA_TMA)).isEqualTo(hopper);
         if (!hopper) {
             MemorySegment any = up(poison(6 * 128 * 64));
-            assertThatThrownBy(() -> attention.forward(AttentionBf16Gpu.ForwardKernel.WGMMA, any, any, any, 1, 1, 64,
-                    1, true)).isInstanceOf(IllegalStateException.class).hasMessageContaining("compute capability 9.0");
+            for (AttentionBf16Gpu.ForwardKernel k : List.of(AttentionBf16Gpu.ForwardKernel.WGMMA,
+                    AttentionBf16Gpu.ForwardKernel.WGMMA_TMA)) {
+                assertThatThrownBy(() -> attention.forward(k, any, any, any, 1, 1, 64, 1, true))
+                        .isInstanceOf(IllegalStateException.class).hasMessageContaining("compute capability 9.0");
+            }
+        }
+    }
+
+    /**
+     * The TMA forward runs the cp.async forward's instructions on the same tiles in the same order: the same bits
+     * (so does the emulation), over several stages' reuse, a partial last tile and both head sizes.
+     */
+    @Test
+    void tmaForwardGivesTheWgmmaForwardsBits() {
+        needGpu();
+        assumeTrue(attention.supports(AttentionBf16Gpu.ForwardKernel.WGMMA_TMA), "the wgmma forwards need Hopper");
+        for (AttentionBf16Check c : List.of(new AttentionBf16Check(3, 777, 384, 3, true),
+                new AttentionBf16Check(1, 1030, 256, 4, false))) {
+            AttentionBf16Check.Inputs in = c.inputs(SEED + 7 * c.T());
+            long btc = (long) c.B() * c.T() * c.C(), nLse = (long) c.B() * c.NH() * c.T();
+            MemorySegment qkv = up(arena.allocateFrom(JAVA_SHORT, in.qkv()));
+            MemorySegment out = up(poison(2 * btc)), lse = up(poison(4 * nLse));
+            MemorySegment outTma = up(poison(2 * btc)), lseTma = up(poison(4 * nLse));
+            attention.forward(AttentionBf16Gpu.ForwardKernel.WGMMA, out, lse, qkv, c.B(), c.T(), c.C(), c.NH(),
+                    c.causal());
+            attention.forward(AttentionBf16Gpu.ForwardKernel.WGMMA_TMA, outTma, lseTma, qkv, c.B(), c.T(), c.C(),
+                    c.NH(), c.causal());
+            assertThat(down(outTma).mismatch(down(out))).as("out, %s", c).isEqualTo(-1);
+            assertThat(down(lseTma).mismatch(down(lse))).as("lse, %s", c).isEqualTo(-1);
         }
     }
 
@@ -131,8 +159,10 @@ class AttentionBf16GpuTest {
             assertThat(AttentionBf16Gpu.forwardSharedBytes(hs)).isLessThanOrEqualTo(48 * 1024);
             assertThat(AttentionBf16Gpu.backwardSharedBytes(hs)).isLessThanOrEqualTo(48 * 1024);
             assertThat(AttentionBf16Gpu.wgmmaSharedBytes(hs)).isLessThanOrEqualTo(227 * 1024);
+            assertThat(AttentionBf16Gpu.wgmmaTmaSharedBytes(hs)).isLessThanOrEqualTo(227 * 1024);
         }
         assertThat(AttentionBf16Gpu.wgmmaSharedBytes(128)).isEqualTo(1024 + 6 * 128 * 128 * 2);
+        assertThat(AttentionBf16Gpu.wgmmaTmaSharedBytes(128)).isEqualTo(1024 + 5 * 128 * 128 * 2 + 128);
     }
 
     /**

@@ -11,9 +11,14 @@ import java.util.List;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * attention_wgmma.cu's forward, the very source, run on the CPU ({@code src/test/cuda/attention_wgmma_emu.cpp}:
+ * attention_wgmma.cu's two forwards, attention_wgmma_forward (cp.async loads) and attention_wgmma_tma_forward (TMA
+ * loads by a producer warpgroup, mbarrier pipeline; its copies, barriers and the driver's tensor-map encoder from
+ * {@code src/test/cuda/emu/tma_emu.h}, which fails a read before a copy's barrier phase was waited for and an
+ * overwrite before the readers' release), the very source, run on the CPU ({@code src/test/cuda/attention_wgmma_emu.cpp}:
  * a thread per CUDA thread through {@code cuda_emu.h}; wgmma, its shared-memory matrix descriptors and 128-byte
  * swizzle, the warpgroup register fragments and cp.async from {@code src/test/cuda/emu/wgmma_emu.h}, which follows
  * the PTX ISA and knows nothing of the kernel's layout) against the float64 reference ({@link AttentionBf16Check},
@@ -39,22 +44,32 @@ class AttentionWgmmaEmuTest {
         exe = Emulator.compile(tmp, "attention_wgmma_emu", "attention_wgmma_emu", "-Isrc/test/cuda/emu");
     }
 
-    @Test
-    void headSize64MatchesReference() throws Exception {
-        run(exe, new AttentionBf16Check(3, 67, 64, 1, true));
-        run(exe, new AttentionBf16Check(1, 257, 192, 3, false));  // 3 query tiles, 3 key tiles, the last of 1 row
+    @ParameterizedTest
+    @ValueSource(booleans = {false, true})
+    void headSize64MatchesReference(boolean tma) throws Exception {
+        run(exe, new AttentionBf16Check(3, 67, 64, 1, true), tma);
+        run(exe, new AttentionBf16Check(1, 257, 192, 3, false), tma);  // 3 query tiles, 3 key tiles, the last of 1 row
     }
 
-    @Test
-    void headSize128MatchesReference() throws Exception {
-        run(exe, new AttentionBf16Check(1, 300, 384, 3, true));  // causal over 3 tiles: masked and unmasked ones
-        run(exe, new AttentionBf16Check(3, 130, 128, 1, false));
+    @ParameterizedTest
+    @ValueSource(booleans = {false, true})
+    void headSize128MatchesReference(boolean tma) throws Exception {
+        run(exe, new AttentionBf16Check(1, 300, 384, 3, true), tma);  // causal over 3 tiles: masked and unmasked ones
+        run(exe, new AttentionBf16Check(3, 130, 128, 1, false), tma);
     }
 
+    @ParameterizedTest
+    @ValueSource(booleans = {false, true})
+    void singlePositionMatchesReference(boolean tma) throws Exception {
+        run(exe, new AttentionBf16Check(1, 1, 128, 1, true), tma);
+        run(exe, new AttentionBf16Check(1, 1, 128, 2, false), tma);
+    }
+
+    /** The TMA stages reused over 5 key tiles (2 stages: each refilled twice), causal and not. */
     @Test
-    void singlePositionMatchesReference() throws Exception {
-        run(exe, new AttentionBf16Check(1, 1, 128, 1, true));
-        run(exe, new AttentionBf16Check(1, 1, 128, 2, false));
+    void tmaRingOverManyTilesMatchesReference() throws Exception {
+        run(exe, new AttentionBf16Check(1, 600, 128, 1, false), true);
+        run(exe, new AttentionBf16Check(1, 520, 64, 1, true), true);
     }
 
     /** Built with ThreadSanitizer (see AttentionBf16EmuTest): the block and warpgroup synchronisation. */
@@ -68,7 +83,8 @@ class AttentionWgmmaEmuTest {
             assumeTrue(false, "g++ -fsanitize=thread failed (no libtsan?): " + e.getMessage());
             return;
         }
-        run(tsan, new AttentionBf16Check(1, 150, 128, 1, true));
+        run(tsan, new AttentionBf16Check(1, 150, 128, 1, true), false);
+        run(tsan, new AttentionBf16Check(1, 300, 128, 1, true), true);
     }
 
     /**
@@ -86,8 +102,44 @@ class AttentionWgmmaEmuTest {
                 "((j - 1) & 1) * KVBYTES", "(j % 3) * KVBYTES", "(j & 1) * KVBYTES");
     }
 
+    /**
+     * The TMA pipeline's mistakes: a consumer waiting for the wrong parity of a stage's full barrier (it reads the
+     * stage before the copy lands, or waits for a phase nobody completes), the producer arriving without expect_tx
+     * (the phase completes before its bytes), a tensor map without the 128-byte swizzle the descriptors declare, a
+     * consumer releasing a V stage before its P·V has read it (the producer's next copy overwrites it).
+     */
+    @Test
+    void tmaPipelineMistakesFail() throws Exception {
+        tmaMutantFails("parity", "aw_mbar_wait(&bars->k_full[s], (j / AW_STAGES) & 1);",
+                "aw_mbar_wait(&bars->k_full[s], ((j / AW_STAGES) & 1) ^ 1);");
+        tmaMutantFails("expecttx", "aw_mbar_arrive_expect_tx(&bars->k_full[s], TILE);",
+                "aw_mbar_arrive(&bars->k_full[s]);");
+        tmaMutantFails("tmaswizzle", "#define AW_TMA_SWIZZLE 3 ", "#define AW_TMA_SWIZZLE 0 ");
+        tmaMutantFails("release", """
+                    aw_pv<HD>(o, p, v_addr + s * AW_KEYS * HD * 2);
+                    aw_mbar_arrive(&bars->v_empty[s]);
+                """, """
+                    aw_mbar_arrive(&bars->v_empty[s]);
+                    aw_pv<HD>(o, p, v_addr + s * AW_KEYS * HD * 2);
+                """);
+    }
+
     /** The source with each {@code fromTo[2i]} (found exactly once) replaced by {@code fromTo[2i+1]} must fail. */
     private static void mutantFails(String name, String... fromTo) throws Exception {
+        Path mutant = mutant(name, fromTo);
+        assertThatThrownBy(() -> run(mutant, new AttentionBf16Check(1, 300, 128, 1, false), false))
+                .as("mutation %s", name).isInstanceOf(AssertionError.class);
+    }
+
+    /** {@link #mutantFails} for the TMA forward, over 5 key tiles (each stage refilled twice). */
+    private static void tmaMutantFails(String name, String... fromTo) throws Exception {
+        Path mutant = mutant(name, fromTo);
+        assertThatThrownBy(() -> run(mutant, new AttentionBf16Check(1, 600, 128, 1, false), true))
+                .as("mutation %s", name).isInstanceOf(AssertionError.class);
+    }
+
+    /** The emulation of the mutated source (deadlocks reported after 3 s without progress, not 20). */
+    private static Path mutant(String name, String... fromTo) throws Exception {
         String source = Files.readString(SOURCE);
         for (int i = 0; i < fromTo.length; i += 2) {
             assertThat(source).as("mutation %s: the source text to replace", name).containsOnlyOnce(fromTo[i]);
@@ -96,13 +148,11 @@ class AttentionWgmmaEmuTest {
         Path dir = Files.createDirectories(tmp.resolve("mutant-" + name));
         Files.writeString(dir.resolve("attention_wgmma.cu"), source);
         // the mutant's folder first on the include path: the harness includes it instead of the source
-        Path mutant = Emulator.compile(tmp, "attention_wgmma_emu", "attention_wgmma_emu_" + name, "-I" + dir,
-                "-Isrc/test/cuda/emu");
-        assertThatThrownBy(() -> run(mutant, new AttentionBf16Check(1, 300, 128, 1, false)))
-                .as("mutation %s", name).isInstanceOf(AssertionError.class);
+        return Emulator.compile(tmp, "attention_wgmma_emu", "attention_wgmma_emu_" + name, "-I" + dir,
+                "-Isrc/test/cuda/emu", "-DEMU_TMA_STALL_S=3");
     }
 
-    private static void run(Path exe, AttentionBf16Check c) throws Exception {
+    private static void run(Path exe, AttentionBf16Check c, boolean tma) throws Exception {
         AttentionBf16Check.Inputs in = c.inputs(SEED + c.T() + c.C());
         Path dir = Files.createTempDirectory(tmp, "case-");
         Path qkv = dir.resolve("qkv.bf16");
@@ -112,6 +162,9 @@ class AttentionWgmmaEmuTest {
             cmd.add(Integer.toString(v));
         }
         cmd.addAll(List.of(qkv.toString(), dir.toString()));
+        if (tma) {
+            cmd.add("tma");
+        }
         Emulator.run(exe, cmd);
         c.checkForward(in, Emulator.readShorts(dir.resolve("out.bf16")), Emulator.readFloats(dir.resolve("lse.f32")));
     }

@@ -12,8 +12,9 @@ import java.lang.foreign.ValueLayout;
  *
  * <p>{@link #launch} packs the arguments the way {@code cuLaunchKernel} wants them: an array of pointers, one per
  * parameter, each to a copy of the value. Java {@code int}, {@code long}, {@code float} and {@code double} map to
- * the C types of the same size, a {@link DeviceBuffer} to its device pointer; the kernel's parameter list must match
- * in order and size (the driver cannot check it).
+ * the C types of the same size, a {@link DeviceBuffer} to its device pointer, a {@link TensorMap} to its 128 bytes
+ * by value (a {@code const __grid_constant__ CUtensorMap} parameter); the kernel's parameter list must match in order
+ * and size (the driver cannot check it).
  */
 public final class CudaKernel {
 
@@ -79,9 +80,10 @@ public final class CudaKernel {
                 case Float v -> arena.allocateFrom(ValueLayout.JAVA_FLOAT, v);
                 case Double v -> arena.allocateFrom(ValueLayout.JAVA_DOUBLE, v);
                 case DeviceBuffer b -> arena.allocateFrom(ValueLayout.JAVA_LONG, b.address());
+                case TensorMap m -> arena.allocate(cuda_h.CUtensorMap).copyFrom(m.bytes());
                 case null -> throw new IllegalArgumentException("kernel argument " + i + " is null");
                 default -> throw new IllegalArgumentException("kernel argument " + i + " has unsupported type "
-                        + args[i].getClass().getName() + " (int, long, float, double or DeviceBuffer)");
+                        + args[i].getClass().getName() + " (int, long, float, double, DeviceBuffer or TensorMap)");
             };
             params.setAtIndex(ValueLayout.ADDRESS, i, value);
         }

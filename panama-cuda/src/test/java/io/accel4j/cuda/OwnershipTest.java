@@ -55,6 +55,24 @@ class OwnershipTest {
         }
     }
 
+    /** A CUtensorMap goes by value: the parameter points at a 128-byte aligned copy of its 128 bytes. */
+    @Test
+    void packsATensorMapByValue() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment bytes = arena.allocate(128, 128);
+            for (int i = 0; i < 128; i++) {
+                bytes.set(ValueLayout.JAVA_BYTE, i, (byte) (3 * i + 1));
+            }
+            MemorySegment params = CudaKernel.pack(arena, 5, TensorMap.of(bytes));
+            MemorySegment copy = arg(params, 1, 128);
+            assertThat(copy.address()).isNotEqualTo(bytes.address());
+            assertThat(copy.address() % 128).isZero();
+            assertThat(copy.mismatch(bytes)).isEqualTo(-1);
+            assertThatThrownBy(() -> TensorMap.of(arena.allocate(64))).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("128");
+        }
+    }
+
     @SuppressWarnings("restricted")
     private static MemorySegment arg(MemorySegment params, int i, long bytes) {
         return params.getAtIndex(ValueLayout.ADDRESS, i).reinterpret(bytes);

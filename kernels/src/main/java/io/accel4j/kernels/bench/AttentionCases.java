@@ -1,6 +1,7 @@
 package io.accel4j.kernels.bench;
 
 import static io.accel4j.kernels.AttentionBf16Gpu.ForwardKernel.WGMMA;
+import static io.accel4j.kernels.AttentionBf16Gpu.ForwardKernel.WGMMA_TMA;
 import static io.accel4j.kernels.AttentionBf16Gpu.ForwardKernel.WMMA;
 
 import io.accel4j.core.DType;
@@ -21,8 +22,10 @@ import java.util.Locale;
  * kernel without a non-causal variant (the fp32 one) has its non-causal cases skipped, saying so; one without a
  * backward (the wgmma forward) has forward cases only; one the device lacks gets one skip line.
  *
- * <p>The bf16 forward runs twice, wmma beside wgmma (Hopper), so one device run gives both figures; to stay inside
- * the bench budget the wmma kernel skips T ≤ 1k, where the kernels' difference matters least.
+ * <p>The bf16 forward runs three times on Hopper, the two wgmma forwards (cp.async loads; TMA loads from a producer
+ * warpgroup) side by side at every shape, then wmma, so one device run gives every figure; to stay inside the bench
+ * budget (127 cases, as before the TMA forward came) wmma skips T ≤ 2k and the fp32 kernel T ≤ 4k, where the
+ * kernels' differences matter least.
  */
 final class AttentionCases {
 
@@ -74,16 +77,20 @@ final class AttentionCases {
                         (b, s) -> a.forward(WGMMA, b.out(), b.lse(), b.qkv(), s.B(), s.T(), s.C(), s.NH(),
                                 s.causal()),
                         null, 0, a == null || a.supports(WGMMA) ? null : a.describe()),
+                new Kernel("flash bf16 wgmma tma", DType.BF16, Ceiling.BF16, true,
+                        (b, s) -> a.forward(WGMMA_TMA, b.out(), b.lse(), b.qkv(), s.B(), s.T(), s.C(), s.NH(),
+                                s.causal()),
+                        null, 0, a == null || a.supports(WGMMA_TMA) ? null : a.describe()),
                 new Kernel("flash bf16", DType.BF16, Ceiling.BF16, true,
                         (b, s) -> a.forward(WMMA, b.out(), b.lse(), b.qkv(), s.B(), s.T(), s.C(), s.NH(),
                                 s.causal()),
                         (b, s) -> a.backward(b.dqkv(), b.dout(), b.qkv(), b.out(), b.lse(), s.B(), s.T(), s.C(),
                                 s.NH(), s.causal()),
-                        2048, null),
+                        4096, null),
                 new Kernel("GpuOps fp32", DType.FP32, Ceiling.FP32, false,
                         (b, s) -> d.ops.attentionForward(b.out(), b.lse(), b.qkv(), s.B(), s.T(), s.C(), s.NH()),
                         (b, s) -> d.ops.attentionBackward(b.dqkv(), b.dout(), b.qkv(), b.out(), b.lse(), s.B(),
-                                s.T(), s.C(), s.NH())));
+                                s.T(), s.C(), s.NH()), 8192, null));
     }
 
     /** The shapes for one head size and masking: T over {@link #SEQUENCE_LENGTHS}, B = {@link #TOKENS}/T. */

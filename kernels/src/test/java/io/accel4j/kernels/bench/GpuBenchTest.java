@@ -74,10 +74,10 @@ class GpuBenchTest {
         CudaProbe none = new CudaProbe.DriverNotFound(List.of("/nowhere"));
         assertThat(run(none, "--list")).isEqualTo(GpuBench.EXIT_OK);
         List<String> lines = out.toString(StandardCharsets.UTF_8).lines().toList();
-        // 6 shapes × 8 GEMM variants, 4 AdamW/copy, bf16 wgmma attention: 2 masks × 2 hd × 6 T × fwd, bf16 wmma
-        // attention: 2 masks × 2 hd × 4 T (≥ 2k) × (fwd, fwd+bwd), fp32 attention: 2 hd × 6 T × (fwd, fwd+bwd) + 1
-        // skip line
-        assertThat(lines).hasSize(48 + 4 + 24 + 32 + 25 + 1);
+        // 6 shapes × 8 GEMM variants, 4 AdamW/copy, bf16 wgmma and wgmma tma attention: 2 × 2 masks × 2 hd × 6 T ×
+        // fwd, bf16 wmma attention: 2 masks × 2 hd × 3 T (≥ 4k) × (fwd, fwd+bwd), fp32 attention: 2 hd × 2 T (≥ 8k)
+        // × (fwd, fwd+bwd) + 1 skip line
+        assertThat(lines).hasSize(48 + 4 + 48 + 24 + 9 + 1);
         assertThat(lines.getLast()).isEqualTo("133 cases");
         assertThat(lines.getFirst()).startsWith("gemm      GpuOps fp32").contains("square 8192x8192x8192", "1.100e+12 FLOP");
         assertThat(lines).anySatisfy(l -> assertThat(l).contains("(skipped: GpuOps fp32 is causal only)"));
@@ -85,7 +85,9 @@ class GpuBenchTest {
                 .contains("hd128 T16384 B1 NH16 full"));
         assertThat(lines).anySatisfy(l -> assertThat(l).startsWith("attention flash bf16 wgmma fwd ")
                 .contains("hd128 T16384 B1 NH16 full"));
-        assertThat(lines).noneSatisfy(l -> assertThat(l).startsWith("attention flash bf16 fwd").contains(" T512 "));
+        assertThat(lines).anySatisfy(l -> assertThat(l).startsWith("attention flash bf16 wgmma tma fwd ")
+                .contains("hd64 T512 B32 NH32 causal"));
+        assertThat(lines).noneSatisfy(l -> assertThat(l).startsWith("attention flash bf16 fwd").contains(" T2048 "));
         assertThat(lines).anySatisfy(l -> assertThat(l).startsWith("gemm      GpuMatmul fp8e4m3xe5m2"));
         assertThat(err.toString(StandardCharsets.UTF_8)).isEmpty();
         out.reset();

@@ -258,4 +258,19 @@ public final class cuda_h extends cuda_h_1 {
             throw Downcall.rethrow(t);
         }
     }
+
+    private static final class cuTensorMapEncodeTiled {
+        static final String PROTOTYPE = "CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)";
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(CUresult, C_POINTER, CUtensorMapDataType, cuuint32_t, C_POINTER, C_POINTER, C_POINTER, C_POINTER, C_POINTER, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+        static final Downcall HANDLE = Downcall.driver("cuTensorMapEncodeTiled", DESC);
+    }
+
+    /** {@code CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)} */
+    public static int cuTensorMapEncodeTiled(MemorySegment tensorMap, int tensorDataType, int tensorRank, MemorySegment globalAddress, MemorySegment globalDim, MemorySegment globalStrides, MemorySegment boxDim, MemorySegment elementStrides, int interleave, int swizzle, int l2Promotion, int oobFill) {
+        try {
+            return (int) cuTensorMapEncodeTiled.HANDLE.handle().invokeExact(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion, oobFill);
+        } catch (Throwable t) {
+            throw Downcall.rethrow(t);
+        }
+    }
 }

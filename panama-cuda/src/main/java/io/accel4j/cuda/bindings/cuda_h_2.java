@@ -2,7 +2,9 @@ package io.accel4j.cuda.bindings;
 
 import java.lang.foreign.AddressLayout;
 import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.StructLayout;
 import java.lang.foreign.ValueLayout;
 
 /**
@@ -36,6 +38,20 @@ class cuda_h_2 {
     public static final AddressLayout CUevent = C_POINTER;
     public static final AddressLayout CUmodule = C_POINTER;
     public static final AddressLayout CUfunction = C_POINTER;
+    public static final ValueLayout.OfInt cuuint32_t = C_INT;
+    public static final ValueLayout.OfInt CUtensorMapDataType = C_INT;
+    public static final ValueLayout.OfInt CUtensorMapInterleave = C_INT;
+    public static final ValueLayout.OfInt CUtensorMapSwizzle = C_INT;
+    public static final ValueLayout.OfInt CUtensorMapL2promotion = C_INT;
+    public static final ValueLayout.OfInt CUtensorMapFloatOOBfill = C_INT;
+
+    /**
+     * {@code typedef struct CUtensorMap_st { alignas(128) cuuint64_t opaque[16]; } CUtensorMap;} (CUDA 13: 128-byte
+     * aligned; 12.x said 64): a TMA descriptor, encoded by the driver, passed to kernels by value.
+     */
+    public static final StructLayout CUtensorMap = MemoryLayout.structLayout(
+            MemoryLayout.sequenceLayout(16, C_LONG_LONG).withName("opaque")).withByteAlignment(128)
+            .withName("CUtensorMap");
 
     // enum cudaError_enum (CUresult)
     public static final int CUDA_SUCCESS = 0;
@@ -67,6 +83,15 @@ class cuda_h_2 {
 
     // enum CUfunction_attribute_enum
     public static final int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+
+    // enum CUtensorMapDataType_enum, CUtensorMapInterleave_enum, CUtensorMapSwizzle_enum, CUtensorMapL2promotion_enum,
+    // CUtensorMapFloatOOBfill_enum (the values the project uses)
+    public static final int CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9;
+    public static final int CU_TENSOR_MAP_INTERLEAVE_NONE = 0;
+    public static final int CU_TENSOR_MAP_SWIZZLE_NONE = 0;
+    public static final int CU_TENSOR_MAP_SWIZZLE_128B = 3;
+    public static final int CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2;
+    public static final int CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0;
 
     // enum CUjit_option_enum
     public static final int CU_JIT_INFO_LOG_BUFFER = 3;
