@@ -11,18 +11,21 @@
 #       the folder itself is ~80 MiB, too big to carry). Nothing else under */target is needed. prepare prints the
 #       sizes and fails when the archive is over 64 MiB.
 #
-#   scripts/gpu-check.sh [run] [--require-gpu] [--skip-tests] [--skip-bench] [--skip-train] [--out DIR]
+#   scripts/gpu-check.sh [run] [--require-gpu] [--skip-tests] [--skip-bench] [--skip-train] [--skip-tma] [--out DIR]
 #                        [-- GpuBench options]
 #       On the GPU machine, from the repository root: runs every panama-cuda test and the GPU tests of the other
 #       modules (GPU_TESTS below: kernels against the CPU ones, bf16/fp8 GEMMs, bf16 attention, device memory, one NCCL
 #       rank, the trainer on --device cuda) (io.accel4j.cuda.GpuCheck, at most $TEST_TIMEOUT s), then the benchmarks (io.accel4j.kernels.bench.GpuBench,
 #       at most $BENCH_TIMEOUT s, measuring for $BENCH_BUDGET s), then GPT-2 training steps on the GPU
 #       (io.accel4j.cli.bench.GpuTrainStep: the 124M model, B=4, T=1024, fp32, bf16 then fp8, ms/step and
-#       tokens/s; at most $TRAIN_TIMEOUT s), and prints the benchmark table and the training rows last. Writes under
-#       DIR (default: $OUT when set, else panama-cuda/target/gpu-check-out): tests.log, bench.log, train.log and
-#       bench/{bench.tsv,bench.json,table.txt} (bench.tsv is written row by row, so it survives a timeout).
-#       At most TEST_TIMEOUT + BENCH_TIMEOUT + TRAIN_TIMEOUT + 3·10 s = 9.5 minutes with the defaults: one 10-minute
-#       device call.
+#       tokens/s; at most $TRAIN_TIMEOUT s), then the TMA attention forward on its own (AttentionBf16GpuTest with it,
+#       at most $TMA_TEST_TIMEOUT s, and GpuBench's group tma, at most $TMA_BENCH_TIMEOUT s: a kernel new to hardware
+#       that hangs stalls only these two processes; the earlier ones run with -Daccel4j.attention.tma=false), and
+#       prints the benchmark tables and the training rows last. Writes under DIR (default: $OUT when set, else
+#       panama-cuda/target/gpu-check-out): tests.log, bench.log, train.log, tma-tests.log, bench-tma.log and
+#       bench{,-tma}/{bench.tsv,bench.json,table.txt} (bench.tsv is written row by row, so it survives a timeout).
+#       At most TEST_TIMEOUT + BENCH_TIMEOUT + TRAIN_TIMEOUT + TMA_TEST_TIMEOUT + TMA_BENCH_TIMEOUT + start-ups
+#       = 9.5 minutes with the defaults: one 10-minute device call.
 #       Exit: 0 done (also when there is no GPU: everything is skipped, saying why), 1 a test, a benchmark or the
 #       training step failed or timed out, 2 usage error or no prepared runtime, 3 no usable GPU and --require-gpu.
 set -euo pipefail
@@ -34,16 +37,21 @@ GPU_TESTS="io.accel4j.kernels.GpuOpsTest io.accel4j.kernels.GpuMatmulTest io.acc
   io.accel4j.cli.train.TrainCommandDeviceTest io.accel4j.cli.bench.GpuTrainStepTest"
 carry_limit=$((64 * 1024 * 1024))
 flags=$(sed -n 's:.*<accel4j.jvm.flags>\(.*\)</accel4j.jvm.flags>.*:\1:p' pom.xml)
-TEST_TIMEOUT=${TEST_TIMEOUT:-220}
-BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
-BENCH_BUDGET=${BENCH_BUDGET:-190}
+TEST_TIMEOUT=${TEST_TIMEOUT:-180}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-190}
+BENCH_BUDGET=${BENCH_BUDGET:-150}
 TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-80}
-# 133 cases at most 1.2 s each (warm-up and measurement; the rest is set-up): inside the budget
+TMA_TEST_TIMEOUT=${TMA_TEST_TIMEOUT:-40}
+TMA_BENCH_TIMEOUT=${TMA_BENCH_TIMEOUT:-50}
+TMA_BENCH_BUDGET=${TMA_BENCH_BUDGET:-32}
+# 109 cases (gemm, adamw, attention), then 24 (tma), at most 1.2 s each (warm-up and measurement; the rest is
+# set-up): inside the budgets
 BENCH_CASE_S=${BENCH_CASE_S:-1.2}
+NO_TMA=-Daccel4j.attention.tma=false
 
 usage() {
   echo "usage: scripts/gpu-check.sh prepare | run [--require-gpu] [--skip-tests] [--skip-bench] [--skip-train]" \
-       "[--out DIR]" \
+       "[--skip-tma] [--out DIR]" \
        "[-- GpuBench options]" >&2
   exit 2
 }
@@ -106,7 +114,7 @@ unpack() {
 }
 
 run() {
-  local require_gpu="" skip_tests="" skip_bench="" skip_train="" dir=${OUT:-panama-cuda/target/gpu-check-out}
+  local require_gpu="" skip_tests="" skip_bench="" skip_train="" skip_tma="" dir=${OUT:-panama-cuda/target/gpu-check-out}
   local bench_args=()
   while [ $# -gt 0 ]; do
     case "$1" in
@@ -114,6 +122,7 @@ run() {
       --skip-tests) skip_tests=1 ;;
       --skip-bench) skip_bench=1 ;;
       --skip-train) skip_train=1 ;;
+      --skip-tma) skip_tma=1 ;;
       --out) [ $# -ge 2 ] || usage; dir=$2; shift ;;
       --) shift; bench_args=("$@"); break ;;
       *) usage ;;
@@ -135,12 +144,12 @@ run() {
   cp="${cp#:}:$pkg/lib/*"
   mkdir -p "$dir"
 
-  local tests_rc=skipped bench_rc=skipped train_rc=skipped
+  local tests_rc=skipped bench_rc=skipped train_rc=skipped tma_tests_rc=skipped tma_bench_rc=skipped
   if [ -z "$skip_tests" ]; then
     echo "== gpu-check: tests (at most $TEST_TIMEOUT s) =="
     tests_rc=0
     # shellcheck disable=SC2086
-    limited "$TEST_TIMEOUT" "$java" $flags -cp "$cp" io.accel4j.cuda.GpuCheck \
+    limited "$TEST_TIMEOUT" "$java" $flags $NO_TMA -cp "$cp" io.accel4j.cuda.GpuCheck \
         $(printf -- '--class %s ' $GPU_TESTS) $require_gpu 2>&1 | tee "$dir/tests.log" || tests_rc=$?
   fi
   if [ -z "$skip_bench" ]; then
@@ -148,15 +157,31 @@ run() {
     bench_rc=0
     rm -rf "$dir/bench"
     # shellcheck disable=SC2086
-    limited "$BENCH_TIMEOUT" "$java" $flags -cp "$cp" io.accel4j.kernels.bench.GpuBench --out "$dir/bench" \
-        --budget-s "$BENCH_BUDGET" --case-s "$BENCH_CASE_S" ${bench_args[@]+"${bench_args[@]}"} 2>&1 | tee "$dir/bench.log" || bench_rc=$?
+    limited "$BENCH_TIMEOUT" "$java" $flags $NO_TMA -cp "$cp" io.accel4j.kernels.bench.GpuBench --out "$dir/bench" \
+        --budget-s "$BENCH_BUDGET" --case-s "$BENCH_CASE_S" --only gemm,adamw,attention \
+        ${bench_args[@]+"${bench_args[@]}"} 2>&1 | tee "$dir/bench.log" || bench_rc=$?
   fi
   if [ -z "$skip_train" ]; then
     echo "== gpu-check: GPT-2 training steps on the GPU (at most $TRAIN_TIMEOUT s) =="
     train_rc=0
     # shellcheck disable=SC2086
-    limited "$TRAIN_TIMEOUT" "$java" $flags -cp "$cp" io.accel4j.cli.bench.GpuTrainStep 2>&1 \
+    limited "$TRAIN_TIMEOUT" "$java" $flags $NO_TMA -cp "$cp" io.accel4j.cli.bench.GpuTrainStep 2>&1 \
         | tee "$dir/train.log" || train_rc=$?
+  fi
+  if [ -z "$skip_tma" ]; then
+    echo "== gpu-check: the TMA attention forward on its own (tests at most $TMA_TEST_TIMEOUT s, benchmarks at most" \
+         "$TMA_BENCH_TIMEOUT s) =="
+    tma_tests_rc=0
+    # shellcheck disable=SC2086
+    limited "$TMA_TEST_TIMEOUT" "$java" $flags -cp "$cp" io.accel4j.cuda.GpuCheck \
+        --classes-only --class io.accel4j.kernels.AttentionBf16GpuTest 2>&1 | tee "$dir/tma-tests.log" \
+        || tma_tests_rc=$?
+    tma_bench_rc=0
+    rm -rf "$dir/bench-tma"
+    # shellcheck disable=SC2086
+    limited "$TMA_BENCH_TIMEOUT" "$java" $flags -cp "$cp" io.accel4j.kernels.bench.GpuBench --out "$dir/bench-tma" \
+        --budget-s "$TMA_BENCH_BUDGET" --case-s "$BENCH_CASE_S" --only tma 2>&1 | tee "$dir/bench-tma.log" \
+        || tma_bench_rc=$?
   fi
 
   echo
@@ -185,9 +210,28 @@ run() {
     124|137) echo "training step: TIMED OUT after $TRAIN_TIMEOUT s (the rows measured are in train.log)"; rc=1 ;;
     *) echo "training step: FAILED (exit $train_rc; see train.log)"; rc=1 ;;
   esac
+  case "$tma_tests_rc" in
+    skipped) echo "TMA attention: not run (--skip-tma)" ;;
+    0|3) echo "TMA attention tests (AttentionBf16GpuTest with it): $(grep -E '^[0-9]+ tests:' "$dir/tma-tests.log" \
+             | tail -1)" ;;
+    124|137) echo "TMA attention tests: TIMED OUT after $TMA_TEST_TIMEOUT s (a hang? see tma-tests.log)"; rc=1 ;;
+    *) echo "TMA attention tests: FAILED (exit $tma_tests_rc): $(grep -E '^[0-9]+ tests:' "$dir/tma-tests.log" \
+           | tail -1)"; rc=1 ;;
+  esac
+  case "$tma_bench_rc" in
+    skipped|0|3) ;;
+    124|137) echo "TMA attention benchmarks: TIMED OUT after $TMA_BENCH_TIMEOUT s (rows in bench-tma/bench.tsv)"
+             rc=1 ;;
+    *) echo "TMA attention benchmarks: FAILED or a case failed (exit $tma_bench_rc; see bench-tma.log)"; rc=1 ;;
+  esac
   if [ -f "$dir/bench/table.txt" ]; then
     echo
     cat "$dir/bench/table.txt"
+  fi
+  if [ -f "$dir/bench-tma/table.txt" ]; then
+    echo
+    echo "The TMA attention forward (its own process; compare with flash bf16 wgmma above):"
+    cat "$dir/bench-tma/table.txt"
   fi
   if [ "$train_rc" != skipped ] && grep -qE '^ *cuda ' "$dir/train.log"; then
     echo

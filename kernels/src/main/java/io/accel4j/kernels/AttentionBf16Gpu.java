@@ -34,8 +34,10 @@ import org.slf4j.LoggerFactory;
  * loads the sm_90a PTX) {@link #forward} runs attention_wgmma.cu's attention_wgmma_forward (Hopper's warpgroup MMA,
  * 128 query rows a block), else attention_bf16.cu's (wmma); the choice is logged once. attention_wgmma.cu's
  * attention_wgmma_tma_forward ({@link ForwardKernel#WGMMA_TMA}: TMA loads, a producer warpgroup, mbarriers) runs
- * only when asked for by name, until a Hopper benchmark (AttentionCases) shows which of the two is faster. The backward is attention_bf16.cu's everywhere: it reads
- * only out and lse, which both forwards write to the same contract.
+ * only when asked for by name, until a Hopper benchmark (AttentionCases) shows which of the two is faster, and not at
+ * all with {@code -Daccel4j.attention.tma=false} ({@link #TMA_PROPERTY}: the GPU check runs it in a process of its
+ * own, so that a hang on its first hardware run costs only its own figures). The backward is attention_bf16.cu's
+ * everywhere: it reads only out and lse, which every forward writes to the same contract.
  * <p>{@link #forwardFp32} and {@link #backwardFp32} are {@link io.accel4j.core.ops.AttentionOps}' causal attention
  * with BF16 operands on fp32 buffers ({@link GpuOps} runs them): the fp32 inputs are rounded into bf16 scratch by
  * cast.cu (bit-identical to {@link io.accel4j.core.Bf16#fromFloat}), the kernels above run on the copies, and the
@@ -123,10 +125,32 @@ public final class AttentionBf16Gpu implements AutoCloseable {
 
     /**
      * Whether {@code kernel} runs on this device: WGMMA and WGMMA_TMA on compute capability 9.0 only, where the
-     * sm_90a PTX is.
+     * sm_90a PTX is; WGMMA_TMA not when {@link #TMA_PROPERTY} is {@code false}.
      */
     public boolean supports(ForwardKernel kernel) {
-        return kernel == ForwardKernel.WMMA || forwardKernelFor(computeCapability) == ForwardKernel.WGMMA;
+        return unsupported(kernel) == null;
+    }
+
+    /** Why {@code kernel} does not run here (see {@link #supports}), or null when it does. */
+    public String unsupported(ForwardKernel kernel) {
+        if (kernel == ForwardKernel.WMMA) {
+            return null;
+        }
+        if (forwardKernelFor(computeCapability) != ForwardKernel.WGMMA) {
+            return "the wgmma attention forwards need compute capability 9.0 (sm_90a PTX), this device is "
+                    + computeCapability / 10 + "." + computeCapability % 10;
+        }
+        if (kernel == ForwardKernel.WGMMA_TMA && !tmaEnabled()) {
+            return "the TMA attention forward is disabled by -D" + TMA_PROPERTY + "=false";
+        }
+        return null;
+    }
+
+    /** The system property that disables {@link ForwardKernel#WGMMA_TMA} when {@code false} (default: enabled). */
+    public static final String TMA_PROPERTY = "accel4j.attention.tma";
+
+    private static boolean tmaEnabled() {
+        return !"false".equalsIgnoreCase(System.getProperty(TMA_PROPERTY, "true").strip());
     }
 
     /** The kernel {@link #forward} runs: {@link ForwardKernel#WGMMA} where supported, else WMMA. */
@@ -199,9 +223,9 @@ public final class AttentionBf16Gpu implements AutoCloseable {
                     out, lse, qkv, B, T, C, NH, scale(hs), causal ? 1 : 0);
             return;
         }
-        if (!supports(kernel)) {
-            throw new IllegalStateException("the wgmma attention forward needs compute capability 9.0 (sm_90a PTX), "
-                    + "this device is " + computeCapability / 10 + "." + computeCapability % 10);
+        String why = unsupported(kernel);
+        if (why != null) {
+            throw new IllegalStateException(why);
         }
         if (out.address() % 4 != 0) {  // it stores out two bf16 at a time
             throw new IllegalArgumentException("out must be 4-byte aligned for the wgmma forward, its address is 0x"

@@ -24,7 +24,8 @@ import org.junit.platform.launcher.listeners.SummaryGeneratingListener;
  * Runs this module's tests without Maven (on a GPU machine with only a jlink'd runtime; see
  * {@code scripts/gpu-check.sh}) and prints a table of every test last. Exit code 1 if any failed, and 3 if the
  * GPU tests were skipped although {@code --require-gpu} was given. {@code --class NAME} (repeatable) adds a test
- * class of another module, which must be on the class path (the kernels module's {@code GpuOpsTest}).
+ * class of another module, which must be on the class path (the kernels module's {@code GpuOpsTest});
+ * {@code --classes-only} runs those classes without this module's tests.
  */
 public final class GpuCheck {
 
@@ -33,11 +34,12 @@ public final class GpuCheck {
     record Row(String test, String outcome, long millis, String detail) {}
 
     public static void main(String[] args) {
-        boolean requireGpu = false;
-        List<DiscoverySelector> selectors = new ArrayList<>(List.of(selectPackage("io.accel4j.cuda")));
+        boolean requireGpu = false, classesOnly = false;
+        List<DiscoverySelector> selectors = new ArrayList<>();
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
                 case "--require-gpu" -> requireGpu = true;
+                case "--classes-only" -> classesOnly = true;
                 case "--class" -> {
                     if (i + 1 == args.length) {
                         throw new IllegalArgumentException("--class needs a class name");
@@ -45,8 +47,13 @@ public final class GpuCheck {
                     selectors.add(selectClass(args[++i]));
                 }
                 default -> throw new IllegalArgumentException("unknown argument " + args[i]
-                        + " (--require-gpu, --class NAME)");
+                        + " (--require-gpu, --class NAME, --classes-only)");
             }
+        }
+        if (!classesOnly) {
+            selectors.addFirst(selectPackage("io.accel4j.cuda"));
+        } else if (selectors.isEmpty()) {
+            throw new IllegalArgumentException("--classes-only needs at least one --class NAME");
         }
         CudaProbe probe = Cuda.probe();
         System.out.println("CUDA probe: " + probe.describe());

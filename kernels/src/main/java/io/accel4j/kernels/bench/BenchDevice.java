@@ -16,8 +16,8 @@ import java.util.List;
 /**
  * What the GPU benchmarks share: the context, {@link GpuOps}, a cuBLASLt handle and workspace for the GEMMs that
  * call cuBLASLt directly and a cuBLAS handle for the cuBLAS baseline (each null when its library is missing: those
- * cases then fail with the reason), and the seed of the random inputs. {@link #random} hands out device buffers of fresh random values, generated on the host and
- * copied once; {@link Buffers} frees a case's buffers together.
+ * cases then fail with the reason), and the seed of the random inputs. {@link #random} hands out device buffers of
+ * fresh random values, generated on the host and copied once; {@link Buffers} frees a case's buffers together.
  */
 final class BenchDevice implements AutoCloseable {
 

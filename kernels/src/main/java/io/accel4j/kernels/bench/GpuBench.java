@@ -35,9 +35,9 @@ public final class GpuBench {
     static final int EXIT_USAGE = 2;
     static final int EXIT_NO_GPU = 3;
 
-    static final Set<String> GROUPS = Set.of("gemm", "adamw", "attention");
+    static final Set<String> GROUPS = Set.of("gemm", "adamw", "attention", "tma");
     static final String USAGE = "usage: GpuBench [--out DIR] [--budget-s SECONDS (240)] [--case-s SECONDS (2)]"
-            + " [--only gemm,adamw,attention] [--seed N] [--debug] [--list: print the cases, run nothing]";
+            + " [--only gemm,adamw,attention,tma] [--seed N] [--debug] [--list: print the cases, run nothing]";
 
     /** The parsed command line. */
     record Options(Path out, double budgetSeconds, double caseSeconds, Set<String> groups, long seed, boolean debug,
@@ -192,6 +192,9 @@ public final class GpuBench {
         }
         if (groups.contains("attention")) {
             cases.addAll(AttentionCases.cases(d, AttentionCases.kernels(d)));
+        }
+        if (groups.contains("tma")) { // last: the kernel new to hardware
+            cases.addAll(AttentionCases.cases(d, AttentionCases.tmaKernels(d)));
         }
         return cases;
     }

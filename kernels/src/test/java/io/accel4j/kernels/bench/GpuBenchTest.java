@@ -50,7 +50,7 @@ class GpuBenchTest {
         CudaProbe none = new CudaProbe.DriverNotFound(List.of("/nowhere"));
         assertThat(run(none, "--only", "gemm,attn")).isEqualTo(GpuBench.EXIT_USAGE);
         assertThat(err.toString(StandardCharsets.UTF_8)).startsWith(
-                "gpu-bench: --only takes adamw,attention,gemm, got attn").contains(GpuBench.USAGE);
+                "gpu-bench: --only takes adamw,attention,gemm,tma, got attn").contains(GpuBench.USAGE);
         assertThat(run(none, "--budget-s", "-1")).isEqualTo(GpuBench.EXIT_USAGE);
         assertThat(run(none, "--out")).isEqualTo(GpuBench.EXIT_USAGE);
         assertThat(run(none, "--frobnicate")).isEqualTo(GpuBench.EXIT_USAGE);
@@ -90,9 +90,20 @@ class GpuBenchTest {
         assertThat(lines).noneSatisfy(l -> assertThat(l).startsWith("attention flash bf16 fwd").contains(" T2048 "));
         assertThat(lines).anySatisfy(l -> assertThat(l).startsWith("gemm      GpuMatmul fp8e4m3xe5m2"));
         assertThat(err.toString(StandardCharsets.UTF_8)).isEmpty();
+        // the TMA forward is its own group, listed last (the GPU check runs it in a process of its own)
+        List<String> cases = lines.subList(0, lines.size() - 1);
+        assertThat(cases.subList(cases.size() - 24, cases.size()))
+                .allSatisfy(l -> assertThat(l).startsWith("attention flash bf16 wgmma tma fwd "));
         out.reset();
         assertThat(run(none, "--list", "--only", "adamw")).isZero();
         assertThat(out.toString(StandardCharsets.UTF_8).lines()).hasSize(5);
+        out.reset();
+        assertThat(run(none, "--list", "--only", "gemm,adamw,attention")).isZero();
+        assertThat(out.toString(StandardCharsets.UTF_8).lines()).hasSize(133 - 24 + 1)
+                .noneSatisfy(l -> assertThat(l).contains("wgmma tma"));
+        out.reset();
+        assertThat(run(none, "--list", "--only", "tma")).isZero();
+        assertThat(out.toString(StandardCharsets.UTF_8).lines()).hasSize(24 + 1);
     }
 
     @Test
