@@ -223,20 +223,9 @@ public final class GpuMatmul implements AutoCloseable {
      */
     public void forward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias, int N, int C,
                         int OC, DType operands) {
-        MatmulOps.checkOperands(operands);
-        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
-        GpuOps.need("out", out, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
-        GpuOps.need("weight", weight, (long) OC * C, 4);
-        if (bias != null) {
-            GpuOps.need("bias", bias, OC, 4);
-        }
-        MemorySegment w = weight, x = inp;
-        if (operands != DType.FP32) {
-            long wAt = 0, xAt = slice((long) OC * C, 2);
-            MemorySegment base = scratch.view(xAt + (long) N * C * 2);
-            w = round(base, wAt, weight, (long) OC * C, operands);
-            x = round(base, xAt, inp, (long) N * C, operands);
-        }
+        checkForward(out, inp, weight, bias, N, C, OC, operands);
+        Operands r = roundForward(inp, weight, N, C, OC, operands);
+        MemorySegment w = r.w, x = r.x;
         long b = bias == null ? 0 : bias.address();
         int t = cudaType(operands);
         CublasLtMatmul plan = plan(new Key(Kind.FORWARD, OC, N, C, t, t, cublas_api_h.CUDA_R_32F, b, 0, 0, 0,
@@ -265,6 +254,18 @@ public final class GpuMatmul implements AutoCloseable {
         weightAndBiasGradients(dweight, dbias, dout, r, N, C, OC, operands);
     }
 
+    /** {@link #forward}'s size checks (also {@link #forwardGelu}'s). */
+    private static void checkForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
+                                     int N, int C, int OC, DType operands) {
+        MatmulOps.checkOperands(operands);
+        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        GpuOps.need("out", out, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
+        GpuOps.need("weight", weight, (long) OC * C, 4);
+        if (bias != null) {
+            GpuOps.need("bias", bias, OC, 4);
+        }
+    }
+
     /** {@link #backward}'s size checks (dinp: the input gradient, {@code dpre} for {@link #backwardGelu}). */
     private static void checkBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias,
                                       MemorySegment dout, MemorySegment inp, MemorySegment weight, int N, int C,
@@ -279,8 +280,22 @@ public final class GpuMatmul implements AutoCloseable {
         }
     }
 
-    /** A backward pass's GEMM operands: weight, inp and dout as given (FP32) or rounded into scratch. */
+    /**
+     * A pass's GEMM operands: weight, inp and (backward) dout as given (FP32) or rounded into scratch; {@code g} is
+     * null forward.
+     */
     private record Operands(MemorySegment w, MemorySegment x, MemorySegment g) {}
+
+    /** The forward operands of {@code operands} precision (BF16/FP16: queued roundings into {@link #scratch}). */
+    private Operands roundForward(MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
+        if (operands == DType.FP32) {
+            return new Operands(weight, inp, null);
+        }
+        long wAt = 0, xAt = slice((long) OC * C, 2);
+        MemorySegment base = scratch.view(xAt + (long) N * C * 2);
+        return new Operands(round(base, wAt, weight, (long) OC * C, operands),
+                round(base, xAt, inp, (long) N * C, operands), null);
+    }
 
     /** The backward operands of {@code operands} precision (BF16/FP16: queued roundings into {@link #scratch}). */
     private Operands roundBackward(MemorySegment dout, MemorySegment inp, MemorySegment weight, int N, int C, int OC,
@@ -340,21 +355,11 @@ public final class GpuMatmul implements AutoCloseable {
      */
     public boolean forwardGelu(MemorySegment out, MemorySegment pre, MemorySegment inp, MemorySegment weight,
                                MemorySegment bias, int N, int C, int OC, DType operands) {
-        MatmulOps.checkOperands(operands);
-        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
-        GpuOps.need("out", out, (long) N * OC, 4); GpuOps.need("pre", pre, (long) N * OC, 4);
-        GpuOps.need("inp", inp, (long) N * C, 4); GpuOps.need("weight", weight, (long) OC * C, 4);
-        if (bias != null) {
-            GpuOps.need("bias", bias, OC, 4);
-        }
+        checkForward(out, inp, weight, bias, N, C, OC, operands);
+        GpuOps.need("pre", pre, (long) N * OC, 4);
         refuseAux(pre, OC);
-        MemorySegment w = weight, x = inp;
-        if (operands != DType.FP32) {
-            long wAt = 0, xAt = slice((long) OC * C, 2);
-            MemorySegment base = scratch.view(xAt + (long) N * C * 2);
-            w = round(base, wAt, weight, (long) OC * C, operands);
-            x = round(base, xAt, inp, (long) N * C, operands);
-        }
+        Operands r = roundForward(inp, weight, N, C, OC, operands);
+        MemorySegment w = r.w, x = r.x;
         long b = bias == null ? 0 : bias.address(), aux = pre.address();
         int t = cudaType(operands);
         CublasLtMatmul plan = fusedPlan(new Key(Kind.FORWARD_GELU, OC, N, C, t, t, cublas_api_h.CUDA_R_32F, b, aux, 0, 0,
