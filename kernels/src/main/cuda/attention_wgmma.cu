@@ -404,14 +404,14 @@ extern "C" __global__ void __launch_bounds__(AW_THREADS, 1) attention_wgmma_forw
 #endif
 }
 
-// ======== attention_wgmma_tma_forward: the same forward, its loads by TMA from a producer warp ========
+// ======== attention_wgmma_tma_forward: the same forward, its loads by TMA from a producer warpgroup ========
 //
 // The contract, the math, the tile shapes, the swizzled layout and the three steps of a key tile are
 // attention_wgmma_forward's; what differs is who loads and how the consumers learn that a tile is there
-// (FlashAttention-3's producer/consumer split, without setmaxnreg: one producer warp beside the two consumer
-// warpgroups keeps 288 threads within 224 registers each):
+// (FlashAttention-3's producer/consumer split: a producer warpgroup gives its registers to the two consumer
+// warpgroups with setmaxnreg, AW_PRODUCER_REGS and AW_CONSUMER_REGS below):
 //   - threads 0–255 are the consumer warpgroups 0 and 1 (as above, warpgroup 1's P·V half a tile late);
-//     threads 256–287 the producer warp, of which lane 0 issues every copy and the others exit at once;
+//     threads 256–383 the producer warpgroup, of which thread 256 issues every copy and the others exit at once;
 //   - the producer loads Q once and K, V tiles into a ring of AW_STAGES stages each with
 //     cp.async.bulk.tensor.3d (TMA) through the tensor map qkv_map: a (3C, T, B) bf16 view of qkv, box 64 columns
 //     × 128 rows × 1 batch, CU_TENSOR_MAP_SWIZZLE_128B (AW_TMA_SWIZZLE), rows past T zero-filled by the hardware —
@@ -545,7 +545,7 @@ __device__ __forceinline__ void attention_wgmma_tma_forward_tile(bf16* __restric
 
 // Writes out (B,T,C) bf16 and lse (B,NH,T) from the qkv (B,T,3C) bf16 that qkv_map describes (see above: rank 3,
 // dims {3C, T, B}, box {64, 128, 1}, bf16, 128-byte swizzle, zero fill); causal ≠ 0 masks keys after the query.
-// grid = (⌈T/128⌉, NH, B), 288 threads, AttentionBf16Gpu.wgmmaTmaSharedBytes of dynamic shared memory.
+// grid = (⌈T/128⌉, NH, B), 384 threads, AttentionBf16Gpu.wgmmaTmaSharedBytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(AW_TMA_THREADS, 1) attention_wgmma_tma_forward(bf16* __restrict__ out,
         float* __restrict__ lse, const __grid_constant__ CUtensorMap qkv_map, int B, int T, int C, int NH,
         float scale, int causal) {
