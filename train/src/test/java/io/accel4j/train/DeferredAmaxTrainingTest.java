@@ -11,6 +11,7 @@ import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.PendingAmaxes;
 import java.io.IOException;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
@@ -65,14 +66,11 @@ class DeferredAmaxTrainingTest {
      * history that had the real one's scale) waits in a queue until {@code flushAmaxes()}.
      */
     private static final class Deferring {
-        final List<AmaxHistory> queued = new ArrayList<>();
-        final List<Float> amaxes = new ArrayList<>();
-        int deferred;
-        int flushes;
+        final PendingAmaxes pending = new PendingAmaxes();
         final Ops ops = (Ops) Proxy.newProxyInstance(Ops.class.getClassLoader(), new Class<?>[] {Ops.class},
                 (proxy, method, args) -> {
                     if (method.getName().equals("flushAmaxes")) {
-                        flush();
+                        pending.flush();
                         return null;
                     }
                     Object[] real = args == null ? null : args.clone();
@@ -106,19 +104,8 @@ class DeferredAmaxTrainingTest {
         private void queue(AmaxHistory real, AmaxHistory standIn) {
             float a = standIn.amaxes()[0];
             if (a > 0) { // cast in this call
-                queued.add(real);
-                amaxes.add(a);
-                deferred++;
+                pending.add(real, a);
             }
-        }
-
-        private void flush() {
-            flushes++;
-            for (int i = 0; i < queued.size(); i++) {
-                queued.get(i).record(amaxes.get(i));
-            }
-            queued.clear();
-            amaxes.clear();
         }
     }
 
@@ -154,8 +141,8 @@ class DeferredAmaxTrainingTest {
         Deferring d = new Deferring();
         List<StepMetrics> actual = train(d.ops, deferredDir, null, actualFp8);
 
-        assertThat(d.deferred).as("amaxes deferred").isGreaterThan(STEPS * 2 * 4 * 3);
-        assertThat(d.flushes).as("flushed at least once a step").isGreaterThanOrEqualTo(STEPS);
+        assertThat(d.pending.added()).as("amaxes deferred").isGreaterThan(STEPS * 2 * 4 * 3);
+        assertThat(d.pending.flushes()).as("flushed at least once a step").isGreaterThanOrEqualTo(STEPS);
         assertSameBits(actual, expected);
         assertThat(expected.getFirst().valLoss()).as("validation ran").isFinite();
         assertThat(actualFp8[0]).as("final amax histories and scales").containsExactly(expectedFp8[0]);

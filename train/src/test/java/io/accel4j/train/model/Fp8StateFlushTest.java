@@ -9,8 +9,6 @@ import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.ops.MatmulOps;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
@@ -32,9 +30,7 @@ class Fp8StateFlushTest {
      */
     private static final class Backend implements MatmulOps {
         final boolean eager;
-        final List<AmaxHistory> queued = new ArrayList<>();
-        final List<Float> amaxes = new ArrayList<>();
-        int flushes;
+        final PendingAmaxes pending = new PendingAmaxes();
 
         Backend(boolean eager) {
             this.eager = eager;
@@ -49,8 +45,7 @@ class Fp8StateFlushTest {
             if (eager) {
                 h.record(amax);
             } else {
-                queued.add(h);
-                amaxes.add(amax);
+                pending.add(h, amax);
             }
         }
 
@@ -72,12 +67,7 @@ class Fp8StateFlushTest {
 
         @Override
         public void flushAmaxes() {
-            flushes++;
-            for (int i = 0; i < queued.size(); i++) {
-                queued.get(i).record(amaxes.get(i));
-            }
-            queued.clear();
-            amaxes.clear();
+            pending.flush();
         }
 
         @Override
@@ -143,15 +133,15 @@ class Fp8StateFlushTest {
             AmaxHistory h = d.linear(1, Fp8State.Linear.FC).gradOutput();
             assertThat(h.amaxes()[RECIPE.historyLength() - 1]).as("step %d: not recorded before a flush", s)
                     .isZero();
-            assertThat(deferred.queued).hasSize(L * 4 * 5);
+            assertThat(deferred.pending.pending()).isEqualTo(L * 4 * 5);
             if (s % 2 == 0) { // the amax exchange of several ranks reads them first
                 assertThat(d.stepAmaxes()).as("step %d amaxes", s).containsExactly(e.stepAmaxes());
             }
-            int before = deferred.flushes;
+            int before = deferred.pending.flushes();
             d.update();
             e.update();
-            assertThat(deferred.flushes).as("update flushes").isGreaterThan(before);
-            assertThat(deferred.queued).isEmpty();
+            assertThat(deferred.pending.flushes()).as("update flushes").isGreaterThan(before);
+            assertThat(deferred.pending.pending()).isZero();
             assertThat(d.encode()).as("state after step %d", s).containsExactly(e.encode());
         }
         assertThat(d.linear(0, Fp8State.Linear.QKV).input().scale()).isNotEqualTo(1f);
@@ -180,7 +170,7 @@ class Fp8StateFlushTest {
         byte[] before = d.encode();
         step(new MatmulOps[] {deferred}, new Fp8State[] {d}, rnd); // a validation's forwards (and more)
         d.restore(before);
-        assertThat(deferred.queued).as("flushed by restore, not left for the next step").isEmpty();
+        assertThat(deferred.pending.pending()).as("flushed by restore, not left for the next step").isZero();
         assertThat(d.encode()).containsExactly(before);
     }
 }
