@@ -26,6 +26,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The GPU backend of the kernel contract (PTX from {@code kernels/src/main/cuda}, JIT-compiled by the driver for the
@@ -49,6 +51,8 @@ import java.util.Set;
  * ids and targets must be in range: the kernels do not check).
  */
 public final class GpuOps implements Ops, AutoCloseable {
+
+    private static final Logger LOG = LoggerFactory.getLogger(GpuOps.class);
 
     static final int BLOCK = 256;
     /** Most blocks of a grid-stride element-wise kernel, and the partials of a reduction. */
@@ -641,9 +645,8 @@ public final class GpuOps implements Ops, AutoCloseable {
     /** One log line per op, the first time it runs unfused, with the reason. */
     private void unfusedGelu(String op, String refusal, DType operands) {
         if (unfusedGeluLogged.add(op)) {
-            System.getLogger(GpuOps.class.getName()).log(System.Logger.Level.INFO, op + " runs unfused (matmul, then "
-                    + "GELU): " + (refusal != null ? refusal : "cuBLASLt has no algorithm for its epilogue with "
-                    + operands + " operands"));
+            LOG.info("{} runs unfused (matmul, then GELU): {}", op, refusal != null ? refusal
+                    : "cuBLASLt has no algorithm for its epilogue with " + operands + " operands");
         }
     }
 
