@@ -214,16 +214,18 @@ public final class Gpt2 implements AutoCloseable {
     public void matmulOperands(DType operands) {
         this.operands = MatmulOps.checkOperands(operands);
         int C = config.C(), NH = config.NH();
-        DType attention = operands == DType.BF16 ? DType.BF16 : DType.FP32;
-        if (attention == DType.BF16) {
+        DType attention = DType.FP32;
+        if (operands == DType.BF16) {
             try {
                 ops.checkAttention(DType.BF16, C, NH);
+                attention = DType.BF16;
             } catch (IllegalArgumentException | UnsupportedOperationException e) {
-                attention = DType.FP32;
                 LOG.warn("bf16 matmul operands, but attention keeps fp32 operands: {}", e.getMessage());
             }
         }
-        ops.checkAttention(attention, C, NH); // refused here, not at the first step
+        if (attention == DType.FP32) {
+            ops.checkAttention(DType.FP32, C, NH); // refused here, not at the first step
+        }
         this.attentionOperands = attention;
     }
 
