@@ -1,0 +1,251 @@
+package io.accel4j.nn;
+
+import io.accel4j.core.DType;
+import io.accel4j.core.ops.MatmulOps;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.train.model.Recompute;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What a module sees while it is built ({@link Module#build}): it declares its parameters ({@link #parameter}) and
+ * activations ({@link #activation}, {@link #shared}) and builds its children ({@link #child}), each under its own
+ * name. Nothing is allocated here; the network lays out and allocates exactly what was declared once the whole tree
+ * is built. Also carries the tree-wide properties blocks honour ({@link #recompute()}), and the largest batch
+ * ({@link #maxB()}, {@link #maxT()}) for modules whose parameters depend on it (position embeddings).
+ */
+public final class Builder {
+
+    private static final Logger LOG = LoggerFactory.getLogger(Builder.class);
+
+    /** A declared parameter tensor. */
+    record ParamDecl(String name, long[] dims, boolean decays, float lrScale, Init init, long count) {}
+
+    private final List<ParamDecl> params = new ArrayList<>();
+    private final Set<String> paramNames = new HashSet<>();
+    private final Set<Module> built = Collections.newSetFromMap(new IdentityHashMap<>());
+    private final ActivationPlan.Declarations acts = new ActivationPlan.Declarations();
+    private final Object paramOwner = new Object();
+    private final Ops ops;
+    private final DType matmul;
+    private final Recompute recompute;
+    private final int maxB;
+    private final int maxT;
+    private final List<String> path = new ArrayList<>();
+
+    /** Path depth below which {@link #activation} declarations are held for one layer only (-1: none). */
+    private int heldFrom = -1;
+
+    Builder(Ops ops, DType matmul, Recompute recompute, int maxB, int maxT) {
+        this.ops = Objects.requireNonNull(ops, "ops");
+        this.matmul = MatmulOps.checkOperands(matmul);
+        this.recompute = Objects.requireNonNull(recompute, "recompute");
+        this.maxB = maxB;
+        this.maxT = maxT;
+    }
+
+    /** Which activations backward recomputes (a property of the whole tree, honoured by the blocks that can). */
+    public Recompute recompute() {
+        return recompute;
+    }
+
+    /** The backend the network will run on (for blocks that must ask it what it can take). */
+    public Ops ops() {
+        return ops;
+    }
+
+    /** The matmuls' operand precision (FP32, BF16 or FP16). */
+    public DType matmulOperands() {
+        return matmul;
+    }
+
+    /**
+     * Attention's operand precision for {@code C} channels in {@code NH} heads: BF16 when the matmuls take BF16 and
+     * the backend's attention takes it at this head size, else FP32 (with a warning when BF16 was wanted).
+     *
+     * @throws ShapeException when the backend cannot run this attention even in fp32
+     */
+    public DType attentionOperands(int C, int NH) {
+        if (matmul == DType.BF16) {
+            try {
+                ops.checkAttention(DType.BF16, C, NH);
+                return DType.BF16;
+            } catch (IllegalArgumentException | UnsupportedOperationException e) {
+                LOG.warn("{}: bf16 matmul operands, but attention keeps fp32 operands: {}", qualified(""),
+                        e.getMessage());
+            }
+        }
+        try {
+            ops.checkAttention(DType.FP32, C, NH);
+        } catch (IllegalArgumentException | UnsupportedOperationException e) {
+            throw new ShapeException("module '" + qualified("") + "': " + e.getMessage());
+        }
+        return DType.FP32;
+    }
+
+    /**
+     * Builds {@code child} as {@link #child} does, but every activation it (and its children) declares is held for
+     * one layer only: the same memory for every module built this way, keyed by its path below {@code child}, which
+     * backward refills by recomputation ({@link Recompute#LAYER}).
+     */
+    public int childHeldForOneLayer(Module child, int inWidth) {
+        if (heldFrom >= 0) {
+            return child(child, inWidth);
+        }
+        heldFrom = path.size(); // keys start with the child's own name
+        try {
+            return child(child, inWidth);
+        } finally {
+            heldFrom = -1;
+        }
+    }
+
+    /** The most sequences per batch. */
+    public int maxB() {
+        return maxB;
+    }
+
+    /** The longest sequence (1 for a model of independent rows). */
+    public int maxT() {
+        return maxT;
+    }
+
+    /**
+     * Builds {@code child} under its name (parameters {@code <path>.<child name>.…}) and returns its output width.
+     *
+     * @throws ShapeException when {@code child} was already built in this tree (use one module in one place; share a
+     *                        parameter through its {@link ParamRef} instead)
+     */
+    public int child(Module child, int inWidth) {
+        Objects.requireNonNull(child, "child");
+        if (!built.add(child)) {
+            throw new ShapeException("module '" + qualified(child.name()) + "' is used twice in the network: a module "
+                    + "has one place in the tree (to share weights, pass the other module's ParamRef)");
+        }
+        path.add(child.name());
+        try {
+            return child.build(this, inWidth);
+        } finally {
+            path.remove(path.size() - 1);
+        }
+    }
+
+    /**
+     * Declares a parameter tensor {@code <path>.<name>} of shape {@code dims}, weight-decayed when {@code decays},
+     * initialised by {@code init}.
+     *
+     * @throws ShapeException when the name is taken or a dimension is not positive
+     */
+    public ParamRef parameter(String name, boolean decays, Init init, long... dims) {
+        return parameter(name, decays, 1f, init, dims);
+    }
+
+    /** {@link #parameter(String, boolean, Init, long...)} with a learning-rate multiplier for its group. */
+    public ParamRef parameter(String name, boolean decays, float lrScale, Init init, long... dims) {
+        String full = qualified(name);
+        long count = 1;
+        for (long d : dims) {
+            if (d < 1) {
+                throw new ShapeException("parameter '" + full + "' has shape " + java.util.Arrays.toString(dims)
+                        + ": every dimension must be >= 1");
+            }
+            count = Math.multiplyExact(count, d);
+        }
+        if (!(lrScale >= 0) || !Float.isFinite(lrScale)) {
+            throw new ShapeException("parameter '" + full + "' has learning-rate multiplier " + lrScale
+                    + ": it must be finite and >= 0");
+        }
+        if (!paramNames.add(full)) {
+            throw new ShapeException("parameter '" + full + "' is registered twice");
+        }
+        params.add(new ParamDecl(full, dims.clone(), decays, lrScale, Objects.requireNonNull(init, "init"), count));
+        return new ParamRef(params.size() - 1, full, paramOwner);
+    }
+
+    /** Declares an activation {@code <path>.<name>} of {@code perRow} floats per position, this module's own. */
+    public ActRef activation(String name, long perRow) {
+        if (heldFrom >= 0) {
+            StringBuilder key = new StringBuilder("held-for-one-layer");
+            for (String p : path.subList(heldFrom, path.size())) {
+                key.append('.').append(p);
+            }
+            return acts.shared(key.append('.').append(name).toString(), checkPerRow(name, perRow));
+        }
+        return acts.own(qualified(name), checkPerRow(name, perRow));
+    }
+
+    /**
+     * Declares an activation under a tree-wide {@code key}: every declaration of the key is the same memory (as wide
+     * as the widest). For gradient scratch that one module at a time uses, and for what a recomputing block holds for
+     * one layer only.
+     */
+    public ActRef shared(String key, long perRow) {
+        return acts.shared(key, checkPerRow(key, perRow));
+    }
+
+    /**
+     * Checks that a handle declared elsewhere in this tree is this tree's (a tied head takes the embedding's).
+     *
+     * @throws ShapeException for a handle of another network
+     */
+    public ParamRef own(ParamRef ref) {
+        if (ref.owner() != paramOwner) {
+            throw new ShapeException("module '" + qualified("") + "' was given parameter '" + ref.name()
+                    + "' of another network");
+        }
+        return ref;
+    }
+
+    /** The shape of a parameter declared so far. */
+    public long[] shape(ParamRef ref) {
+        return params.get(own(ref).index()).dims().clone();
+    }
+
+    /** The current module's path, e.g. {@code h.3.attn}, with {@code name} appended when not empty. */
+    public String qualified(String name) {
+        StringBuilder s = new StringBuilder();
+        for (String p : path) {
+            if (!p.isEmpty()) {
+                s.append(s.isEmpty() ? "" : ".").append(p);
+            }
+        }
+        if (!name.isEmpty()) {
+            s.append(s.isEmpty() ? "" : ".").append(name);
+        }
+        return s.toString();
+    }
+
+    /** Throws unless {@code inWidth} is {@code expected}, naming the current module and both widths. */
+    public void expectWidth(int inWidth, long expected) {
+        if (inWidth != expected) {
+            throw new ShapeException("module '" + qualified("") + "' takes " + expected + " values per position, "
+                    + "its input has " + inWidth);
+        }
+    }
+
+    private long checkPerRow(String name, long perRow) {
+        if (perRow < 1) {
+            throw new ShapeException("activation '" + qualified(name) + "' has " + perRow + " values per position");
+        }
+        return perRow;
+    }
+
+    List<ParamDecl> params() {
+        return params;
+    }
+
+    Object paramOwner() {
+        return paramOwner;
+    }
+
+    ActivationPlan.Declarations activations() {
+        return acts;
+    }
+}

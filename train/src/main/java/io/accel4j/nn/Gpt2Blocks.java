@@ -1,0 +1,62 @@
+package io.accel4j.nn;
+
+import io.accel4j.train.model.GptConfig;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * llm.c's GPT-2 as a composition of blocks: {@code Embedding(wte, wpe) → h.0 … h.L−1 (TransformerBlock) → ln_f →
+ * LmHead tied to wte}, the loss over the first V of the Vp padded logits. Its parameter table groups the tensors as
+ * llm.c's checkpoint stacks them ({@link #LLMC_ORDER}: wte, wpe, every block's ln_1.weight, …, ln_f.bias), so the
+ * flat buffer is byte for byte an llm.c model file's body and the {@code io.accel4j.train.model.ParameterLayout}
+ * offsets hold.
+ */
+public final class Gpt2Blocks {
+
+    /** The tensor names of one block, below {@code h.<l>.}, in llm.c's file order. */
+    private static final List<String> BLOCK_TENSORS = List.of(
+            "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+            "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
+            "mlp.c_proj.bias");
+
+    private static final Pattern BLOCK = Pattern.compile("h\\.\\d+\\.(.+)");
+
+    private static final Map<String, Integer> TOP = Map.of("wte", 0, "wpe", 1, "ln_f.weight", 14, "ln_f.bias", 15);
+
+    /** llm.c's order: wte, wpe, the 12 per-block tensors each stacked over the blocks, ln_f's weight and bias. */
+    public static final ParameterTable.Order LLMC_ORDER = ParameterTable.Order.grouped(Gpt2Blocks::llmcKey);
+
+    private Gpt2Blocks() {}
+
+    private static int llmcKey(String name) {
+        Integer top = TOP.get(name);
+        if (top != null) {
+            return top;
+        }
+        Matcher m = BLOCK.matcher(name);
+        int i = m.matches() ? BLOCK_TENSORS.indexOf(m.group(1)) : -1;
+        if (i < 0) {
+            throw new ShapeException("parameter '" + name + "' is not one of GPT-2's");
+        }
+        return 2 + i;
+    }
+
+    /** The module tree of {@code c}: embedding, the blocks, the final LayerNorm and the tied head. */
+    public static Sequential body(GptConfig c) {
+        Embedding embedding = new Embedding("", c.V(), c.Vp(), c.C(), c.maxT(), true);
+        List<TransformerBlock> blocks = new ArrayList<>(c.L());
+        for (int l = 0; l < c.L(); l++) {
+            blocks.add(new TransformerBlock(Integer.toString(l), c.C(), c.NH()));
+        }
+        return new Sequential("", embedding, new Sequential("h", blocks), new LayerNorm("ln_f", c.C()),
+                LmHead.tied("lm_head", embedding));
+    }
+
+    /** A network spec of GPT-2 {@code c}: token inputs, loss over V classes, llm.c's parameter order. */
+    public static Network.Spec spec(GptConfig c) {
+        return Network.of(body(c)).tokens(c.V()).classes(c.V()).parameterOrder(LLMC_ORDER);
+    }
+}

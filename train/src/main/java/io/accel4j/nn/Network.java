@@ -1,0 +1,397 @@
+package io.accel4j.nn;
+
+import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.memory.DeviceMemory;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.train.model.Recompute;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * A module tree made trainable: its parameters in one flat fp32 buffer and their gradients in another
+ * ({@link ParameterTable}), its activations in one allocation laid out by the {@link ActivationPlan} computed from the
+ * tree, all in the backend's memory and allocated once; the input and target buffers; and the loss
+ * ({@link SoftmaxCrossEntropy}) over the tree's output. A step is {@link #zeroGrad} then {@link #forwardBackward}
+ * (backward adds into the gradients, so micro-batches accumulate); {@link #forward} alone evaluates.
+ *
+ * <p>Inputs are token ids ({@link Spec#tokens}, int32, one per position, checked on the host to be in [0, V)) or
+ * feature vectors ({@link Spec#features}, fp32, D per position); targets are int32 class ids, one per position, in
+ * [0, classes). A model of independent examples uses T = 1. Not thread-safe.
+ */
+public final class Network implements AutoCloseable {
+
+    private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
+
+    /** What a network is made of and for; {@link #build} makes it. */
+    public static final class Spec {
+        private final Module body;
+        private int inWidth = -1;
+        private int vocabulary = -1;
+        private int classes = -1;
+        private int maxB = 1;
+        private int maxT = 1;
+        private Recompute recompute = Recompute.NONE;
+        private DType operands = DType.FP32;
+        private ParameterTable.Order order = ParameterTable.Order.declaration();
+
+        private Spec(Module body) {
+            this.body = Objects.requireNonNull(body, "body");
+        }
+
+        /** Inputs are token ids in [0, V), one per position. */
+        public Spec tokens(int V) {
+            this.vocabulary = positive("V", V);
+            this.inWidth = 1;
+            return this;
+        }
+
+        /** Inputs are D fp32 features per position. */
+        public Spec features(int D) {
+            this.inWidth = positive("D", D);
+            this.vocabulary = -1;
+            return this;
+        }
+
+        /** The loss is over the first {@code V} of each position's outputs (the rest is padding). */
+        public Spec classes(int V) {
+            this.classes = positive("classes", V);
+            return this;
+        }
+
+        /** Batches of up to {@code maxB} sequences of up to {@code maxT} positions. */
+        public Spec batch(int maxB, int maxT) {
+            this.maxB = positive("maxB", maxB);
+            this.maxT = positive("maxT", maxT);
+            return this;
+        }
+
+        /** Which activations backward recomputes (blocks that cannot recompute keep theirs). */
+        public Spec recompute(Recompute recompute) {
+            this.recompute = Objects.requireNonNull(recompute, "recompute");
+            return this;
+        }
+
+        /** The matmuls' operand precision (FP32, BF16, FP16; attention follows where it can). */
+        public Spec matmulOperands(DType operands) {
+            this.operands = Objects.requireNonNull(operands, "operands");
+            return this;
+        }
+
+        /** How the parameter tensors are ordered in the flat buffer. */
+        public Spec parameterOrder(ParameterTable.Order order) {
+            this.order = Objects.requireNonNull(order, "order");
+            return this;
+        }
+
+        /**
+         * Builds the tree and allocates the network on {@code ops}' memory.
+         *
+         * @throws ShapeException when the tree does not fit together (nothing is allocated then)
+         */
+        public Network build(Ops ops) {
+            if (inWidth < 0) {
+                throw new ShapeException("say what the network takes: tokens(V) or features(D)");
+            }
+            if (classes < 0) {
+                throw new ShapeException("say how many classes the loss is over: classes(V)");
+            }
+            return new Network(this, ops);
+        }
+
+        private static int positive(String what, int v) {
+            if (v < 1) {
+                throw new ShapeException(what + " must be >= 1, got " + v);
+            }
+            return v;
+        }
+    }
+
+    /** A spec for a network whose body is {@code body}. */
+    public static Spec of(Module body) {
+        return new Spec(body);
+    }
+
+    private enum State { EMPTY, FORWARD, FORWARD_WITH_TARGETS, BACKWARD }
+
+    private final Module body;
+    private final SoftmaxCrossEntropy loss;
+    private final Ops ops;
+    private final DeviceMemory memory;
+    private final ParameterTable table;
+    private final ActivationPlan plan;
+    private final int inWidth;
+    private final int outWidth;
+    private final int vocabulary;
+    private final int maxB;
+    private final int maxT;
+    private final DType operands;
+    private final DeviceArena arena;
+    private final MemorySegment params;
+    private final MemorySegment grads;
+    private final MemorySegment acts;
+    private final MemorySegment inputs;
+    private final MemorySegment targets;
+    private final ActRef logits;
+    private final ActRef losses;
+    private final Pass pass;
+    private State state = State.EMPTY;
+
+    private Network(Spec s, Ops ops) {
+        this.body = s.body;
+        this.ops = Objects.requireNonNull(ops, "ops");
+        this.memory = ops.memory();
+        this.loss = new SoftmaxCrossEntropy(s.classes);
+        this.inWidth = s.inWidth;
+        this.vocabulary = s.vocabulary;
+        this.maxB = s.maxB;
+        this.maxT = s.maxT;
+        this.operands = s.operands;
+        Builder b = new Builder(ops, s.operands, s.recompute, s.maxB, s.maxT);
+        this.outWidth = b.child(body, inWidth);
+        if (outWidth < s.classes) {
+            throw new ShapeException("the network outputs " + outWidth + " values per position, the loss is over "
+                    + s.classes + " classes");
+        }
+        this.logits = b.activation("logits", outWidth);
+        this.losses = b.activation("losses", 1);
+        this.table = new ParameterTable(b.params(), s.order);
+        long maxRows = (long) s.maxB * s.maxT;
+        this.plan = b.activations().plan(maxRows);
+        this.arena = memory.arena();
+        try {
+            params = arena.allocate(table.fp32Bytes());
+            grads = arena.allocate(table.fp32Bytes());
+            acts = arena.allocate(plan.bytes());
+            inputs = arena.allocate(Math.multiplyExact(maxRows, (long) inWidth * Float.BYTES));
+            targets = arena.allocate(Math.multiplyExact(maxRows, (long) Integer.BYTES));
+        } catch (RuntimeException | OutOfMemoryError e) {
+            arena.close();
+            throw e;
+        }
+        List<ParameterTable.Entry> entries = table.entries();
+        long[] off = new long[entries.size()], cnt = new long[entries.size()];
+        for (int i = 0; i < off.length; i++) {
+            off[i] = entries.get(i).offset();
+            cnt[i] = entries.get(i).count();
+        }
+        List<ActivationPlan.Region> regions = plan.regions();
+        long[] actOff = new long[regions.size()];
+        for (int i = 0; i < actOff.length; i++) {
+            actOff[i] = regions.get(i).offset();
+        }
+        this.pass = new Pass(ops, params, grads, acts, off, cnt, actOff, s.operands);
+    }
+
+    /** Where each parameter tensor lives in {@link #params()} and {@link #grads()}. */
+    public ParameterTable table() {
+        return table;
+    }
+
+    /** The activation layout. */
+    public ActivationPlan plan() {
+        return plan;
+    }
+
+    /** The module tree. */
+    public Module body() {
+        return body;
+    }
+
+    /** The backend. */
+    public Ops ops() {
+        return ops;
+    }
+
+    /** The backend's memory, which holds every buffer of the network. */
+    public DeviceMemory memory() {
+        return memory;
+    }
+
+    /** The matmuls' operand precision. */
+    public DType matmulOperands() {
+        return operands;
+    }
+
+    /** The most sequences per batch. */
+    public int maxB() {
+        return maxB;
+    }
+
+    /** The longest sequence. */
+    public int maxT() {
+        return maxT;
+    }
+
+    /** Values per position of the input (1 for token ids). */
+    public int inputWidth() {
+        return inWidth;
+    }
+
+    /** The loss's number of classes. */
+    public int classes() {
+        return loss.classes();
+    }
+
+    /** The parameters: {@code table().count()} fp32 in the backend's memory. */
+    public MemorySegment params() {
+        return params;
+    }
+
+    /** The gradients, laid out as {@link #params()}. */
+    public MemorySegment grads() {
+        return grads;
+    }
+
+    /** Bytes of the parameters (the gradients take as many again). */
+    public long parameterBytes() {
+        return table.fp32Bytes();
+    }
+
+    /** Bytes of the activations (the plan) and of the input and target buffers. */
+    public long activationBytes() {
+        return plan.bytes() + inputs.byteSize() + targets.byteSize();
+    }
+
+    /** Every byte this network allocated: parameters, gradients, {@link #activationBytes()}. */
+    public long totalBytes() {
+        return 2 * parameterBytes() + activationBytes();
+    }
+
+    /** Sets every parameter from its {@link Init}, drawing from streams seeded by {@code seed} and its name. */
+    public void initialise(long seed) {
+        try (Arena staging = Arena.ofConfined()) {
+            MemorySegment host = memory.writableOnHost(params, staging);
+            for (ParameterTable.Entry e : table.entries()) {
+                e.init().fill(host.asSlice(e.offset() * Float.BYTES, e.count() * Float.BYTES), e.count(), e.name(),
+                        seed);
+            }
+            memory.writeBack(host, params);
+        }
+    }
+
+    /** Sets the parameters from {@code host} ({@code table().count()} fp32, native order). */
+    public void copyParamsFromHost(MemorySegment host) {
+        checkHost(host);
+        memory.copyToDevice(host.asSlice(0, table.fp32Bytes()), params);
+    }
+
+    /** Copies the parameters into {@code host}. */
+    public void copyParamsToHost(MemorySegment host) {
+        checkHost(host);
+        memory.copyToHost(params, host.asSlice(0, table.fp32Bytes()));
+    }
+
+    private void checkHost(MemorySegment host) {
+        if (host.byteSize() < table.fp32Bytes()) {
+            throw new IllegalArgumentException("host has " + host.byteSize() + " bytes, the " + table.count()
+                    + " fp32 parameters need " + table.fp32Bytes());
+        }
+    }
+
+    /** Zeroes the gradients; backward adds into them. */
+    public void zeroGrad() {
+        memory.zero(grads);
+    }
+
+    /**
+     * The forward over B sequences of T positions ({@code inputs}: host memory, B·T·width values); with
+     * {@code targets} (host, B·T int32) also the losses, whose mean it returns (NaN without targets).
+     */
+    public double forward(MemorySegment inputs, MemorySegment targets, int B, int T) {
+        run(inputs, targets, B, T);
+        if (targets == null) {
+            return Double.NaN;
+        }
+        return loss.forward(pass, pass.act(losses), pass.act(logits), this.targets, outWidth);
+    }
+
+    /**
+     * The forward with targets and then the backward of {@code dlossScale · Σ losses} ({@code 1/(B·T)} for the mean
+     * loss), adding into {@link #grads()}; returns the mean loss.
+     */
+    public double forwardBackward(MemorySegment inputs, MemorySegment targets, int B, int T, float dlossScale) {
+        run(inputs, Objects.requireNonNull(targets, "targets"), B, T);
+        return backward(dlossScale);
+    }
+
+    /** The backward after a {@link #forward} with targets (which leaves the logits replaced by their gradient). */
+    public double backward(float dlossScale) {
+        if (state != State.FORWARD_WITH_TARGETS) {
+            throw new IllegalStateException("backward needs a forward with targets first (state: " + state + ")");
+        }
+        state = State.BACKWARD;
+        MemorySegment out = pass.act(logits);
+        double mean = loss.forwardBackward(pass, pass.act(losses), out, this.targets, outWidth, dlossScale);
+        body.backward(pass, inputSlice(), out, out, null);
+        return mean;
+    }
+
+    /** The outputs of the last forward, {@code (B·T, width)} fp32, valid until its backward. */
+    public MemorySegment logits() {
+        if (state != State.FORWARD && state != State.FORWARD_WITH_TARGETS) {
+            throw new IllegalStateException("the outputs are only valid after a forward and before its backward");
+        }
+        return pass.act(logits);
+    }
+
+    /** Values per position of {@link #logits()}. */
+    public int outputWidth() {
+        return outWidth;
+    }
+
+    /** The per-position losses of the last forward with targets. */
+    public MemorySegment losses() {
+        if (state == State.EMPTY || state == State.FORWARD) {
+            throw new IllegalStateException("no losses: the last forward had no targets");
+        }
+        return pass.act(losses);
+    }
+
+    @Override
+    public void close() {
+        arena.close();
+    }
+
+    private MemorySegment inputSlice() {
+        return inputs.asSlice(0, (long) pass.rows() * inWidth * Float.BYTES);
+    }
+
+    private void run(MemorySegment in, MemorySegment tg, int B, int T) {
+        Objects.requireNonNull(in, "inputs");
+        if (B < 1 || B > maxB || T < 1 || T > maxT) {
+            throw new IllegalArgumentException("B must be in [1, " + maxB + "] and T in [1, " + maxT
+                    + "] (the sizes this network was allocated for), got B=" + B + ", T=" + T);
+        }
+        state = State.EMPTY;
+        long n = (long) B * T;
+        copyIn("inputs", in, inputs, n * inWidth, vocabulary, T);
+        if (tg != null) {
+            copyIn("targets", tg, targets, n, loss.classes(), T);
+        }
+        pass.begin(B, T);
+        body.forward(pass, inputSlice(), pass.act(logits));
+        state = tg == null ? State.FORWARD : State.FORWARD_WITH_TARGETS;
+    }
+
+    /** Copies {@code n} 4-byte values to the device; with {@code bound} > 0 each is an int checked in [0, bound). */
+    private void copyIn(String name, MemorySegment src, MemorySegment dst, long n, int bound, int T) {
+        if (src.byteSize() < n * 4) {
+            throw new IllegalArgumentException(name + " has " + src.byteSize() + " bytes, " + n + " values need "
+                    + n * 4);
+        }
+        if (bound > 0) {
+            for (long i = 0; i < n; i++) {
+                int v = src.getAtIndex(I32, i);
+                if (v < 0 || v >= bound) {
+                    throw new IllegalArgumentException(name + "[b=" + i / T + ", t=" + i % T + "] is " + v
+                            + ", outside [0, " + bound + ")");
+                }
+            }
+        }
+        memory.copyToDevice(src.asSlice(0, n * 4), dst);
+    }
+}

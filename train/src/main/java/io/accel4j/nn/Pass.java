@@ -1,0 +1,123 @@
+package io.accel4j.nn;
+
+import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceMemory;
+import io.accel4j.core.ops.Ops;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * What a module's {@link Module#forward} and {@link Module#backward} see: the backend, this call's batch shape
+ * (B sequences of T positions, {@code rows = B·T}), the operand precisions the blocks honour, and the memory behind
+ * the handles declared at build time: {@link #param}, {@link #grad} (a tensor's slices of the flat buffers) and
+ * {@link #act} ({@code rows × perRow} floats of an activation region). Made once by the {@link Network}, begun anew by each
+ * forward; its only other state is which module's activations a region shared by recomputing
+ * blocks holds now ({@link #holder}, {@link #hold}), so that a block recomputes exactly when another overwrote them.
+ */
+public final class Pass {
+
+    private final Ops ops;
+    private final MemorySegment params;
+    private final MemorySegment grads;
+    private final MemorySegment acts;
+    private final long[] paramOffset;
+    private final long[] paramCount;
+    private final long[] actOffset;
+    private final DType matmul;
+    private int B;
+    private int T;
+    private final java.util.Map<String, Object> holders = new java.util.HashMap<>();
+
+    Pass(Ops ops, MemorySegment params, MemorySegment grads, MemorySegment acts, long[] paramOffset,
+         long[] paramCount, long[] actOffset, DType matmul) {
+        this.ops = ops;
+        this.params = params;
+        this.grads = grads;
+        this.acts = acts;
+        this.paramOffset = paramOffset;
+        this.paramCount = paramCount;
+        this.actOffset = actOffset;
+        this.matmul = matmul;
+    }
+
+    /** Starts a forward of B sequences of T positions: nothing is held in a shared region yet. */
+    void begin(int B, int T) {
+        this.B = B;
+        this.T = T;
+        holders.clear();
+    }
+
+    /** The backend every module computes through. */
+    public Ops ops() {
+        return ops;
+    }
+
+    /** The backend's memory. */
+    public DeviceMemory memory() {
+        return ops.memory();
+    }
+
+    /** Sequences in this call. */
+    public int B() {
+        return B;
+    }
+
+    /** Positions per sequence in this call. */
+    public int T() {
+        return T;
+    }
+
+    /** Positions in this call, B·T. */
+    public int rows() {
+        return B * T;
+    }
+
+    /** The precision the matmuls form their products in (FP32, BF16 or FP16). */
+    public DType matmulOperands() {
+        return matmul;
+    }
+
+    /** The module whose activations the shared region {@code key} holds now (null: none yet). */
+    public Object holder(String key) {
+        return holders.get(key);
+    }
+
+    /** Records that the shared region {@code key} now holds {@code module}'s activations. */
+    public void hold(String key, Object module) {
+        holders.put(key, module);
+    }
+
+    /** The parameter tensor of {@code ref}. */
+    public MemorySegment param(ParamRef ref) {
+        int i = ref.index();
+        return params.asSlice(paramOffset[i] * Float.BYTES, paramCount[i] * Float.BYTES);
+    }
+
+    /** The gradient of the parameter tensor of {@code ref} (backward adds into it). */
+    public MemorySegment grad(ParamRef ref) {
+        int i = ref.index();
+        return grads.asSlice(paramOffset[i] * Float.BYTES, paramCount[i] * Float.BYTES);
+    }
+
+    /** {@code rows × ref.perRow()} floats of the activation region of {@code ref}. */
+    public MemorySegment act(ActRef ref) {
+        return acts.asSlice(actOffset[ref.index()] * Float.BYTES, (long) rows() * ref.perRow() * Float.BYTES);
+    }
+
+    /**
+     * {@code rows × perRow} floats at the start of the region of {@code ref} (a region declared as wide as the widest
+     * of several uses).
+     */
+    public MemorySegment act(ActRef ref, long perRow) {
+        if (perRow > ref.perRow()) {
+            throw new IllegalArgumentException(ref + " is declared " + ref.perRow() + " wide, asked for " + perRow);
+        }
+        return acts.asSlice(actOffset[ref.index()] * Float.BYTES, (long) rows() * perRow * Float.BYTES);
+    }
+
+    /** {@link #act}, zeroed first (for gradients that backward calls add into). */
+    public MemorySegment zeroed(ActRef ref) {
+        MemorySegment s = act(ref);
+        ops.memory().zero(s);
+        return s;
+    }
+}

@@ -1,0 +1,129 @@
+package io.accel4j.nn;
+
+import io.accel4j.train.model.Recompute;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A pre-LayerNorm transformer block, GPT-2's:
+ * <pre>
+ *   residual2 = in + attn(ln_1(in))
+ *   out       = residual2 + mlp(ln_2(residual2))
+ * </pre>
+ * Its backward works on the residual stream's gradient in place ({@link #gradientInPlace()}): the buffer holds d(out)
+ * on entry; each branch reads it and its LayerNorm's backward adds into it, leaving d(in). Under
+ * {@link Recompute#LAYER} every activation of the block but its output is held for one layer only (one set of regions
+ * for all blocks) and backward recomputes them from the block's input (up to the MLP's hidden activation) when
+ * another block's forward overwrote them.
+ */
+public final class TransformerBlock implements Module {
+
+    private static final String HELD = "block.layer-held-for-one-layer";
+
+    private final String name;
+    private final int C;
+    private final LayerNorm ln1;
+    private final CausalSelfAttention attn;
+    private final LayerNorm ln2;
+    private final Mlp mlp;
+    private boolean held;
+    private ActRef ln1Out;
+    private ActRef attnOut;
+    private ActRef residual2;
+    private ActRef ln2Out;
+    private ActRef mlpOut;
+    private ActRef dln;
+
+    /** A block of C channels, NH heads and an MLP of width 4C. */
+    public TransformerBlock(String name, int C, int NH) {
+        this(name, C, NH, 4 * C);
+    }
+
+    /** A block of C channels, NH heads and an MLP of width {@code hidden}. */
+    public TransformerBlock(String name, int C, int NH, int hidden) {
+        this.name = name;
+        this.C = C;
+        this.ln1 = new LayerNorm("ln_1", C);
+        this.attn = new CausalSelfAttention("attn", C, NH);
+        this.ln2 = new LayerNorm("ln_2", C);
+        this.mlp = new Mlp("mlp", C, hidden);
+    }
+
+    @Override
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public int build(Builder b, int inWidth) {
+        b.expectWidth(inWidth, C);
+        held = b.recompute() == Recompute.LAYER;
+        child(b, ln1);
+        ln1Out = act(b, "ln_1.out");
+        child(b, attn);
+        attnOut = act(b, "attn.out");
+        residual2 = act(b, "residual2");
+        child(b, ln2);
+        ln2Out = act(b, "ln_2.out");
+        child(b, mlp);
+        mlpOut = act(b, "mlp.out");
+        dln = b.shared("block.dln", C);
+        return C;
+    }
+
+    private void child(Builder b, Module m) {
+        if (held) {
+            b.childHeldForOneLayer(m, C);
+        } else {
+            b.child(m, C);
+        }
+    }
+
+    private ActRef act(Builder b, String what) {
+        return held ? b.shared("held-for-one-layer.block." + what, C) : b.activation(what, C);
+    }
+
+    @Override
+    public boolean gradientInPlace() {
+        return true;
+    }
+
+    @Override
+    public void forward(Pass p, MemorySegment in, MemorySegment out) {
+        long n = (long) p.rows() * C;
+        MemorySegment r2 = p.act(residual2), m = p.act(mlpOut);
+        attentionHalf(p, in);
+        mlp.forward(p, p.act(ln2Out), m);
+        p.ops().residualForward(out, r2, m, n);
+        if (held) {
+            p.hold(HELD, this);
+        }
+    }
+
+    /** ln_1, attention and the first residual add, then ln_2: everything before the MLP. */
+    private void attentionHalf(Pass p, MemorySegment in) {
+        MemorySegment a = p.act(ln1Out), y = p.act(attnOut), r2 = p.act(residual2);
+        ln1.forward(p, in, a);
+        attn.forward(p, a, y);
+        p.ops().residualForward(r2, in, y, (long) p.rows() * C);
+        ln2.forward(p, r2, p.act(ln2Out));
+    }
+
+    @Override
+    public void backward(Pass p, MemorySegment in, MemorySegment out, MemorySegment dout, MemorySegment din) {
+        if (din != dout) {
+            throw new IllegalArgumentException("block '" + name + "' updates the residual stream's gradient in place: "
+                    + "pass din == dout");
+        }
+        if (held && p.holder(HELD) != this) { // another block's forward overwrote the shared activations
+            attentionHalf(p, in);
+            mlp.forwardHidden(p, p.act(ln2Out));
+            p.hold(HELD, this);
+        }
+        MemorySegment d = p.zeroed(dln);
+        mlp.backward(p, p.act(ln2Out), p.act(mlpOut), dout, d);
+        ln2.backward(p, p.act(residual2), p.act(ln2Out), d, dout); // dout becomes d(residual2)
+        d = p.zeroed(dln);
+        attn.backward(p, p.act(ln1Out), p.act(attnOut), dout, d);
+        ln1.backward(p, in, p.act(ln1Out), d, dout); // dout becomes d(in)
+    }
+}
