@@ -17,7 +17,7 @@ import java.util.Objects;
  * scratch is host memory and the copies are {@link MemorySegment#copy}; on a GPU with NCCL it is device memory, which
  * the host never touches. Blocking calls only; one thread at a time, every rank calling the same methods in order.
  */
-final class ValueExchange implements AutoCloseable {
+public final class ValueExchange implements AutoCloseable {
 
     private final Communicator comm;
     private final DeviceMemory memory;
@@ -27,7 +27,7 @@ final class ValueExchange implements AutoCloseable {
     private final MemorySegment host;
 
     /** Room for {@code floats} fp32 values (at least one) on {@code comm}'s ranks, the scratch in {@code memory}. */
-    ValueExchange(Communicator comm, DeviceMemory memory, int floats) {
+    public ValueExchange(Communicator comm, DeviceMemory memory, int floats) {
         this.comm = Objects.requireNonNull(comm, "comm");
         this.memory = Objects.requireNonNull(memory, "memory");
         if (floats < 1) {
@@ -46,7 +46,7 @@ final class ValueExchange implements AutoCloseable {
     }
 
     /** {@code values[i] ← op_r values_r[i]} over the ranks, in place; returns {@code values}. */
-    float[] allReduce(ReduceOp op, float... values) {
+    public float[] allReduce(ReduceOp op, float... values) {
         MemorySegment h = slice(values.length);
         MemorySegment.copy(values, 0, h, ValueLayout.JAVA_FLOAT, 0, values.length);
         MemorySegment d = device.asSlice(0, h.byteSize());
@@ -58,7 +58,7 @@ final class ValueExchange implements AutoCloseable {
     }
 
     /** Whether {@code local} holds on any rank (a MAX of 0/1 flags): every rank gets the same answer. */
-    boolean any(boolean local) {
+    public boolean any(boolean local) {
         return allReduce(ReduceOp.MAX, local ? 1f : 0f)[0] != 0f;
     }
 
@@ -66,7 +66,7 @@ final class ValueExchange implements AutoCloseable {
      * Every rank's {@code mine}, bit for bit, in rank order: an {@code allGather} of the 8 bytes of each (it moves
      * bytes; an fp32 reduction would round them).
      */
-    double[] allGather(double mine) {
+    public double[] allGather(double mine) {
         int n = comm.size();
         MemorySegment h = slice(2 * n);
         MemorySegment d = device.asSlice(0, h.byteSize());

@@ -18,14 +18,14 @@ import javax.imageio.ImageIO;
  * The loss curve as a PNG, drawn with java.awt in headless mode: train loss per step (thin, light) and its moving
  * average, validation loss (dots joined), an optional horizontal reference line (e.g. the data's unigram entropy).
  */
-final class LossPlot {
+public final class LossPlot {
 
     private static final int W = 800, H = 480, LEFT = 70, RIGHT = 20, TOP = 40, BOTTOM = 50;
 
     private LossPlot() {}
 
     /** Writes the plot of {@code metrics} to {@code file}; {@code reference} NaN for none. */
-    static void write(Path file, List<StepMetrics> metrics, double reference, String referenceLabel, String title)
+    public static void write(Path file, List<StepMetrics> metrics, double reference, String referenceLabel, String title)
             throws IOException {
         System.setProperty("java.awt.headless", "true");
         // the y range: every validation loss and the first train loss, but not a one-step spike above them

@@ -1,0 +1,103 @@
+package io.accel4j.examples;
+
+import io.accel4j.core.DType;
+import io.accel4j.fit.Learner;
+import io.accel4j.nn.Linear;
+import io.accel4j.nn.Sequential;
+import io.accel4j.optim.AdamW;
+import io.accel4j.optim.LrSchedule;
+import java.io.PrintStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * An MLP classifier of the two spirals ({@link Spirals}): 2 → 64 → 64 → 2 with GELU, AdamW, trained on 4,096 generated
+ * points and tested on 1,024 others; prints the loss as it goes and the test accuracy at the end (chance is 50 %).
+ */
+@Command(name = "mlp", mixinStandardHelpOptions = true,
+        description = "An MLP classifier learns the two-spirals problem (generated data); prints test accuracy.")
+public final class MlpSpirals implements java.util.concurrent.Callable<Integer> {
+
+    @Option(names = "--steps", description = "Optimizer steps (default ${DEFAULT-VALUE}).")
+    int steps = 600;
+
+    @Option(names = "--batch", description = "Points per rank and step (default ${DEFAULT-VALUE}).")
+    int batch = 128;
+
+    @Option(names = "--lr", description = "Peak learning rate (default ${DEFAULT-VALUE}).")
+    float lr = 1e-2f;
+
+    @Option(names = "--ranks", description = "Data-parallel ranks in this process (default ${DEFAULT-VALUE}).")
+    int ranks = 1;
+
+    @Option(names = "--precision", description = "Matmul operands: fp32, bf16 or fp16 (default ${DEFAULT-VALUE}).",
+            converter = Examples.PrecisionConverter.class)
+    DType precision = DType.FP32;
+
+    @Option(names = "--threads", description = "Threads in all (default: the processors).")
+    int threads = Runtime.getRuntime().availableProcessors();
+
+    @Option(names = "--out", description = "Writes metrics.jsonl and loss.png here.")
+    Path outDir;
+
+    @Option(names = "--seed", description = "Seed of the data and the initialisation (default ${DEFAULT-VALUE}).")
+    long seed = 7;
+
+    /** The result of a run: the final train loss and the test accuracy. */
+    public record Result(double trainLoss, double accuracy) {}
+
+    @Override
+    public Integer call() {
+        Result r = run(System.out);
+        return r.accuracy() > 0 ? 0 : 1;
+    }
+
+    /** Trains and tests, printing progress to {@code out}. */
+    public Result run(PrintStream out) {
+        Examples.check(steps >= 1, "--steps must be >= 1, got " + steps);
+        Examples.check(batch >= 1, "--batch must be >= 1, got " + batch);
+        Examples.check(ranks >= 1, "--ranks must be >= 1, got " + ranks);
+        Spirals train = new Spirals(4096, 0.02, seed), test = new Spirals(1024, 0.02, seed + 1);
+        int hidden = 64;
+        try (Learner learner = Learner.of(() -> new Sequential("mlp",
+                        Linear.gelu("fc1", 2, hidden), Linear.gelu("fc2", hidden, hidden), Linear.of("head", hidden, 2)))
+                .features(2).classes(2).batch(batch, 1)
+                .optimizer(AdamW.of(0f)).schedule(LrSchedule.warmupCosine(lr, steps / 20, steps, 0.1f))
+                .precision(precision).ranks(ranks).threads(threads).seed(seed).data(train.batches()).out(outDir)
+                .build()) {
+            out.println("two spirals: " + train.size() + " training points, " + test.size() + " test points; "
+                    + learner.describe());
+            double last = Double.NaN;
+            for (var m : learner.fit(steps, m -> {
+                if (m.step() % Math.max(1, steps / 10) == 0) {
+                    out.printf("step %4d  loss %.4f  lr %.2e%n", m.step(), m.trainLoss(), m.lr());
+                }
+            })) {
+                last = m.trainLoss();
+            }
+            double accuracy = accuracy(learner, test);
+            out.printf("test accuracy %.1f %% (chance 50 %%), final train loss %.4f%n", 100 * accuracy, last);
+            return new Result(last, accuracy);
+        }
+    }
+
+    static double accuracy(Learner learner, Spirals test) {
+        int n = test.size(), B = Math.min(n, learner.network().maxB());
+        int correct = 0;
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment xy = a.allocate(2L * B * Float.BYTES), labels = a.allocate((long) B * Integer.BYTES);
+            for (int from = 0; from < n; from += B) {
+                int count = Math.min(B, n - from);
+                test.copy(from, count, xy, labels);
+                int[] predicted = learner.predict(xy, count, 1);
+                for (int j = 0; j < count; j++) {
+                    correct += predicted[j] == test.label(from + j) ? 1 : 0;
+                }
+            }
+        }
+        return (double) correct / n;
+    }
+}

@@ -1,0 +1,24 @@
+package io.accel4j.fit;
+
+import java.lang.foreign.MemorySegment;
+
+/**
+ * Where a rank's batches come from: {@link #next} fills one batch of B sequences of T positions into host memory,
+ * inputs as {@code B·T·width} 4-byte values (int32 token ids, or fp32 features) and targets as {@code B·T} int32 class
+ * ids. With several ranks each rank gets its own source ({@link Factory#open}) and must read its own slice of each
+ * global batch, so that N ranks of B see what one rank of N·B would.
+ */
+@FunctionalInterface
+public interface DataSource {
+
+    /** Fills the next batch. */
+    void next(MemorySegment inputs, MemorySegment targets);
+
+    /** Makes each rank's source. */
+    @FunctionalInterface
+    interface Factory {
+
+        /** The source of rank {@code rank} of {@code ranks}, for batches of B × T. */
+        DataSource open(int rank, int ranks, int B, int T);
+    }
+}

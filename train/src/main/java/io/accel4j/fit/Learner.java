@@ -1,0 +1,435 @@
+package io.accel4j.fit;
+
+import io.accel4j.cli.train.LossPlot;
+import io.accel4j.collectives.InProcessGroup;
+import io.accel4j.core.DType;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.nn.Module;
+import io.accel4j.nn.Network;
+import io.accel4j.nn.ParameterTable;
+import io.accel4j.optim.AdamW;
+import io.accel4j.optim.LrSchedule;
+import io.accel4j.optim.OptimizerSpec;
+import io.accel4j.train.LossScaler;
+import io.accel4j.train.Precision;
+import io.accel4j.train.StepMetrics;
+import io.accel4j.train.model.Recompute;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.io.Writer;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+
+/**
+ * Training a model of one's own, in the spirit of Accelerate and Lightning: describe the model (a {@link Module} tree,
+ * one per rank), what it takes and predicts, the optimizer, schedule, precision and number of ranks, hand over a
+ * {@link DataSource.Factory}, and call {@link #fit}. Underneath, each rank has a {@link Network} on its backend, an
+ * optimizer that owns its state and a {@link GradientSync} strategy ({@link GradientSync#local()} for one rank,
+ * {@link DataParallel} over an in-process ring for several), and runs the same {@link RankStep}; rank 0 reports.
+ *
+ * <pre>{@code
+ * try (Learner learner = Learner.of(() -> new Sequential("mlp",
+ *             Linear.of("fc1", 2, 64), new Gelu("act"), Linear.of("fc2", 64, 2)))
+ *         .features(2).classes(2).batch(128, 1)
+ *         .optimizer(AdamW.of(0.0f)).schedule(LrSchedule.constant(1e-2f))
+ *         .ranks(2).data(mySource)
+ *         .build()) {
+ *     learner.fit(500, m -> System.out.println(m.step() + " " + m.trainLoss()));
+ * }
+ * }</pre>
+ */
+public final class Learner implements AutoCloseable {
+
+    /** The choices a run is made of; {@link #build} makes it. */
+    public static final class Builder {
+        private final Supplier<? extends Module> model;
+        private int tokens = -1;
+        private int features = -1;
+        private int classes = -1;
+        private int B = 1;
+        private int T = 1;
+        private int gradAccum = 1;
+        private OptimizerSpec optimizer = AdamW.of(0f);
+        private LrSchedule schedule = LrSchedule.constant(1e-3f);
+        private float gradClip;
+        private DType precision = DType.FP32;
+        private Recompute recompute = Recompute.NONE;
+        private ParameterTable.Order order = ParameterTable.Order.declaration();
+        private int ranks = 1;
+        private int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
+        private long seed = 1337;
+        private DataSource.Factory data;
+        private Path out;
+
+        private Builder(Supplier<? extends Module> model) {
+            this.model = Objects.requireNonNull(model, "model");
+        }
+
+        /** Inputs are token ids in [0, V). */
+        public Builder tokens(int V) {
+            this.tokens = V;
+            this.features = -1;
+            return this;
+        }
+
+        /** Inputs are D fp32 features per position. */
+        public Builder features(int D) {
+            this.features = D;
+            this.tokens = -1;
+            return this;
+        }
+
+        /** The loss is a softmax cross-entropy over the first {@code n} outputs. */
+        public Builder classes(int n) {
+            this.classes = n;
+            return this;
+        }
+
+        /** B sequences of T positions per rank and micro-batch (T = 1 for independent examples). */
+        public Builder batch(int B, int T) {
+            this.B = B;
+            this.T = T;
+            return this;
+        }
+
+        /** Micro-batches per optimizer step. */
+        public Builder gradAccum(int K) {
+            if (K < 1) {
+                throw new IllegalArgumentException("gradAccum must be >= 1, got " + K);
+            }
+            this.gradAccum = K;
+            return this;
+        }
+
+        public Builder optimizer(OptimizerSpec spec) {
+            this.optimizer = Objects.requireNonNull(spec, "optimizer");
+            return this;
+        }
+
+        public Builder schedule(LrSchedule schedule) {
+            this.schedule = Objects.requireNonNull(schedule, "schedule");
+            return this;
+        }
+
+        /** Clips the global gradient norm to {@code maxNorm} (0: no clipping). */
+        public Builder gradClip(float maxNorm) {
+            if (!(maxNorm >= 0)) {
+                throw new IllegalArgumentException("gradClip must be >= 0, got " + maxNorm);
+            }
+            this.gradClip = maxNorm;
+            return this;
+        }
+
+        /** The matmuls' operand precision: FP32, BF16, or FP16 (with dynamic loss scaling). */
+        public Builder precision(DType operands) {
+            this.precision = Objects.requireNonNull(operands, "precision");
+            return this;
+        }
+
+        public Builder recompute(Recompute recompute) {
+            this.recompute = Objects.requireNonNull(recompute, "recompute");
+            return this;
+        }
+
+        public Builder parameterOrder(ParameterTable.Order order) {
+            this.order = Objects.requireNonNull(order, "order");
+            return this;
+        }
+
+        /** Data-parallel ranks in this process (each a thread with its own replica; DDP). */
+        public Builder ranks(int n) {
+            if (n < 1) {
+                throw new IllegalArgumentException("ranks must be >= 1, got " + n);
+            }
+            this.ranks = n;
+            return this;
+        }
+
+        /** Threads in all (shared among the ranks). */
+        public Builder threads(int n) {
+            if (n < 1) {
+                throw new IllegalArgumentException("threads must be >= 1, got " + n);
+            }
+            this.threads = n;
+            return this;
+        }
+
+        /** The initialisation's seed (every rank starts from the same parameters). */
+        public Builder seed(long seed) {
+            this.seed = seed;
+            return this;
+        }
+
+        public Builder data(DataSource.Factory data) {
+            this.data = Objects.requireNonNull(data, "data");
+            return this;
+        }
+
+        /** Writes {@code metrics.jsonl} (a line per step) and, after {@link #fit}, {@code loss.png} into {@code dir}. */
+        public Builder out(Path dir) {
+            this.out = dir;
+            return this;
+        }
+
+        /**
+         * Builds every rank's network and optimizer (parameters initialised from the seed).
+         *
+         * @throws io.accel4j.nn.ShapeException when the model's blocks do not fit together, before any allocation
+         */
+        public Learner build() {
+            if (data == null) {
+                throw new IllegalArgumentException("no data: call data(factory)");
+            }
+            if (tokens < 0 && features < 0) {
+                throw new IllegalArgumentException("say what the model takes: tokens(V) or features(D)");
+            }
+            return new Learner(this);
+        }
+    }
+
+    /** A learner of the model {@code model} makes (called once per rank: a module tree has one place). */
+    public static Builder of(Supplier<? extends Module> model) {
+        return new Builder(model);
+    }
+
+    private final Builder cfg;
+    private final List<AutoCloseable> owned = new ArrayList<>();
+    private final List<RankStep> ranks = new ArrayList<>();
+    private final InProcessGroup group;
+    private final List<StepMetrics> history = Collections.synchronizedList(new ArrayList<>());
+
+    private Learner(Builder b) {
+        this.cfg = b;
+        this.group = b.ranks > 1 ? InProcessGroup.create(b.ranks) : null;
+        try {
+            int perRank = Math.max(1, b.threads / b.ranks);
+            for (int r = 0; r < b.ranks; r++) {
+                Parallel pool = new Parallel(perRank);
+                owned.add(pool);
+                Ops ops = new CpuOps(pool);
+                Network.Spec spec = Network.of(b.model.get()).classes(b.classes).batch(b.B, b.T)
+                        .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order);
+                spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);
+                Network net = spec.build(ops);
+                try {
+                    net.initialise(b.seed);
+                    GradientSync sync = group == null ? GradientSync.local()
+                            : new DataParallel(group.communicator(r), ops.memory());
+                    ranks.add(new RankStep(net, b.optimizer.create(ops, net.table(), net.params(), net.grads()),
+                            sync, b.data.open(r, b.ranks, b.B, b.T), b.schedule,
+                            new LossScaler(Precision.of(b.precision)), b.gradClip, b.B, b.T, b.gradAccum));
+                } catch (RuntimeException | Error e) {
+                    net.close();
+                    throw e;
+                }
+            }
+        } catch (RuntimeException | Error e) {
+            close();
+            throw e;
+        }
+    }
+
+    /** Rank 0's network (every rank's parameters are the same). */
+    public Network network() {
+        return ranks.get(0).network();
+    }
+
+    /** The optimizer's description. */
+    public String describe() {
+        return ranks.get(0).optimizer().describe() + ", " + cfg.ranks + " rank" + (cfg.ranks == 1 ? "" : "s")
+                + ", " + cfg.precision + " matmul operands, " + network().table().count() + " parameters";
+    }
+
+    /** Steps completed. */
+    public int step() {
+        return ranks.get(0).completed();
+    }
+
+    /** The metrics of every step so far (rank 0's view). */
+    public List<StepMetrics> history() {
+        return List.copyOf(history);
+    }
+
+    /**
+     * Trains {@code steps} optimizer steps on every rank, telling {@code each} rank 0's metrics after each; returns
+     * them.
+     */
+    public List<StepMetrics> fit(int steps, Consumer<StepMetrics> each) {
+        List<StepMetrics> mine = new ArrayList<>(steps);
+        Consumer<StepMetrics> report = m -> {
+            mine.add(m);
+            history.add(m);
+            appendMetrics(m);
+            if (each != null) {
+                each.accept(m);
+            }
+        };
+        if (group == null) {
+            for (int s = 0; s < steps; s++) {
+                report.accept(ranks.get(0).step());
+            }
+        } else {
+            onEveryRank(rank -> {
+                for (int s = 0; s < steps; s++) {
+                    StepMetrics m = ranks.get(rank).step();
+                    if (rank == 0) {
+                        report.accept(m);
+                    }
+                }
+            });
+        }
+        plot();
+        return mine;
+    }
+
+    /**
+     * Runs {@code body} on one thread per rank and waits for all; a rank that throws fails the group, so that the
+     * others' collectives stop within the timeout, and its exception is rethrown.
+     */
+    private void onEveryRank(java.util.function.IntConsumer body) {
+        Thread[] threads = new Thread[ranks.size()];
+        Throwable[] errors = new Throwable[ranks.size()];
+        for (int r = 0; r < threads.length; r++) {
+            int rank = r;
+            threads[r] = Thread.ofPlatform().name("accel4j-rank-" + r).start(() -> {
+                try {
+                    body.accept(rank);
+                } catch (Throwable e) {
+                    errors[rank] = e;
+                    group.fail(rank, e);
+                }
+            });
+        }
+        boolean interrupted = false;
+        for (Thread t : threads) {
+            while (true) {
+                try {
+                    t.join();
+                    break;
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+        Throwable first = null;
+        for (Throwable e : errors) { // the rank at fault, not one that failed because of it
+            if (e != null && (first == null || first instanceof io.accel4j.collectives.CollectiveException)) {
+                first = e;
+            }
+        }
+        if (first instanceof RuntimeException re) {
+            throw re;
+        }
+        if (first instanceof Error err) {
+            throw err;
+        }
+        if (first != null) {
+            throw new IllegalStateException(first);
+        }
+    }
+
+    /**
+     * The mean loss of rank 0's network over {@code batches} batches of {@code source} (B × T each, the training
+     * batch shape).
+     */
+    public double evaluate(DataSource source, int batches) {
+        Network net = network();
+        try (Arena a = Arena.ofConfined()) {
+            long rows = (long) cfg.B * cfg.T;
+            MemorySegment in = a.allocate(rows * net.inputWidth() * 4, 64), tg = a.allocate(rows * 4, 64);
+            double sum = 0;
+            for (int i = 0; i < batches; i++) {
+                source.next(in, tg);
+                sum += net.forward(in, tg, cfg.B, cfg.T);
+            }
+            return sum / batches;
+        }
+    }
+
+    /**
+     * The most likely class of each of the {@code B·T} positions of {@code inputs} (host memory), by rank 0's network.
+     */
+    public int[] predict(MemorySegment inputs, int B, int T) {
+        Network net = network();
+        net.forward(inputs, null, B, T);
+        int rows = B * T, width = net.outputWidth(), n = net.classes();
+        int[] best = new int[rows];
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment logits = net.memory().readableOnHost(net.logits(), a);
+            for (int i = 0; i < rows; i++) {
+                float max = Float.NEGATIVE_INFINITY;
+                for (int c = 0; c < n; c++) {
+                    float v = logits.getAtIndex(ValueLayout.JAVA_FLOAT, (long) i * width + c);
+                    if (v > max) {
+                        max = v;
+                        best[i] = c;
+                    }
+                }
+            }
+        }
+        return best;
+    }
+
+    private void appendMetrics(StepMetrics m) {
+        if (cfg.out == null) {
+            return;
+        }
+        try {
+            Files.createDirectories(cfg.out);
+            try (Writer w = Files.newBufferedWriter(cfg.out.resolve("metrics.jsonl"), StandardCharsets.UTF_8,
+                    java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND)) {
+                w.write(m.toJson());
+                w.write('\n');
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot write " + cfg.out.resolve("metrics.jsonl") + ": " + e.getMessage(),
+                    e);
+        }
+    }
+
+    private void plot() {
+        if (cfg.out == null || history.isEmpty()) {
+            return;
+        }
+        try {
+            LossPlot.write(cfg.out.resolve("loss.png"), history(), Math.log(cfg.classes), "uniform guess",
+                    "accel4j: " + describe());
+        } catch (IOException | RuntimeException e) {
+            throw new IllegalStateException("cannot write " + cfg.out.resolve("loss.png") + ": " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public void close() {
+        for (RankStep r : ranks) {
+            r.close();
+        }
+        ranks.clear();
+        if (group != null) {
+            group.close();
+        }
+        for (AutoCloseable c : owned) {
+            try {
+                c.close();
+            } catch (Exception ignored) {
+                // a pool's close does not throw
+            }
+        }
+        owned.clear();
+    }
+}

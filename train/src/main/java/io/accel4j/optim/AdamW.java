@@ -1,0 +1,98 @@
+package io.accel4j.optim;
+
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.nn.ParameterTable;
+import java.lang.foreign.MemorySegment;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * AdamW (Loshchilov and Hutter), the backend's fused kernel ({@link io.accel4j.core.ops.OptimizerOps#adamw}): per
+ * parameter {@code m = β1·m + (1−β1)·g}, {@code v = β2·v + (1−β2)·g²}, {@code p −= lr·(m̂/(√v̂ + ε) + λ·p)} with
+ * bias-corrected m̂, v̂, λ only on the decayed groups. One fused call per learning-rate multiplier.
+ */
+public final class AdamW implements Optimizer {
+
+    /**
+     * AdamW's hyperparameters ({@code lr} is the schedule's; the one here only checks the rest).
+     *
+     * @param decayAll weight decay on every parameter ({@code train_gpt2.c}), not only on those whose tensor says so
+     */
+    public record Spec(float beta1, float beta2, float eps, float weightDecay, boolean decayAll)
+            implements OptimizerSpec {
+
+        public Spec {
+            new AdamWConfig(0, beta1, beta2, eps, weightDecay); // checks them
+        }
+
+        @Override
+        public int stateFloatsPerParameter() {
+            return 2;
+        }
+
+        @Override
+        public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads) {
+            return new AdamW(this, ops, table, params, grads);
+        }
+    }
+
+    /** β1 0.9, β2 0.999, ε 1e-8 and weight decay {@code weightDecay} on the tensors that take it. */
+    public static Spec of(float weightDecay) {
+        return new Spec(0.9f, 0.999f, 1e-8f, weightDecay, false);
+    }
+
+    private final Spec spec;
+    private final Ops ops;
+    private final MemorySegment params;
+    private final MemorySegment grads;
+    private final DeviceArena arena;
+    private final MemorySegment m;
+    private final MemorySegment v;
+    private final Groups groups;
+
+    private AdamW(Spec spec, Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads) {
+        this.spec = spec;
+        this.ops = ops;
+        this.params = params;
+        this.grads = grads;
+        this.groups = Groups.of(table, spec.decayAll());
+        this.arena = ops.memory().arena();
+        try {
+            this.m = arena.allocate(table.fp32Bytes());
+            this.v = arena.allocate(table.fp32Bytes());
+        } catch (RuntimeException | OutOfMemoryError e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public void step(int t, float lr, float gradScale) {
+        for (int i = 0; i < groups.lrScales().size(); i++) {
+            AdamWConfig c = new AdamWConfig(lr * groups.lrScales().get(i), spec.beta1(), spec.beta2(), spec.eps(),
+                    spec.weightDecay());
+            ops.adamw(params, grads, m, v, groups.ranges().get(i), c, t, gradScale);
+        }
+    }
+
+    @Override
+    public Map<String, MemorySegment> state() {
+        Map<String, MemorySegment> s = new LinkedHashMap<>();
+        s.put("m", m);
+        s.put("v", v);
+        return s;
+    }
+
+    @Override
+    public String describe() {
+        return "AdamW(beta1=" + spec.beta1() + ", beta2=" + spec.beta2() + ", eps=" + spec.eps() + ", weight_decay="
+                + spec.weightDecay() + (spec.decayAll() ? " on every parameter" : "") + ")";
+    }
+
+    @Override
+    public void close() {
+        arena.close();
+    }
+}

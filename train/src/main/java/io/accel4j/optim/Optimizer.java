@@ -1,0 +1,37 @@
+package io.accel4j.optim;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Map;
+
+/**
+ * An optimizer over a network's flat parameter buffer, owning its state (moments, momentum) in the backend's memory:
+ * {@link #step} makes one update from the gradient buffer through the backend's fused kernels, one call per
+ * learning-rate group. Made by an {@link OptimizerSpec} for one network; closing frees the state.
+ */
+public interface Optimizer extends AutoCloseable {
+
+    /**
+     * One update, the {@code t}-th (≥ 1; bias corrections count from it), at learning rate {@code lr} (times each
+     * group's multiplier), every gradient multiplied by {@code gradScale} first (clipping and loss-scale unscaling
+     * folded in).
+     */
+    void step(int t, float lr, float gradScale);
+
+    /**
+     * The state buffers by name, in a fixed order (e.g. {@code m}, {@code v}), each holding one fp32 value per
+     * parameter in the backend's memory: what a checkpoint saves and a resume restores.
+     */
+    Map<String, MemorySegment> state();
+
+    /** Bytes of {@link #state()}. */
+    default long stateBytes() {
+        return state().values().stream().mapToLong(MemorySegment::byteSize).sum();
+    }
+
+    /** A one-line description for logs: name and hyperparameters. */
+    String describe();
+
+    /** Frees the state. */
+    @Override
+    void close();
+}

@@ -1,0 +1,21 @@
+package io.accel4j.optim;
+
+import io.accel4j.core.ops.Ops;
+import io.accel4j.nn.ParameterTable;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * An optimizer's hyperparameters, before it is bound to a network: {@link #create} allocates its state for one
+ * network's parameters; {@link #stateFloatsPerParameter} lets a memory plan count the bytes first.
+ */
+public interface OptimizerSpec {
+
+    /** Fp32 state values per parameter (AdamW 2, SGD with momentum 1, Lion 1). */
+    int stateFloatsPerParameter();
+
+    /**
+     * An optimizer of {@code params} (laid out by {@code table}) from {@code grads}, its state allocated in
+     * {@code ops}' memory and zeroed.
+     */
+    Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads);
+}
