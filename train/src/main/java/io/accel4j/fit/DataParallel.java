@@ -14,10 +14,10 @@ import java.util.Objects;
  * parameters, the replicas stay bit-identical. The collectives run on the network's own buffers, so the communicator
  * must take buffers of its memory (host memory for the CPU, NCCL for a GPU).
  */
-public final class DataParallel implements GradientSync {
+public class DataParallel implements GradientSync {
 
-    private final Communicator comm;
-    private final ValueExchange values;
+    final Communicator comm;
+    final ValueExchange values;
 
     /**
      * DDP over {@code comm}, whose collectives run on buffers of {@code memory}.
@@ -31,7 +31,7 @@ public final class DataParallel implements GradientSync {
                     + comm.getClass().getSimpleName() + " takes " + (comm.deviceBuffers() ? "device" : "host")
                     + " buffers and the network is in " + memory.describe());
         }
-        this.values = new ValueExchange(comm, memory, 2);
+        this.values = new ValueExchange(comm, memory, 2 * comm.size()); // allGather takes 2 floats a rank
     }
 
     @Override

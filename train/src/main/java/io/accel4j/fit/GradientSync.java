@@ -1,12 +1,16 @@
 package io.accel4j.fit;
 
+import io.accel4j.core.ops.Ops;
 import java.lang.foreign.MemorySegment;
 
 /**
- * How the ranks of a data-parallel run agree on a step, composed with the optimizer: after every rank's backward,
- * {@link #reduce} makes the gradients every rank's optimizer sees the same (their mean over the ranks), and the few
- * values the step needs from all ranks (the loss, an overflow flag) are combined by {@link #mean} and {@link #any}.
- * {@link #local()} is one rank; {@link DataParallel} is DDP. Every rank calls the same methods in the same order.
+ * How the ranks of a data-parallel run agree on a step, composed with the optimizer. After every rank's backward,
+ * {@link #reduce} averages the gradients over the ranks (into the whole buffer, or — sharding — into this rank's shard
+ * of them, {@link #gradients}); {@link #sumOfSquares} and {@link #anyNonFinite} look at the averaged gradient as a
+ * whole; the optimizer updates this rank's {@link #shard} of the parameters, and {@link #afterUpdate} gives every rank
+ * the others' updated shards. {@link #local()} is one rank; {@link DataParallel} is DDP (the shard is everything);
+ * {@link ZeroSharding} is ZeRO-1/2. The step reads the same in every mode ({@link RankStep}); every rank calls the
+ * same methods in the same order.
  */
 public interface GradientSync extends AutoCloseable {
 
@@ -16,8 +20,36 @@ public interface GradientSync extends AutoCloseable {
     /** The number of ranks. */
     int ranks();
 
-    /** Replaces {@code count} fp32 gradients by their mean over the ranks. */
+    /** The elements {@code [offset, offset + length)} of the parameter vector this rank's optimizer updates. */
+    record Shard(long offset, long length) {}
+
+    /** This rank's shard of a vector of {@code count} parameters: all of it unless the strategy shards. */
+    default Shard shard(long count) {
+        return new Shard(0, count);
+    }
+
+    /** Averages {@code count} fp32 gradients over the ranks: in place, or into {@link #gradients}' shard. */
     void reduce(MemorySegment grads, long count);
+
+    /** Where the averaged gradients of this rank's {@link #shard} are after {@link #reduce}: {@code grads}' slice by default. */
+    default MemorySegment gradients(MemorySegment grads, long count) {
+        Shard s = shard(count);
+        return grads.asSlice(s.offset() * Float.BYTES, s.length() * Float.BYTES);
+    }
+
+    /** {@code Σ g²} of the whole averaged gradient, the same on every rank. */
+    default double sumOfSquares(Ops ops, MemorySegment grads, long count) {
+        return ops.sumOfSquares(grads, count);
+    }
+
+    /** Whether the averaged gradient holds inf or NaN anywhere, the same answer on every rank. */
+    default boolean anyNonFinite(Ops ops, MemorySegment grads, long count) {
+        return any(ops.hasNonFinite(grads, count));
+    }
+
+    /** After this rank's optimizer updated its shard of {@code params}: every rank gets every shard. */
+    default void afterUpdate(MemorySegment params, long count) {
+    }
 
     /** The mean of {@code value} over the ranks (fp32, as the train loss is reported). */
     double mean(double value);

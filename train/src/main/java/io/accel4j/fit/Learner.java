@@ -68,6 +68,7 @@ public final class Learner implements AutoCloseable {
         private Recompute recompute = Recompute.NONE;
         private ParameterTable.Order order = ParameterTable.Order.declaration();
         private int ranks = 1;
+        private int zero;
         private int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
         private long seed = 1337;
         private DataSource.Factory data;
@@ -157,6 +158,15 @@ public final class Learner implements AutoCloseable {
             return this;
         }
 
+        /** ZeRO stage 1 (optimizer state sharded) or 2 (gradients too) over the ranks; 0 (default): DDP. */
+        public Builder zero(int stage) {
+            if (stage < 0 || stage > 2) {
+                throw new IllegalArgumentException("ZeRO stage must be 0, 1 or 2, got " + stage);
+            }
+            this.zero = stage;
+            return this;
+        }
+
         /** Threads in all (shared among the ranks). */
         public Builder threads(int n) {
             if (n < 1) {
@@ -192,6 +202,10 @@ public final class Learner implements AutoCloseable {
             if (data == null) {
                 throw new IllegalArgumentException("no data: call data(factory)");
             }
+            if (zero > 0 && ranks < 2) {
+                throw new IllegalArgumentException("ZeRO stage " + zero + " shards over the ranks: ask for ranks(2) "
+                        + "or more");
+            }
             if (tokens < 0 && features < 0) {
                 throw new IllegalArgumentException("say what the model takes: tokens(V) or features(D)");
             }
@@ -225,11 +239,17 @@ public final class Learner implements AutoCloseable {
                 Network net = spec.build(ops);
                 try {
                     net.initialise(b.seed);
+                    long count = net.table().count();
                     GradientSync sync = group == null ? GradientSync.local()
-                            : new DataParallel(group.communicator(r), ops.memory());
-                    ranks.add(new RankStep(net, b.optimizer.create(ops, net.table(), net.params(), net.grads()),
-                            sync, b.data.open(r, b.ranks, b.B, b.T), b.schedule,
-                            new LossScaler(Precision.of(b.precision)), b.gradClip, b.B, b.T, b.gradAccum));
+                            : b.zero == 0 ? new DataParallel(group.communicator(r), ops.memory())
+                            : new ZeroSharding(b.zero, group.communicator(r), ops.memory(), count);
+                    GradientSync.Shard shard = sync.shard(count);
+                    MemorySegment params = net.params().asSlice(shard.offset() * Float.BYTES,
+                            shard.length() * Float.BYTES);
+                    ranks.add(new RankStep(net, b.optimizer.create(ops, net.table(), params,
+                            sync.gradients(net.grads(), count), shard.offset(), shard.length()), sync,
+                            b.data.open(r, b.ranks, b.B, b.T), b.schedule, new LossScaler(Precision.of(b.precision)),
+                            b.gradClip, b.B, b.T, b.gradAccum));
                 } catch (RuntimeException | Error e) {
                     net.close();
                     throw e;
@@ -249,6 +269,7 @@ public final class Learner implements AutoCloseable {
     /** The optimizer's description. */
     public String describe() {
         return ranks.get(0).optimizer().describe() + ", " + cfg.ranks + " rank" + (cfg.ranks == 1 ? "" : "s")
+                + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "")
                 + ", " + cfg.precision + " matmul operands, " + network().table().count() + " parameters";
     }
 

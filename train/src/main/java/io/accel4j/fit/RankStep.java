@@ -13,7 +13,8 @@ import java.lang.foreign.MemorySegment;
  * One rank's optimizer step, the same for every strategy: zero the gradients, K micro-batches of forward and backward
  * (each scaled by {@code 1/(B·T·K)} times the loss scale), the strategy's gradient reduction, the loss averaged over
  * the ranks, the overflow check (fp16), the global norm and clipping folded into the update's gradient scale, the
- * optimizer's update at the schedule's rate, the loss scaler's bookkeeping.
+ * optimizer's update of this rank's shard at the schedule's rate and the strategy's gather of the shards, the loss
+ * scaler's bookkeeping. Which ranks, shards and collectives is the {@link GradientSync}'s business alone.
  */
 final class RankStep implements AutoCloseable {
 
@@ -79,8 +80,8 @@ final class RankStep implements AutoCloseable {
         if (sync.ranks() > 1) {
             loss = sync.mean(loss);
         }
-        boolean overflow = scaler.enabled() && sync.any(ops.hasNonFinite(net.grads(), count));
-        double norm = overflow ? Double.NaN : Math.sqrt(ops.sumOfSquares(net.grads(), count)) / lossScale;
+        boolean overflow = scaler.enabled() && sync.anyNonFinite(ops, net.grads(), count);
+        double norm = overflow ? Double.NaN : Math.sqrt(sync.sumOfSquares(ops, net.grads(), count)) / lossScale;
         if (!Double.isFinite(loss) || !overflow && !Double.isFinite(norm)) {
             throw new IllegalStateException("training diverged at step " + s + " (loss " + loss + ", gradient norm "
                     + norm + "): lower the learning rate or clip the gradients");
@@ -89,6 +90,7 @@ final class RankStep implements AutoCloseable {
         if (!overflow) {
             float clip = gradClip > 0 && norm > gradClip ? (float) (gradClip / norm) : 1f;
             optimizer.step(s + 1 - scaler.skippedSteps(), lr, clip / lossScale);
+            sync.afterUpdate(net.params(), count);
         }
         scaler.afterStep(overflow);
         step = s + 1;

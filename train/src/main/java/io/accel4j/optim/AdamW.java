@@ -33,8 +33,9 @@ public final class AdamW implements Optimizer {
         }
 
         @Override
-        public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads) {
-            return new AdamW(this, ops, table, params, grads);
+        public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
+                                long offset, long length) {
+            return new AdamW(this, ops, Groups.of(table, decayAll, offset, length), params, grads, length);
         }
     }
 
@@ -52,16 +53,16 @@ public final class AdamW implements Optimizer {
     private final MemorySegment v;
     private final Groups groups;
 
-    private AdamW(Spec spec, Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads) {
+    private AdamW(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
         this.spec = spec;
         this.ops = ops;
         this.params = params;
         this.grads = grads;
-        this.groups = Groups.of(table, spec.decayAll());
+        this.groups = groups;
         this.arena = ops.memory().arena();
         try {
-            this.m = arena.allocate(table.fp32Bytes());
-            this.v = arena.allocate(table.fp32Bytes());
+            this.m = arena.allocate(length * Float.BYTES);
+            this.v = arena.allocate(length * Float.BYTES);
         } catch (RuntimeException | OutOfMemoryError e) {
             arena.close();
             throw e;

@@ -8,23 +8,31 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A table's parameter groups as fused optimizer calls: for each distinct learning-rate multiplier, the runs of the
- * buffer it covers, each with or without weight decay ({@link AdamWRange}; {@code start = offset}: whole buffers).
- * With {@code decayAll} every run decays (llm.c's {@code train_gpt2.c}); otherwise each tensor's own flag holds.
+ * A table's parameter groups as fused optimizer calls over the slice {@code [from, from + length)} of the vector: for
+ * each distinct learning-rate multiplier, the runs of the slice it covers, each with or without weight decay
+ * ({@link AdamWRange}: {@code start} in the slice's buffers, {@code offset} in the whole vector). With
+ * {@code decayAll} every run decays (llm.c's {@code train_gpt2.c}); otherwise each tensor's own flag holds.
  */
 record Groups(List<Float> lrScales, List<List<AdamWRange>> ranges) {
 
-    static Groups of(ParameterTable table, boolean decayAll) {
+    static Groups of(ParameterTable table, boolean decayAll, long from, long length) {
+        if (from < 0 || length < 0 || from + length > table.count()) {
+            throw new IllegalArgumentException("slice [" + from + ", " + (from + length) + ") is outside the "
+                    + table.count() + " parameters");
+        }
         Map<Float, List<AdamWRange>> byScale = new LinkedHashMap<>();
         for (ParameterTable.Group g : table.groups()) {
+            long a = Math.max(from, g.offset()), b = Math.min(from + length, g.offset() + g.length());
+            if (a >= b) {
+                continue;
+            }
             List<AdamWRange> list = byScale.computeIfAbsent(g.lrScale(), s -> new ArrayList<>());
             boolean decays = decayAll || g.decays();
             AdamWRange last = list.isEmpty() ? null : list.get(list.size() - 1);
-            if (last != null && last.decays() == decays && last.offset() + last.length() == g.offset()) {
-                list.set(list.size() - 1, new AdamWRange(last.start(), last.offset(), last.length() + g.length(),
-                        decays));
+            if (last != null && last.decays() == decays && last.offset() + last.length() == a) {
+                list.set(list.size() - 1, new AdamWRange(last.start(), last.offset(), last.length() + b - a, decays));
             } else {
-                list.add(new AdamWRange(g.offset(), g.offset(), g.length(), decays));
+                list.add(new AdamWRange(a - from, a, b - a, decays));
             }
         }
         List<List<AdamWRange>> r = new ArrayList<>();

@@ -17,5 +17,15 @@ public interface OptimizerSpec {
      * An optimizer of {@code params} (laid out by {@code table}) from {@code grads}, its state allocated in
      * {@code ops}' memory and zeroed.
      */
-    Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads);
+    default Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads) {
+        return create(ops, table, params, grads, 0, table.count());
+    }
+
+    /**
+     * An optimizer of the elements {@code [offset, offset + length)} of the parameter vector laid out by {@code table}
+     * (a ZeRO shard): {@code params} and {@code grads} hold just those {@code length} elements, and the state is
+     * allocated for them only. Each element is updated as the whole-vector optimizer would update it.
+     */
+    Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads, long offset,
+                     long length);
 }

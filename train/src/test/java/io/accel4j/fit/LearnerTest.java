@@ -96,6 +96,50 @@ class LearnerTest {
         }
     }
 
+    @Test
+    void zeroOneIsDdpBitForBitAndZeroTwoWithoutClipping() {
+        for (float clip : new float[] {1f, 0f}) {
+            List<StepMetrics> ddp, z1, z2;
+            float[] p0, p1, p2;
+            try (Learner a = learner(2, 16).gradClip(clip).build()) {
+                ddp = a.fit(12, null);
+                p0 = params(a);
+            }
+            try (Learner b = learner(2, 16).gradClip(clip).zero(1).build()) {
+                z1 = b.fit(12, null);
+                p1 = params(b);
+                assertThat(b.describe()).contains("ZeRO-1");
+            }
+            try (Learner c = learner(2, 16).gradClip(clip).zero(2).build()) {
+                z2 = c.fit(12, null);
+                p2 = params(c);
+            }
+            assertThat(p1).as("ZeRO-1, clip %s", clip).containsExactly(p0);
+            for (int s = 0; s < 12; s++) {
+                assertThat(z1.get(s).trainLoss()).isEqualTo(ddp.get(s).trainLoss());
+                assertThat(z1.get(s).gradNorm()).isEqualTo(ddp.get(s).gradNorm());
+            }
+            if (clip == 0) { // 2 ranks: the reduce-scatter adds the same two terms; the norm only reports
+                assertThat(p2).as("ZeRO-2 without clipping").containsExactly(p0);
+            } else { // the norm is a sum of two shard sums: a rounding of DDP's, and so is the clip factor
+                for (int i = 0; i < p0.length; i++) {
+                    assertThat(p2[i]).isCloseTo(p0[i], within(1e-5f));
+                }
+            }
+            for (int s = 0; s < 12; s++) {
+                assertThat(z2.get(s).gradNorm()).isCloseTo(ddp.get(s).gradNorm(), within(1e-6 * ddp.get(s).gradNorm()));
+            }
+        }
+    }
+
+    @Test
+    void zeroNeedsRanksAndAKnownStage() {
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> learner(1, 8).zero(1).build())
+                .hasMessageContaining("ranks(2)");
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> learner(2, 8).zero(3))
+                .hasMessageContaining("0, 1 or 2");
+    }
+
     static float[] params(Learner l) {
         float[] p = new float[(int) l.network().table().count()];
         MemorySegment.copy(l.network().params(), ValueLayout.JAVA_FLOAT, 0, p, 0, p.length);
