@@ -25,13 +25,18 @@ public class DataParallel implements GradientSync {
      * @throws IllegalArgumentException when the communicator cannot take that memory's buffers
      */
     public DataParallel(Communicator comm, DeviceMemory memory) {
+        this(comm, memory, 0);
+    }
+
+    /** {@link #DataParallel(Communicator, DeviceMemory)} with room for {@code values} floats in {@link #max}. */
+    public DataParallel(Communicator comm, DeviceMemory memory, int values) {
         this.comm = Objects.requireNonNull(comm, "comm");
         if (comm.deviceBuffers() == memory.hostAccessible()) {
             throw new IllegalArgumentException("data parallelism runs its collectives on the network's buffers, but "
                     + comm.getClass().getSimpleName() + " takes " + (comm.deviceBuffers() ? "device" : "host")
                     + " buffers and the network is in " + memory.describe());
         }
-        this.values = new ValueExchange(comm, memory, 2 * comm.size()); // allGather takes 2 floats a rank
+        this.values = new ValueExchange(comm, memory, Math.max(values, 2 * comm.size())); // allGather: 2 a rank
     }
 
     @Override
@@ -57,6 +62,11 @@ public class DataParallel implements GradientSync {
     @Override
     public boolean any(boolean local) {
         return values.any(local);
+    }
+
+    @Override
+    public float[] max(float[] v) {
+        return values.allReduce(ReduceOp.MAX, v);
     }
 
     @Override

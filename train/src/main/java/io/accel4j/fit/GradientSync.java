@@ -57,6 +57,9 @@ public interface GradientSync extends AutoCloseable {
     /** Whether {@code local} holds on any rank. */
     boolean any(boolean local);
 
+    /** Each of {@code values} replaced by its maximum over the ranks (FP8 amaxes), in place; returns it. */
+    float[] max(float[] values);
+
     @Override
     void close();
 
@@ -85,6 +88,11 @@ public interface GradientSync extends AutoCloseable {
             @Override
             public boolean any(boolean local) {
                 return local;
+            }
+
+            @Override
+            public float[] max(float[] values) {
+                return values;
             }
 
             @Override

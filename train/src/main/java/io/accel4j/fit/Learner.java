@@ -3,6 +3,7 @@ package io.accel4j.fit;
 import io.accel4j.cli.train.LossPlot;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
@@ -65,6 +66,7 @@ public final class Learner implements AutoCloseable {
         private LrSchedule schedule = LrSchedule.constant(1e-3f);
         private float gradClip;
         private DType precision = DType.FP32;
+        private DelayedScaling fp8;
         private Recompute recompute = Recompute.NONE;
         private ParameterTable.Order order = ParameterTable.Order.declaration();
         private int ranks = 1;
@@ -136,6 +138,15 @@ public final class Learner implements AutoCloseable {
         /** The matmuls' operand precision: FP32, BF16, or FP16 (with dynamic loss scaling). */
         public Builder precision(DType operands) {
             this.precision = Objects.requireNonNull(operands, "precision");
+            return this;
+        }
+
+        /**
+         * FP8 operands for every linear layer under {@code recipe}'s delayed scaling (heads and attention keep the
+         * {@link #precision}); null: none.
+         */
+        public Builder fp8(DelayedScaling recipe) {
+            this.fp8 = recipe;
             return this;
         }
 
@@ -234,15 +245,16 @@ public final class Learner implements AutoCloseable {
                 owned.add(pool);
                 Ops ops = new CpuOps(pool);
                 Network.Spec spec = Network.of(b.model.get()).classes(b.classes).batch(b.B, b.T)
-                        .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order);
+                        .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8);
                 spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);
                 Network net = spec.build(ops);
                 try {
                     net.initialise(b.seed);
                     long count = net.table().count();
+                    int values = net.fp8() == null ? 0 : net.fp8().histories();
                     GradientSync sync = group == null ? GradientSync.local()
-                            : b.zero == 0 ? new DataParallel(group.communicator(r), ops.memory())
-                            : new ZeroSharding(b.zero, group.communicator(r), ops.memory(), count);
+                            : b.zero == 0 ? new DataParallel(group.communicator(r), ops.memory(), values)
+                            : new ZeroSharding(b.zero, group.communicator(r), ops.memory(), count, values);
                     GradientSync.Shard shard = sync.shard(count);
                     MemorySegment params = net.params().asSlice(shard.offset() * Float.BYTES,
                             shard.length() * Float.BYTES);
@@ -270,7 +282,8 @@ public final class Learner implements AutoCloseable {
     public String describe() {
         return ranks.get(0).optimizer().describe() + ", " + cfg.ranks + " rank" + (cfg.ranks == 1 ? "" : "s")
                 + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "")
-                + ", " + cfg.precision + " matmul operands, " + network().table().count() + " parameters";
+                + ", " + (cfg.fp8 != null ? "FP8 linear layers (" + cfg.fp8.format() + ")" : cfg.precision
+                + " matmul operands") + ", " + network().table().count() + " parameters";
     }
 
     /** Steps completed. */

@@ -6,6 +6,7 @@ import io.accel4j.optim.LrSchedule;
 import io.accel4j.optim.Optimizer;
 import io.accel4j.train.LossScaler;
 import io.accel4j.train.StepMetrics;
+import io.accel4j.train.model.Fp8State;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
@@ -14,7 +15,7 @@ import java.lang.foreign.MemorySegment;
  * (each scaled by {@code 1/(B·T·K)} times the loss scale), the strategy's gradient reduction, the loss averaged over
  * the ranks, the overflow check (fp16), the global norm and clipping folded into the update's gradient scale, the
  * optimizer's update of this rank's shard at the schedule's rate and the strategy's gather of the shards, the loss
- * scaler's bookkeeping. Which ranks, shards and collectives is the {@link GradientSync}'s business alone.
+ * scaler's bookkeeping, the FP8 scales' update from the ranks' maximum amaxes. Which ranks, shards and collectives is the {@link GradientSync}'s business alone.
  */
 final class RankStep implements AutoCloseable {
 
@@ -93,6 +94,13 @@ final class RankStep implements AutoCloseable {
             sync.afterUpdate(net.params(), count);
         }
         scaler.afterStep(overflow);
+        Fp8State fp8 = net.fp8();
+        if (fp8 != null) { // every rank casts with the same scales: this step's amaxes are the ranks' maximum
+            if (sync.ranks() > 1) {
+                fp8.recordStepAmaxes(sync.max(fp8.stepAmaxes()));
+            }
+            fp8.update();
+        }
         step = s + 1;
         double ms = (System.nanoTime() - t0) / 1e6;
         double perS = (double) B * T * K * sync.ranks() / (ms / 1e3);

@@ -30,12 +30,13 @@ public final class ZeroSharding extends DataParallel {
     private final MemorySegment gradShard; // stage 2; null at stage 1
 
     /**
-     * ZeRO stage {@code stage} (1 or 2) over {@code comm} for a vector of {@code count} parameters in {@code memory}.
+     * ZeRO stage {@code stage} (1 or 2) over {@code comm} for a vector of {@code count} parameters in {@code memory}
+     * ({@code values}: as {@link DataParallel#DataParallel(Communicator, DeviceMemory, int)}).
      *
      * @throws IllegalArgumentException for another stage, or a communicator of one rank
      */
-    public ZeroSharding(int stage, Communicator comm, DeviceMemory memory, long count) {
-        super(comm, memory);
+    public ZeroSharding(int stage, Communicator comm, DeviceMemory memory, long count, int values) {
+        super(comm, memory, values);
         if (stage != 1 && stage != 2) {
             close();
             throw new IllegalArgumentException("ZeRO stage must be 1 or 2 for a network of one's own (stage 3, "

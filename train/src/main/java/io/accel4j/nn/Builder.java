@@ -39,6 +39,7 @@ public final class Builder {
     private final int maxB;
     private final int maxT;
     private final List<String> path = new ArrayList<>();
+    private int fp8Slots;
 
     /** Path depth below which {@link #activation} declarations are held for one layer only (-1: none). */
     private int heldFrom = -1;
@@ -105,6 +106,18 @@ public final class Builder {
         } finally {
             heldFrom = -1;
         }
+    }
+
+    /**
+     * Numbers a linear layer that runs with FP8 operands when the network has an FP8 state ({@link Pass#fp8}): layers
+     * are numbered in the order they are built, which is the order of that state's histories.
+     */
+    public int fp8Slot() {
+        return fp8Slots++;
+    }
+
+    int fp8Slots() {
+        return fp8Slots;
     }
 
     /** The most sequences per batch. */

@@ -1,5 +1,6 @@
 package io.accel4j.nn;
 
+import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.ops.Ops;
 import java.lang.foreign.MemorySegment;
 
@@ -7,7 +8,8 @@ import java.lang.foreign.MemorySegment;
  * A linear layer {@code out (rows, OC) = in (rows, C) · weightᵀ + bias}, the weight stored {@code (OC, C)} as in PyTorch
  * and llm.c; the bias optional. With {@link #gelu} the output is {@code gelu(in·weightᵀ + bias)} (tanh GELU) in one
  * GEMM epilogue ({@link Ops#matmulForwardGelu}), keeping the pre-activation for backward. Products in the network's
- * matmul precision ({@link Pass#matmulOperands()}).
+ * matmul precision ({@link Pass#matmulOperands()}), or with FP8 operands under the network's FP8 state (the GELU then
+ * applied apart, as FP8 has no fused form).
  *
  * <p>Parameters: {@code weight (OC, C)}, weight-decayed; {@code bias (OC)}, not.
  */
@@ -23,6 +25,7 @@ public final class Linear implements Module {
     private ActRef pre;
     private ActRef dpre;
     private ActRef discard;
+    private int fp8Slot;
 
     private Linear(String name, int C, int OC, boolean hasBias, boolean gelu) {
         if (C < 1 || OC < 1) {
@@ -65,6 +68,7 @@ public final class Linear implements Module {
             dpre = b.shared("linear.dpre", OC);
         }
         discard = b.shared("linear.discarded-dinp", C);
+        fp8Slot = b.fp8Slot();
         return OC;
     }
 
@@ -76,6 +80,11 @@ public final class Linear implements Module {
     /** The bias {@code (OC)}, or null. */
     public ParamRef bias() {
         return bias;
+    }
+
+    /** Whether this layer's matmuls take FP8 operands in this pass. */
+    boolean fp8(Pass p) {
+        return p.fp8(fp8Slot) != null;
     }
 
     /** The pre-activation {@code (rows, OC)} a GELU layer keeps, or null. */
@@ -97,7 +106,14 @@ public final class Linear implements Module {
     public void forward(Pass p, MemorySegment in, MemorySegment out) {
         Ops ops = p.ops();
         MemorySegment b = bias == null ? null : p.param(bias);
-        if (gelu) {
+        Fp8Scaling fp8 = p.fp8(fp8Slot);
+        if (fp8 != null) {
+            MemorySegment y = gelu ? p.act(pre) : out;
+            ops.matmulForward(y, in, p.param(weight), b, p.rows(), C, OC, fp8);
+            if (gelu) {
+                ops.geluForward(out, y, (long) p.rows() * OC);
+            }
+        } else if (gelu) {
             ops.matmulForwardGelu(out, p.act(pre), in, p.param(weight), b, p.rows(), C, OC, p.matmulOperands());
         } else {
             ops.matmulForward(out, in, p.param(weight), b, p.rows(), C, OC, p.matmulOperands());
@@ -122,7 +138,12 @@ public final class Linear implements Module {
      */
     void backwardOf(Pass p, MemorySegment in, MemorySegment dpre, MemorySegment din, MemorySegment dbias) {
         MemorySegment dinp = din != null ? din : p.act(discard); // the kernel always writes a dinp
-        p.ops().matmulBackward(dinp, p.grad(weight), dbias, dpre, in, p.param(weight), p.rows(), C, OC,
-                p.matmulOperands());
+        Fp8Scaling fp8 = p.fp8(fp8Slot);
+        if (fp8 != null) {
+            p.ops().matmulBackward(dinp, p.grad(weight), dbias, dpre, in, p.param(weight), p.rows(), C, OC, fp8);
+        } else {
+            p.ops().matmulBackward(dinp, p.grad(weight), dbias, dpre, in, p.param(weight), p.rows(), C, OC,
+                    p.matmulOperands());
+        }
     }
 }

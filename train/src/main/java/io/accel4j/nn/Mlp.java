@@ -5,7 +5,7 @@ import java.lang.foreign.MemorySegment;
 
 /**
  * GPT-2's MLP: {@code out = c_proj(gelu(c_fc(in)))}, C → hidden → C, the GELU fused into c_fc's GEMM forward and into
- * c_proj's GEMM backward ({@link io.accel4j.core.ops.MatmulOps#matmulBackwardGelu}). Under {@link Recompute#GELU} the
+ * c_proj's GEMM backward ({@link io.accel4j.core.ops.MatmulOps#matmulBackwardGelu}); under FP8, unfused. Under {@link Recompute#GELU} the
  * GELU's output is held for one layer only (one region for every MLP) and recomputed from the kept pre-activation
  * when another MLP's forward overwrote it.
  *
@@ -23,6 +23,7 @@ public final class Mlp implements Module {
     private final Linear proj;
     private ActRef gelu;
     private ActRef dpre;
+    private ActRef dhidden;
     private boolean recomputeGelu;
 
     public Mlp(String name, int C, int hidden) {
@@ -46,6 +47,7 @@ public final class Mlp implements Module {
         gelu = recomputeGelu ? b.shared(HELD_GELU, hidden) : b.activation("gelu", hidden);
         b.child(proj, hidden);
         dpre = b.shared("mlp.dpre", hidden);
+        dhidden = b.shared("mlp.dhidden", hidden);
         return C;
     }
 
@@ -70,6 +72,12 @@ public final class Mlp implements Module {
         if (recomputeGelu && p.holder(HELD_GELU) != this) {
             p.ops().geluForward(h, pre, (long) p.rows() * hidden);
             p.hold(HELD_GELU, this);
+        }
+        if (proj.fp8(p)) { // FP8 has no fused form: c_proj's backward, then c_fc's with its GELU
+            MemorySegment dh = p.zeroed(dhidden);
+            proj.backward(p, h, out, dout, dh);
+            fc.backward(p, in, h, dh, din);
+            return;
         }
         MemorySegment g = p.act(dpre); // written by the fused call, not added to
         p.ops().matmulBackwardGelu(g, p.grad(fc.bias()), p.grad(proj.weight()), p.grad(proj.bias()), dout, h, pre,

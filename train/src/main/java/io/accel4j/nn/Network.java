@@ -1,9 +1,11 @@
 package io.accel4j.nn;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Recompute;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -37,6 +39,7 @@ public final class Network implements AutoCloseable {
         private Recompute recompute = Recompute.NONE;
         private DType operands = DType.FP32;
         private ParameterTable.Order order = ParameterTable.Order.declaration();
+        private DelayedScaling fp8;
 
         private Spec(Module body) {
             this.body = Objects.requireNonNull(body, "body");
@@ -78,6 +81,16 @@ public final class Network implements AutoCloseable {
         /** The matmuls' operand precision (FP32, BF16, FP16; attention follows where it can). */
         public Spec matmulOperands(DType operands) {
             this.operands = Objects.requireNonNull(operands, "operands");
+            return this;
+        }
+
+        /**
+         * Every linear layer's matmuls with FP8 operands under {@code recipe}'s delayed scaling (one
+         * {@link io.accel4j.core.fp8.Fp8Scaling} per layer, numbered in build order; heads and attention stay in
+         * {@link #matmulOperands}); null: none.
+         */
+        public Spec fp8(DelayedScaling recipe) {
+            this.fp8 = recipe;
             return this;
         }
 
@@ -138,6 +151,7 @@ public final class Network implements AutoCloseable {
     private final ActRef logits;
     private final ActRef losses;
     private final Pass pass;
+    private final Fp8State fp8;
     private State state = State.EMPTY;
 
     private Network(Spec s, Ops ops) {
@@ -183,7 +197,8 @@ public final class Network implements AutoCloseable {
         for (int i = 0; i < actOff.length; i++) {
             actOff[i] = regions.get(i).offset();
         }
-        this.pass = new Pass(ops, params, grads, acts, off, cnt, actOff, s.operands);
+        this.fp8 = s.fp8 == null || b.fp8Slots() == 0 ? null : Fp8State.forLinears(s.fp8, b.fp8Slots(), ops);
+        this.pass = new Pass(ops, params, grads, acts, off, cnt, actOff, s.operands, fp8);
     }
 
     /** Where each parameter tensor lives in {@link #params()} and {@link #grads()}. */
@@ -214,6 +229,11 @@ public final class Network implements AutoCloseable {
     /** The matmuls' operand precision. */
     public DType matmulOperands() {
         return operands;
+    }
+
+    /** The linear layers' FP8 state (their amax histories and scales), or null without FP8. */
+    public Fp8State fp8() {
+        return fp8;
     }
 
     /** The most sequences per batch. */

@@ -2,7 +2,9 @@ package io.accel4j.nn;
 
 import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceMemory;
+import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.train.model.Fp8State;
 import java.lang.foreign.MemorySegment;
 
 /**
@@ -23,12 +25,13 @@ public final class Pass {
     private final long[] paramCount;
     private final long[] actOffset;
     private final DType matmul;
+    private final Fp8State fp8;
     private int B;
     private int T;
     private final java.util.Map<String, Object> holders = new java.util.HashMap<>();
 
     Pass(Ops ops, MemorySegment params, MemorySegment grads, MemorySegment acts, long[] paramOffset,
-         long[] paramCount, long[] actOffset, DType matmul) {
+         long[] paramCount, long[] actOffset, DType matmul, Fp8State fp8) {
         this.ops = ops;
         this.params = params;
         this.grads = grads;
@@ -37,6 +40,7 @@ public final class Pass {
         this.paramCount = paramCount;
         this.actOffset = actOffset;
         this.matmul = matmul;
+        this.fp8 = fp8;
     }
 
     /** Starts a forward of B sequences of T positions: nothing is held in a shared region yet. */
@@ -74,6 +78,14 @@ public final class Pass {
     /** The precision the matmuls form their products in (FP32, BF16 or FP16). */
     public DType matmulOperands() {
         return matmul;
+    }
+
+    /**
+     * The FP8 operand state of linear layer {@code slot} ({@link Builder#fp8Slot}), or null when the network's
+     * matmuls are not FP8 (they then take {@link #matmulOperands()}).
+     */
+    public Fp8Scaling fp8(int slot) {
+        return fp8 == null ? null : fp8.linear(slot);
     }
 
     /** The module whose activations the shared region {@code key} holds now (null: none yet). */

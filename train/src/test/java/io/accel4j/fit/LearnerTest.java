@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.nn.Linear;
 import io.accel4j.nn.Sequential;
 import io.accel4j.optim.AdamW;
@@ -93,6 +94,13 @@ class LearnerTest {
         try (Learner a = learner(2, 8).precision(DType.FP16).build()) {
             List<StepMetrics> m = a.fit(10, null);
             assertThat(m.get(9).lossScale()).isPositive();
+        }
+        DelayedScaling recipe = new DelayedScaling(DelayedScaling.Format.HYBRID, 4, 0, DelayedScaling.Algorithm.MAX);
+        try (Learner a = learner(2, 16).fp8(recipe).build()) {
+            List<StepMetrics> m = a.fit(20, null);
+            assertThat(a.describe()).contains("FP8");
+            assertThat(a.network().fp8().linears()).isEqualTo(2);
+            assertThat(m.get(19).trainLoss()).isLessThan(m.get(0).trainLoss());
         }
     }
 

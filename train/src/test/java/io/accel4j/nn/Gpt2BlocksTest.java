@@ -3,6 +3,7 @@ package io.accel4j.nn;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.model.GptConfig;
@@ -140,6 +141,37 @@ class Gpt2BlocksTest {
             MemorySegment in = MemorySegment.ofArray(inp[0]), tg = MemorySegment.ofArray(tgt[0]);
             assertThat(net.forwardBackward(in, tg, 3, T, 0.1f)).isEqualTo(old.forwardBackward(in, tg, 3, T, 0.1f));
             assertThat(floats(net.grads(), n)).containsExactly(floats(old.grads(), n));
+        }
+    }
+
+    @ParameterizedTest(name = "fp8, recompute {0}")
+    @org.junit.jupiter.params.provider.EnumSource(Recompute.class)
+    void fp8BlocksAreBitIdenticalToTheMonolithicModelAndRecordTheSameAmaxes(Recompute recompute) {
+        DelayedScaling recipe = new DelayedScaling(DelayedScaling.Format.HYBRID, 4, 0,
+                DelayedScaling.Algorithm.MAX);
+        int B = 2, T = 5;
+        long seed = 77 + recompute.ordinal();
+        Random r = new Random(seed);
+        float[] p = randomParams(TINY, seed);
+        long n = new ParameterLayout(TINY).count();
+        try (Gpt2 old = new Gpt2(TINY, ops, B, T, recompute);
+             Network net = Gpt2Blocks.spec(TINY).batch(B, T).recompute(recompute).fp8(recipe).build(ops)) {
+            old.fp8(new io.accel4j.train.model.Fp8State(recipe, TINY.L()));
+            assertThat(net.fp8().layers()).isEqualTo(TINY.L());
+            MemorySegment.copy(p, 0, old.params(), F32, 0, p.length);
+            net.copyParamsFromHost(MemorySegment.ofArray(p));
+            for (int step = 0; step < 3; step++) { // the scales move after the first step
+                old.zeroGrad();
+                net.zeroGrad();
+                MemorySegment in = MemorySegment.ofArray(tokens(B * T, r)), tg = MemorySegment.ofArray(tokens(B * T,
+                        r));
+                assertThat(net.forwardBackward(in, tg, B, T, 0.1f)).as("step %d", step)
+                        .isEqualTo(old.forwardBackward(in, tg, B, T, 0.1f));
+                assertThat(floats(net.grads(), n)).containsExactly(floats(old.grads(), n));
+                assertThat(net.fp8().encode()).containsExactly(old.fp8().encode());
+                old.fp8().update();
+                net.fp8().update();
+            }
         }
     }
 

@@ -46,7 +46,8 @@ public final class Fp8State {
     private static final int ROLES = 3;
 
     private final DelayedScaling recipe;
-    private final Fp8Scaling[][] layers;
+    /** Block l's linear layer {@code which} at {@code 4·l + which.ordinal()}; any other model's in its order. */
+    private final Fp8Scaling[] linears;
     /** The backend whose casts record into these histories, flushed before they are read; null: none defers. */
     private final MatmulOps ops;
 
@@ -64,17 +65,34 @@ public final class Fp8State {
      * that records at the call.
      */
     public Fp8State(DelayedScaling recipe, int L, MatmulOps ops) {
-        this.recipe = Objects.requireNonNull(recipe, "recipe");
-        this.ops = ops;
+        this(recipe, ops, Math.multiplyExact(checkL(L), Linear.values().length));
+    }
+
+    private static int checkL(int L) {
         if (L < 1) {
             throw new IllegalArgumentException("L must be >= 1, got " + L);
         }
-        layers = new Fp8Scaling[L][Linear.values().length];
-        for (Fp8Scaling[] layer : layers) {
-            for (int i = 0; i < layer.length; i++) {
-                layer[i] = Fp8Scaling.of(recipe);
-            }
+        return L;
+    }
+
+    private Fp8State(DelayedScaling recipe, MatmulOps ops, int n) {
+        this.recipe = Objects.requireNonNull(recipe, "recipe");
+        this.ops = ops;
+        linears = new Fp8Scaling[n];
+        for (int i = 0; i < n; i++) {
+            linears[i] = Fp8Scaling.of(recipe);
         }
+    }
+
+    /**
+     * Fresh histories for {@code n} (≥ 1) linear layers of any model, in the order it numbers them
+     * ({@link #linear(int)}); a model of L GPT-2 blocks numbers its 4L as {@link #linear(int, Linear)} does.
+     */
+    public static Fp8State forLinears(DelayedScaling recipe, int n, MatmulOps ops) {
+        if (n < 1) {
+            throw new IllegalArgumentException("an FP8 state needs at least one linear layer, got " + n);
+        }
+        return new Fp8State(recipe, ops, n);
     }
 
     /** The recipe every history follows. */
@@ -82,15 +100,25 @@ public final class Fp8State {
         return recipe;
     }
 
-    /** The blocks covered. */
+    /** The blocks covered: the linear layers in fours (0 when their number is not a multiple of 4). */
     public int layers() {
-        return layers.length;
+        return linears.length % Linear.values().length == 0 ? linears.length / Linear.values().length : 0;
+    }
+
+    /** The linear layers covered. */
+    public int linears() {
+        return linears.length;
     }
 
     /** The operand state of linear layer {@code which} of block {@code l}. */
     public Fp8Scaling linear(int l, Linear which) {
-        Objects.checkIndex(l, layers.length);
-        return layers[l][which.ordinal()];
+        Objects.checkIndex(l, layers());
+        return linears[l * Linear.values().length + which.ordinal()];
+    }
+
+    /** The operand state of linear layer {@code i} (in the model's numbering). */
+    public Fp8Scaling linear(int i) {
+        return linears[Objects.checkIndex(i, linears.length)];
     }
 
     /**
@@ -109,16 +137,14 @@ public final class Fp8State {
      */
     public void update() {
         flush();
-        for (Fp8Scaling[] layer : layers) {
-            for (Fp8Scaling s : layer) {
-                s.update();
-            }
+        for (Fp8Scaling s : linears) {
+            s.update();
         }
     }
 
-    /** Histories in a fixed order: block, linear layer, then input, weight, output gradient. */
+    /** Histories in a fixed order: linear layer (block by block), then input, weight, output gradient. */
     private AmaxHistory history(int i) {
-        Fp8Scaling s = layers[i / (ROLES * Linear.values().length)][i / ROLES % Linear.values().length];
+        Fp8Scaling s = linears[i / ROLES];
         return switch (i % ROLES) {
             case 0 -> s.input();
             case 1 -> s.weight();
@@ -126,9 +152,9 @@ public final class Fp8State {
         };
     }
 
-    /** The number of histories: {@code L · 4 · 3}. */
+    /** The number of histories: 3 per linear layer ({@code L · 4 · 3} for GPT-2). */
     public int histories() {
-        return layers.length * Linear.values().length * ROLES;
+        return linears.length * ROLES;
     }
 
     /** This step's amax of every history so far, in a fixed order (the element count is {@link #histories()}). */
@@ -155,7 +181,7 @@ public final class Fp8State {
     }
 
     /**
-     * The state as little-endian bytes: {@code MAGIC, L, histories, history length, margin, format ordinal,
+     * The state as little-endian bytes: {@code MAGIC, L (the blocks, see layers()), histories, history length, margin, format ordinal,
      * algorithm ordinal} (int32 each), then per history its scale and window (oldest first), fp32.
      */
     public byte[] encode() {
@@ -163,7 +189,7 @@ public final class Fp8State {
         int n = histories(), len = recipe.historyLength();
         ByteBuffer b = ByteBuffer.allocate(7 * Integer.BYTES + n * (1 + len) * Float.BYTES)
                 .order(ByteOrder.LITTLE_ENDIAN);
-        b.putInt(MAGIC).putInt(layers.length).putInt(n).putInt(len).putInt(recipe.margin())
+        b.putInt(MAGIC).putInt(layers()).putInt(n).putInt(len).putInt(recipe.margin())
                 .putInt(recipe.format().ordinal()).putInt(recipe.algorithm().ordinal());
         for (int i = 0; i < n; i++) {
             AmaxHistory h = history(i);
@@ -189,7 +215,7 @@ public final class Fp8State {
             if (b.getInt() != MAGIC) {
                 throw new IllegalArgumentException("not an FP8 scaling state (bad magic)");
             }
-            expect("blocks", b.getInt(), layers.length);
+            expect("blocks", b.getInt(), layers());
             expect("histories", b.getInt(), histories());
             expect("amax history length (--fp8-history)", b.getInt(), recipe.historyLength());
             expect("margin (--fp8-margin)", b.getInt(), recipe.margin());
