@@ -40,11 +40,20 @@ public final class Builder {
     private final int maxT;
     private final List<String> path = new ArrayList<>();
     private int fp8Slots;
+    private final boolean fp8;
+    /** Whether the input of the module being built takes a gradient (false for the network's own input). */
+    private boolean inputGradient;
+    private DType attention;
 
     /** Path depth below which {@link #activation} declarations are held for one layer only (-1: none). */
     private int heldFrom = -1;
 
     Builder(Ops ops, DType matmul, Recompute recompute, int maxB, int maxT) {
+        this(ops, matmul, false, recompute, maxB, maxT);
+    }
+
+    Builder(Ops ops, DType matmul, boolean fp8, Recompute recompute, int maxB, int maxT) {
+        this.fp8 = fp8;
         this.ops = Objects.requireNonNull(ops, "ops");
         this.matmul = MatmulOps.checkOperands(matmul);
         this.recompute = Objects.requireNonNull(recompute, "recompute");
@@ -55,6 +64,16 @@ public final class Builder {
     /** Which activations backward recomputes (a property of the whole tree, honoured by the blocks that can). */
     public Recompute recompute() {
         return recompute;
+    }
+
+    /** Whether the module being built gets a {@code din} in backward (see {@link #child(Module, int, boolean)}). */
+    public boolean inputGradient() {
+        return inputGradient;
+    }
+
+    /** Whether the network's linear layers run with FP8 operands (they then have no fused GELU forms). */
+    public boolean fp8() {
+        return fp8;
     }
 
     /** The backend the network will run on (for blocks that must ask it what it can take). */
@@ -77,6 +96,7 @@ public final class Builder {
         if (matmul == DType.BF16) {
             try {
                 ops.checkAttention(DType.BF16, C, NH);
+                attention = attention == null ? DType.BF16 : attention;
                 return DType.BF16;
             } catch (IllegalArgumentException | UnsupportedOperationException e) {
                 LOG.warn("{}: bf16 matmul operands, but attention keeps fp32 operands: {}", qualified(""),
@@ -88,7 +108,13 @@ public final class Builder {
         } catch (IllegalArgumentException | UnsupportedOperationException e) {
             throw new ShapeException("module '" + qualified("") + "': " + e.getMessage());
         }
+        attention = DType.FP32;
         return DType.FP32;
+    }
+
+    /** The attention precision the tree's attention modules took (FP32 if any took it), or null without attention. */
+    DType attentionTaken() {
+        return attention;
     }
 
     /**
@@ -96,13 +122,13 @@ public final class Builder {
      * one layer only: the same memory for every module built this way, keyed by its path below {@code child}, which
      * backward refills by recomputation ({@link Recompute#LAYER}).
      */
-    public int childHeldForOneLayer(Module child, int inWidth) {
+    public int childHeldForOneLayer(Module child, int inWidth, boolean inputGradient) {
         if (heldFrom >= 0) {
-            return child(child, inWidth);
+            return child(child, inWidth, inputGradient);
         }
         heldFrom = path.size(); // keys start with the child's own name
         try {
-            return child(child, inWidth);
+            return child(child, inWidth, inputGradient);
         } finally {
             heldFrom = -1;
         }
@@ -137,16 +163,28 @@ public final class Builder {
      *                        parameter through its {@link ParamRef} instead)
      */
     public int child(Module child, int inWidth) {
+        return child(child, inWidth, inputGradient);
+    }
+
+    /**
+     * {@link #child(Module, int)}, saying whether the child's input takes a gradient: false for the network's input
+     * (token ids, features), and for a child whose input is such an input; a module whose input takes none may be
+     * handed {@code din == null} in backward, and only then needs somewhere to put the gradient it cannot skip.
+     */
+    public int child(Module child, int inWidth, boolean inputGradient) {
         Objects.requireNonNull(child, "child");
         if (!built.add(child)) {
             throw new ShapeException("module '" + qualified(child.name()) + "' is used twice in the network: a module "
                     + "has one place in the tree (to share weights, pass the other module's ParamRef)");
         }
         path.add(child.name());
+        boolean outer = this.inputGradient;
+        this.inputGradient = inputGradient;
         try {
             return child.build(this, inWidth);
         } finally {
             path.remove(path.size() - 1);
+            this.inputGradient = outer;
         }
     }
 

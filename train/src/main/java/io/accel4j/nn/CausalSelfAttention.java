@@ -50,7 +50,7 @@ public final class CausalSelfAttention implements Module {
         qkvOut = b.activation("qkv", 3L * C);
         atty = b.activation("atty", C);
         lse = b.activation("lse", NH);
-        b.child(proj, C);
+        b.child(proj, C, true); // its din is this module's datty
         dqkv = b.shared("attention.dqkv", 3L * C);
         datty = b.shared("attention.datty", C);
         return C;

@@ -23,6 +23,7 @@ public final class Gpt2Blocks {
             "mlp.c_proj.bias");
 
     private static final Pattern BLOCK = Pattern.compile("h\\.\\d+\\.(.+)");
+    private static final Pattern LAYER = Pattern.compile("h\\.(\\d+)\\..+");
 
     private static final Map<String, Integer> TOP = Map.of("wte", 0, "wpe", 1, "ln_f.weight", 14, "ln_f.bias", 15);
 
@@ -31,7 +32,14 @@ public final class Gpt2Blocks {
 
     private Gpt2Blocks() {}
 
-    private static int llmcKey(String name) {
+    /**
+     * Where tensor {@code name} stands in llm.c's file order: 0 wte, 1 wpe, 2 … 13 the per-block tensors (ln_1.weight …
+     * mlp.c_proj.bias), 14 ln_f.weight, 15 ln_f.bias — the ordinal of
+     * {@code io.accel4j.train.model.ParameterLayout.Param}.
+     *
+     * @throws ShapeException for a name that is not one of GPT-2's
+     */
+    public static int llmcKey(String name) {
         Integer top = TOP.get(name);
         if (top != null) {
             return top;
@@ -44,15 +52,32 @@ public final class Gpt2Blocks {
         return 2 + i;
     }
 
-    /** The module tree of {@code c}: embedding, the blocks, the final LayerNorm and the tied head. */
+    /**
+     * The module tree of {@code c}: embedding, the blocks, the final LayerNorm and the tied head, each in the
+     * {@link UnitScope} of its unit as {@code io.accel4j.train.model.ParameterLayout} numbers them (0 the embeddings —
+     * opened by the head's backward, closed by the embedding's —, 1 + l block l, L + 1 the final LayerNorm), so that
+     * sharded weights can gather each unit before its use; the gradient listener hears l once block l's gradients
+     * are final and −1 once the embeddings' are.
+     */
     public static Sequential body(GptConfig c) {
+        int L = c.L(), fin = L + 1;
         Embedding embedding = new Embedding("", c.V(), c.Vp(), c.C(), c.maxT(), true);
-        List<TransformerBlock> blocks = new ArrayList<>(c.L());
-        for (int l = 0; l < c.L(); l++) {
-            blocks.add(new TransformerBlock(Integer.toString(l), c.C(), c.NH()));
+        List<Module> blocks = new ArrayList<>(L);
+        for (int l = 0; l < L; l++) {
+            blocks.add(new UnitScope(new TransformerBlock(Integer.toString(l), c.C(), c.NH()), 1 + l,
+                    l + 1 < L ? 2 + l : fin, l > 0 ? l : -1, UnitScope.Backward.FULL, l));
         }
-        return new Sequential("", embedding, new Sequential("h", blocks), new LayerNorm("ln_f", c.C()),
-                LmHead.tied("lm_head", embedding));
+        return new Sequential("",
+                new UnitScope(embedding, 0, 1, -1, UnitScope.Backward.CLOSES, -1),
+                new Sequential("h", blocks),
+                new UnitScope(new LayerNorm("ln_f", c.C()), fin, 0, L, UnitScope.Backward.FULL, -2),
+                new UnitScope(LmHead.tied("lm_head", embedding), 0, -1, fin, UnitScope.Backward.OPENS, -2));
+    }
+
+    /** The block a per-block tensor belongs to ({@code h.<l>.…}), or −1 for wte, wpe and ln_f's. */
+    public static int layerOf(String name) {
+        Matcher m = LAYER.matcher(name);
+        return m.matches() ? Integer.parseInt(m.group(1)) : -1;
     }
 
     /** A network spec of GPT-2 {@code c}: token inputs, loss over V classes, llm.c's parameter order. */

@@ -38,7 +38,7 @@ public final class LayerNorm implements Module {
         bias = b.parameter("bias", false, Init.zeros(), C);
         mean = b.activation("mean", 1);
         rstd = b.activation("rstd", 1);
-        discard = b.shared("layernorm.discarded-dinp", C);
+        discard = b.inputGradient() ? null : b.shared("layernorm.discarded-dinp", C);
         return C;
     }
 

@@ -26,6 +26,8 @@ public final class Linear implements Module {
     private ActRef dpre;
     private ActRef discard;
     private int fp8Slot;
+    /** A parent fuses this GELU layer's backward into the next layer's (unless FP8): no dpre scratch of its own. */
+    private boolean fusedByParent;
 
     private Linear(String name, int C, int OC, boolean hasBias, boolean gelu) {
         if (C < 1 || OC < 1) {
@@ -53,6 +55,12 @@ public final class Linear implements Module {
         return new Linear(name, in, out, true, true);
     }
 
+    /** Marks a GELU layer whose parent runs its backward fused ({@link Mlp}): it keeps no scratch for it. */
+    Linear fusedByParent() {
+        this.fusedByParent = true;
+        return this;
+    }
+
     @Override
     public String name() {
         return name;
@@ -65,9 +73,9 @@ public final class Linear implements Module {
         bias = hasBias ? b.parameter("bias", false, Init.fanIn(C), OC) : null;
         if (gelu) {
             pre = b.activation("pre", OC);
-            dpre = b.shared("linear.dpre", OC);
+            dpre = fusedByParent && !b.fp8() ? null : b.shared("linear.dpre", OC);
         }
-        discard = b.shared("linear.discarded-dinp", C);
+        discard = b.inputGradient() ? null : b.shared("linear.discarded-dinp", C);
         fp8Slot = b.fp8Slot();
         return OC;
     }

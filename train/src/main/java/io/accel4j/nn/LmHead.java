@@ -57,7 +57,7 @@ public final class LmHead implements Module {
             b.expectWidth(inWidth, C);
             weight = b.parameter("weight", true, Init.fanIn(C), Vp, C);
         }
-        discard = b.shared("linear.discarded-dinp", C);
+        discard = b.inputGradient() ? null : b.shared("linear.discarded-dinp", C);
         return Vp;
     }
 

@@ -30,7 +30,7 @@ public final class Mlp implements Module {
         this.name = name;
         this.C = C;
         this.hidden = hidden;
-        this.fc = Linear.gelu("c_fc", C, hidden);
+        this.fc = Linear.gelu("c_fc", C, hidden).fusedByParent();
         this.proj = Linear.of("c_proj", hidden, C);
     }
 
@@ -45,9 +45,9 @@ public final class Mlp implements Module {
         b.child(fc, C);
         recomputeGelu = b.recompute() == Recompute.GELU;
         gelu = recomputeGelu ? b.shared(HELD_GELU, hidden) : b.activation("gelu", hidden);
-        b.child(proj, hidden);
+        b.child(proj, hidden, true); // its din is this module's scratch
         dpre = b.shared("mlp.dpre", hidden);
-        dhidden = b.shared("mlp.dhidden", hidden);
+        dhidden = b.fp8() ? b.shared("mlp.dhidden", hidden) : null;
         return C;
     }
 

@@ -40,6 +40,8 @@ public final class Network implements AutoCloseable {
         private DType operands = DType.FP32;
         private ParameterTable.Order order = ParameterTable.Order.declaration();
         private DelayedScaling fp8;
+        private java.util.function.Function<ParameterTable, ParameterSource> source;
+        private Units units = Units.NONE;
 
         private Spec(Module body) {
             this.body = Objects.requireNonNull(body, "body");
@@ -94,10 +96,35 @@ public final class Network implements AutoCloseable {
             return this;
         }
 
+        /**
+         * The parameters and gradients come from {@code source} (made once the table is known) instead of two flat
+         * buffers the network allocates, with {@code units}' brackets around their use (ZeRO's sharded weights); the
+         * network's own {@link #params()}, {@link #grads()} and their copies are then not available.
+         */
+        public Spec parameters(java.util.function.Function<ParameterTable, ParameterSource> source, Units units) {
+            this.source = Objects.requireNonNull(source, "source");
+            this.units = Objects.requireNonNull(units, "units");
+            return this;
+        }
+
         /** How the parameter tensors are ordered in the flat buffer. */
         public Spec parameterOrder(ParameterTable.Order order) {
             this.order = Objects.requireNonNull(order, "order");
             return this;
+        }
+
+        /**
+         * What {@link Network#activationBytes()} of the network this spec builds is, without allocating anything (the
+         * tree is built against a backend that takes every attention size: the plan does not depend on it). The
+         * spec's module tree is built by this call, so a spec is planned or built once.
+         */
+        public long activationBytes() {
+            Builder b = new Builder(PLANNING, operands, fp8 != null, recompute, maxB, maxT);
+            int out = b.child(body, inWidth, false);
+            b.activation("logits", out);
+            b.activation("losses", 1);
+            long rows = (long) maxB * maxT;
+            return b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES + rows * Integer.BYTES;
         }
 
         /**
@@ -122,6 +149,15 @@ public final class Network implements AutoCloseable {
             return v;
         }
     }
+
+    /** A backend for planning only: its attention takes anything, and nothing may run on it. */
+    private static final Ops PLANNING = (Ops) java.lang.reflect.Proxy.newProxyInstance(Ops.class.getClassLoader(),
+            new Class<?>[] {Ops.class}, (proxy, method, args) -> {
+                if (method.getName().equals("checkAttention")) {
+                    return null;
+                }
+                throw new UnsupportedOperationException("planning only: " + method.getName());
+            });
 
     /** A spec for a network whose body is {@code body}. */
     public static Spec of(Module body) {
@@ -152,6 +188,7 @@ public final class Network implements AutoCloseable {
     private final ActRef losses;
     private final Pass pass;
     private final Fp8State fp8;
+    private final DType attention;
     private State state = State.EMPTY;
 
     private Network(Spec s, Ops ops) {
@@ -164,12 +201,13 @@ public final class Network implements AutoCloseable {
         this.maxB = s.maxB;
         this.maxT = s.maxT;
         this.operands = s.operands;
-        Builder b = new Builder(ops, s.operands, s.recompute, s.maxB, s.maxT);
-        this.outWidth = b.child(body, inWidth);
+        Builder b = new Builder(ops, s.operands, s.fp8 != null, s.recompute, s.maxB, s.maxT);
+        this.outWidth = b.child(body, inWidth, false);
         if (outWidth < s.classes) {
             throw new ShapeException("the network outputs " + outWidth + " values per position, the loss is over "
                     + s.classes + " classes");
         }
+        this.attention = b.attentionTaken() == null ? DType.FP32 : b.attentionTaken();
         this.logits = b.activation("logits", outWidth);
         this.losses = b.activation("losses", 1);
         this.table = new ParameterTable(b.params(), s.order);
@@ -177,8 +215,8 @@ public final class Network implements AutoCloseable {
         this.plan = b.activations().plan(maxRows);
         this.arena = memory.arena();
         try {
-            params = arena.allocate(table.fp32Bytes());
-            grads = arena.allocate(table.fp32Bytes());
+            params = s.source == null ? arena.allocate(table.fp32Bytes()) : null;
+            grads = s.source == null ? arena.allocate(table.fp32Bytes()) : null;
             acts = arena.allocate(plan.bytes());
             inputs = arena.allocate(Math.multiplyExact(maxRows, (long) inWidth * Float.BYTES));
             targets = arena.allocate(Math.multiplyExact(maxRows, (long) Integer.BYTES));
@@ -186,19 +224,20 @@ public final class Network implements AutoCloseable {
             arena.close();
             throw e;
         }
-        List<ParameterTable.Entry> entries = table.entries();
-        long[] off = new long[entries.size()], cnt = new long[entries.size()];
-        for (int i = 0; i < off.length; i++) {
-            off[i] = entries.get(i).offset();
-            cnt[i] = entries.get(i).count();
-        }
         List<ActivationPlan.Region> regions = plan.regions();
         long[] actOff = new long[regions.size()];
         for (int i = 0; i < actOff.length; i++) {
             actOff[i] = regions.get(i).offset();
         }
         this.fp8 = s.fp8 == null || b.fp8Slots() == 0 ? null : Fp8State.forLinears(s.fp8, b.fp8Slots(), ops);
-        this.pass = new Pass(ops, params, grads, acts, off, cnt, actOff, s.operands, fp8);
+        ParameterSource src;
+        try {
+            src = s.source == null ? ParameterSource.flat(table, params, grads) : s.source.apply(table);
+        } catch (RuntimeException | Error e) {
+            arena.close();
+            throw e;
+        }
+        this.pass = new Pass(ops, src, s.units, acts, actOff, s.operands, fp8);
     }
 
     /** Where each parameter tensor lives in {@link #params()} and {@link #grads()}. */
@@ -236,6 +275,14 @@ public final class Network implements AutoCloseable {
         return fp8;
     }
 
+    /**
+     * The precision of attention's products: BF16 when the matmuls' operands are BF16 and the backend took BF16
+     * attention for every attention module, FP32 otherwise.
+     */
+    public DType attentionOperands() {
+        return attention;
+    }
+
     /** The most sequences per batch. */
     public int maxB() {
         return maxB;
@@ -258,12 +305,19 @@ public final class Network implements AutoCloseable {
 
     /** The parameters: {@code table().count()} fp32 in the backend's memory. */
     public MemorySegment params() {
-        return params;
+        return owned(params);
     }
 
     /** The gradients, laid out as {@link #params()}. */
     public MemorySegment grads() {
-        return grads;
+        return owned(grads);
+    }
+
+    private MemorySegment owned(MemorySegment s) {
+        if (s == null) {
+            throw new IllegalStateException("this network's parameters come from a parameter source of its owner");
+        }
+        return s;
     }
 
     /** Bytes of the parameters (the gradients take as many again). */
@@ -276,15 +330,15 @@ public final class Network implements AutoCloseable {
         return plan.bytes() + inputs.byteSize() + targets.byteSize();
     }
 
-    /** Every byte this network allocated: parameters, gradients, {@link #activationBytes()}. */
+    /** Every byte this network allocated: parameters and gradients (unless a source holds them), activations. */
     public long totalBytes() {
-        return 2 * parameterBytes() + activationBytes();
+        return (params == null ? 0 : 2 * parameterBytes()) + activationBytes();
     }
 
     /** Sets every parameter from its {@link Init}, drawing from streams seeded by {@code seed} and its name. */
     public void initialise(long seed) {
         try (Arena staging = Arena.ofConfined()) {
-            MemorySegment host = memory.writableOnHost(params, staging);
+            MemorySegment host = memory.writableOnHost(params(), staging);
             for (ParameterTable.Entry e : table.entries()) {
                 e.init().fill(host.asSlice(e.offset() * Float.BYTES, e.count() * Float.BYTES), e.count(), e.name(),
                         seed);
@@ -296,13 +350,13 @@ public final class Network implements AutoCloseable {
     /** Sets the parameters from {@code host} ({@code table().count()} fp32, native order). */
     public void copyParamsFromHost(MemorySegment host) {
         checkHost(host);
-        memory.copyToDevice(host.asSlice(0, table.fp32Bytes()), params);
+        memory.copyToDevice(host.asSlice(0, table.fp32Bytes()), params());
     }
 
     /** Copies the parameters into {@code host}. */
     public void copyParamsToHost(MemorySegment host) {
         checkHost(host);
-        memory.copyToHost(params, host.asSlice(0, table.fp32Bytes()));
+        memory.copyToHost(params(), host.asSlice(0, table.fp32Bytes()));
     }
 
     private void checkHost(MemorySegment host) {
@@ -314,7 +368,7 @@ public final class Network implements AutoCloseable {
 
     /** Zeroes the gradients; backward adds into them. */
     public void zeroGrad() {
-        memory.zero(grads);
+        memory.zero(grads());
     }
 
     /**
@@ -334,19 +388,39 @@ public final class Network implements AutoCloseable {
      * loss), adding into {@link #grads()}; returns the mean loss.
      */
     public double forwardBackward(MemorySegment inputs, MemorySegment targets, int B, int T, float dlossScale) {
+        return forwardBackward(inputs, targets, B, T, dlossScale, null);
+    }
+
+    /** {@link #forwardBackward(MemorySegment, MemorySegment, int, int, float)} with a gradient listener. */
+    public double forwardBackward(MemorySegment inputs, MemorySegment targets, int B, int T, float dlossScale,
+                                  java.util.function.IntConsumer gradientsDone) {
         run(inputs, Objects.requireNonNull(targets, "targets"), B, T);
-        return backward(dlossScale);
+        return backward(dlossScale, gradientsDone);
     }
 
     /** The backward after a {@link #forward} with targets (which leaves the logits replaced by their gradient). */
     public double backward(float dlossScale) {
+        return backward(dlossScale, null);
+    }
+
+    /**
+     * {@link #backward(float)}, telling {@code gradientsDone} (when not null) each time a {@link UnitScope}'s gradients
+     * are final, with the number the scope reports; it runs on the caller's thread between kernels and may start
+     * communication on those gradients but must not write them.
+     */
+    public double backward(float dlossScale, java.util.function.IntConsumer gradientsDone) {
         if (state != State.FORWARD_WITH_TARGETS) {
             throw new IllegalStateException("backward needs a forward with targets first (state: " + state + ")");
         }
         state = State.BACKWARD;
         MemorySegment out = pass.act(logits);
         double mean = loss.forwardBackward(pass, pass.act(losses), out, this.targets, outWidth, dlossScale);
-        body.backward(pass, inputSlice(), out, out, null);
+        pass.listen(gradientsDone);
+        try {
+            body.backward(pass, inputSlice(), out, out, null);
+        } finally {
+            pass.listen(null);
+        }
         return mean;
     }
 
@@ -388,17 +462,23 @@ public final class Network implements AutoCloseable {
         }
         state = State.EMPTY;
         long n = (long) B * T;
-        copyIn("inputs", in, inputs, n * inWidth, vocabulary, T);
+        String what = vocabulary > 0 ? "token" : "class";
+        copyIn("inputs", in, inputs, n * inWidth, vocabulary, T, "token", "the model's vocabulary");
         if (tg != null) {
-            copyIn("targets", tg, targets, n, loss.classes(), T);
+            copyIn("targets", tg, targets, n, loss.classes(), T, what,
+                    vocabulary > 0 ? "the model's vocabulary" : "the model's classes");
         }
         pass.begin(B, T);
         body.forward(pass, inputSlice(), pass.act(logits));
         state = tg == null ? State.FORWARD : State.FORWARD_WITH_TARGETS;
     }
 
-    /** Copies {@code n} 4-byte values to the device; with {@code bound} > 0 each is an int checked in [0, bound). */
-    private void copyIn(String name, MemorySegment src, MemorySegment dst, long n, int bound, int T) {
+    /**
+     * Copies {@code n} 4-byte values to the device; with {@code bound} > 0 each is an int checked in [0, bound), a
+     * {@code kind} (token, class) of {@code range}.
+     */
+    private void copyIn(String name, MemorySegment src, MemorySegment dst, long n, int bound, int T, String kind,
+                        String range) {
         if (src.byteSize() < n * 4) {
             throw new IllegalArgumentException(name + " has " + src.byteSize() + " bytes, " + n + " values need "
                     + n * 4);
@@ -407,8 +487,8 @@ public final class Network implements AutoCloseable {
             for (long i = 0; i < n; i++) {
                 int v = src.getAtIndex(I32, i);
                 if (v < 0 || v >= bound) {
-                    throw new IllegalArgumentException(name + "[b=" + i / T + ", t=" + i % T + "] is " + v
-                            + ", outside [0, " + bound + ")");
+                    throw new IllegalArgumentException(name + "[b=" + i / T + ", t=" + i % T + "] is " + kind + " "
+                            + v + ", outside " + range + " [0, " + bound + ")");
                 }
             }
         }

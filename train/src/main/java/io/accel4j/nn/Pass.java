@@ -6,6 +6,7 @@ import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.model.Fp8State;
 import java.lang.foreign.MemorySegment;
+import java.util.function.IntConsumer;
 
 /**
  * What a module's {@link Module#forward} and {@link Module#backward} see: the backend, this call's batch shape
@@ -18,11 +19,9 @@ import java.lang.foreign.MemorySegment;
 public final class Pass {
 
     private final Ops ops;
-    private final MemorySegment params;
-    private final MemorySegment grads;
+    private final ParameterSource source;
+    private final Units units;
     private final MemorySegment acts;
-    private final long[] paramOffset;
-    private final long[] paramCount;
     private final long[] actOffset;
     private final DType matmul;
     private final Fp8State fp8;
@@ -30,14 +29,14 @@ public final class Pass {
     private int T;
     private final java.util.Map<String, Object> holders = new java.util.HashMap<>();
 
-    Pass(Ops ops, MemorySegment params, MemorySegment grads, MemorySegment acts, long[] paramOffset,
-         long[] paramCount, long[] actOffset, DType matmul, Fp8State fp8) {
+    private IntConsumer gradientsDone;
+
+    Pass(Ops ops, ParameterSource source, Units units, MemorySegment acts, long[] actOffset, DType matmul,
+         Fp8State fp8) {
         this.ops = ops;
-        this.params = params;
-        this.grads = grads;
+        this.source = source;
+        this.units = units;
         this.acts = acts;
-        this.paramOffset = paramOffset;
-        this.paramCount = paramCount;
         this.actOffset = actOffset;
         this.matmul = matmul;
         this.fp8 = fp8;
@@ -48,6 +47,26 @@ public final class Pass {
         this.B = B;
         this.T = T;
         holders.clear();
+    }
+
+    /** Sets who is told, during the coming backward, that a unit's gradients are final (null: nobody). */
+    void listen(IntConsumer gradientsDone) {
+        this.gradientsDone = gradientsDone;
+    }
+
+    /** The brackets a {@link UnitScope} calls around a unit's use ({@link Units#NONE} for flat buffers). */
+    public Units units() {
+        return units;
+    }
+
+    /**
+     * Tells the backward's listener (the trainer's gradient buckets) that the gradients of what {@code which} names are
+     * final: it may start communicating them, but not write them.
+     */
+    public void gradientsDone(int which) {
+        if (gradientsDone != null) {
+            gradientsDone.accept(which);
+        }
     }
 
     /** The backend every module computes through. */
@@ -100,14 +119,12 @@ public final class Pass {
 
     /** The parameter tensor of {@code ref}. */
     public MemorySegment param(ParamRef ref) {
-        int i = ref.index();
-        return params.asSlice(paramOffset[i] * Float.BYTES, paramCount[i] * Float.BYTES);
+        return source.param(ref.index());
     }
 
     /** The gradient of the parameter tensor of {@code ref} (backward adds into it). */
     public MemorySegment grad(ParamRef ref) {
-        int i = ref.index();
-        return grads.asSlice(paramOffset[i] * Float.BYTES, paramCount[i] * Float.BYTES);
+        return source.grad(ref.index());
     }
 
     /** {@code rows × ref.perRow()} floats of the activation region of {@code ref}. */

@@ -28,7 +28,7 @@ public final class Residual implements Module {
 
     @Override
     public int build(Builder b, int inWidth) {
-        int w = b.child(f, inWidth);
+        int w = b.child(f, inWidth, true); // its din is this module's grad
         if (w != inWidth) {
             throw new ShapeException("residual '" + b.qualified("") + "': its branch '" + f.name() + "' maps "
                     + inWidth + " values per position to " + w + "; a residual needs them equal");

@@ -49,7 +49,7 @@ public final class Sequential implements Module {
         long widest = 0;
         for (int i = 0; i < n; i++) {
             Module c = children.get(i);
-            widths[i + 1] = b.child(c, widths[i]);
+            widths[i + 1] = b.child(c, widths[i], i > 0 || b.inputGradient());
             if (i < n - 1) {
                 outputs[i] = b.activation((c.name().isEmpty() ? "#" + i : c.name()) + ".out", widths[i + 1]);
             }

@@ -70,11 +70,11 @@ public final class TransformerBlock implements Module {
         return C;
     }
 
-    private void child(Builder b, Module m) {
+    private void child(Builder b, Module m) { // every child's din is the stream or this block's dln
         if (held) {
-            b.childHeldForOneLayer(m, C);
+            b.childHeldForOneLayer(m, C, true);
         } else {
-            b.child(m, C);
+            b.child(m, C, true);
         }
     }
 

@@ -150,9 +150,7 @@ public final class Trainer implements AutoCloseable {
             throw new IllegalArgumentException("ZeRO stage " + cfg.zeroStage() + " shards over the ranks: it needs a "
                     + "communicator of more than one rank (got " + ranks + ")");
         }
-        model.matmulOperands(cfg.precision().operands());
-        model.fp8(cfg.precision().fp8() == null ? null
-                : new Fp8State(cfg.precision().fp8(), model.config().L(), model.ops()));
+        checkPrecision(model, cfg.precision());
         this.scaler = new LossScaler(cfg.precision());
         DataLoader t = null, vl = null;
         ZeroOptimizer z = null;
@@ -216,6 +214,22 @@ public final class Trainer implements AutoCloseable {
     public void checkReplicas() {
         if (comm != null && !shardsParameters()) {
             ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
+        }
+    }
+
+    /**
+     * Refuses a model built in another precision than the run's: precision is fixed when the model is made.
+     *
+     * @throws IllegalArgumentException naming both
+     */
+    static void checkPrecision(Gpt2 model, Precision p) {
+        Fp8State fp8 = model.fp8();
+        boolean same = model.matmulOperands() == p.operands()
+                && (fp8 == null ? p.fp8() == null : fp8.recipe().equals(p.fp8()));
+        if (!same) {
+            throw new IllegalArgumentException("the model was built for " + (fp8 != null ? "fp8 " + fp8.recipe()
+                    : model.matmulOperands().name().toLowerCase(java.util.Locale.ROOT)) + " matmuls, the run asks for "
+                    + p.label() + (p.fp8() != null ? " " + p.fp8() : "") + ": build it with the run's precision");
         }
     }
 

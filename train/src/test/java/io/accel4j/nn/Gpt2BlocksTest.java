@@ -7,7 +7,7 @@ import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Monolith;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
 import java.lang.foreign.MemorySegment;
@@ -24,7 +24,7 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * GPT-2 composed of blocks ({@link Gpt2Blocks}) against the monolithic {@link Gpt2}, side by side on the same
+ * GPT-2 composed of blocks ({@link Gpt2Blocks}) against the monolithic {@link Gpt2Monolith}, side by side on the same
  * parameters and tokens: the parameter layout is the same, and the losses, logits and every gradient are the same
  * bits, for each operand precision and recompute mode, over two accumulated micro-batches of which one is smaller
  * than the allocation.
@@ -116,7 +116,7 @@ class Gpt2BlocksTest {
         int[][] inp = {tokens(3 * T, r), tokens(2 * T, r)}, tgt = {tokens(3 * T, r), tokens(2 * T, r)};
         int[] B = {3, 2};
         long n = new ParameterLayout(TINY).count();
-        try (Gpt2 old = new Gpt2(TINY, ops, maxB, T, recompute);
+        try (Gpt2Monolith old = new Gpt2Monolith(TINY, ops, maxB, T, recompute);
              Network net = Gpt2Blocks.spec(TINY).batch(maxB, T).recompute(recompute).matmulOperands(operands)
                      .build(ops)) {
             old.matmulOperands(operands);
@@ -154,7 +154,7 @@ class Gpt2BlocksTest {
         Random r = new Random(seed);
         float[] p = randomParams(TINY, seed);
         long n = new ParameterLayout(TINY).count();
-        try (Gpt2 old = new Gpt2(TINY, ops, B, T, recompute);
+        try (Gpt2Monolith old = new Gpt2Monolith(TINY, ops, B, T, recompute);
              Network net = Gpt2Blocks.spec(TINY).batch(B, T).recompute(recompute).fp8(recipe).build(ops)) {
             old.fp8(new io.accel4j.train.model.Fp8State(recipe, TINY.L()));
             assertThat(net.fp8().layers()).isEqualTo(TINY.L());

@@ -138,7 +138,8 @@ class NetworkBadInputTest {
                 .build(counting)) {
             MemorySegment in = MemorySegment.ofArray(new int[] {0, 1, 2, 3, 4, 5}), tg = MemorySegment.ofArray(
                     new int[6]);
-            assertThatThrownBy(() -> n.forward(in, tg, 2, 3)).hasMessageContaining("inputs[b=1, t=2] is 5");
+            assertThatThrownBy(() -> n.forward(in, tg, 2, 3))
+                    .hasMessageContaining("inputs[b=1, t=2] is token 5, outside the model's vocabulary [0, 5)");
             assertThatThrownBy(() -> n.forward(in, tg, 3, 3)).hasMessageContaining("B must be in [1, 2]");
             assertThatThrownBy(() -> n.backward(1f)).hasMessageContaining("forward with targets first");
         }

@@ -117,7 +117,7 @@ class DeferredAmaxTrainingTest {
     /** A run of {@code ops} to the end (from {@code resume} when not null), checkpointing into {@code save}. */
     private static List<StepMetrics> train(Ops ops, Path save, Path resume, byte[][] finalFp8) throws IOException {
         List<StepMetrics> steps = new ArrayList<>();
-        try (Gpt2 m = TrainerTest.model(ops, 2, resume == null ? 3 : 77);
+        try (Gpt2 m = TrainerTest.model(ops, 2, resume == null ? 3 : 77, (config()).precision());
              Trainer t = new Trainer(m, config(), trainFile, valFile)) {
             if (resume != null) {
                 t.resume(resume);

@@ -128,7 +128,7 @@ class DeviceDataParallelTest {
                 Communicator comm = setup.comm(ring);
                 try (Parallel pool = new Parallel(1);
                      Gpt2 m = TrainerTest.model(setup.ops(new CpuOps(pool)), cfg.batch(), 3 + (resume == null
-                             ? 0 : 10)); // a resume must overwrite the parameters
+                             ? 0 : 10), cfg.precision()); // a resume must overwrite the parameters
                      Trainer t = new Trainer(m, cfg, trainFile, valFile, comm)) {
                     if (resume != null) {
                         t.resume(resume);

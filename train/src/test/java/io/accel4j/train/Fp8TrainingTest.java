@@ -67,9 +67,8 @@ class Fp8TrainingTest {
     void theScalesFollowTheAmaxesOfEarlierSteps() {
         int B = 2, T = 5;
         Random rnd = new Random(5);
-        try (Gpt2 m = TrainerTest.model(ops, B, 1); Arena arena = Arena.ofShared()) {
-            Fp8State fp8 = new Fp8State(RECIPE, TrainerTest.TINY.L());
-            m.fp8(fp8);
+        try (Gpt2 m = TrainerTest.model(ops, B, 1, Precision.fp8(RECIPE)); Arena arena = Arena.ofShared()) {
+            Fp8State fp8 = m.fp8();
             MemorySegment in = arena.allocate(4L * B * T), tg = arena.allocate(4L * B * T);
             List<float[]> amaxes = new ArrayList<>();
             for (int s = 0; s < 5; s++) {
@@ -113,7 +112,7 @@ class Fp8TrainingTest {
     }
 
     private static double[] losses(TrainConfig cfg) throws IOException {
-        try (Gpt2 m = TrainerTest.model(ops, 2, 1); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 1, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
             double[] l = new double[cfg.steps()];
             for (int s = 0; s < l.length; s++) {
                 l[s] = t.trainStep().trainLoss();
@@ -125,7 +124,8 @@ class Fp8TrainingTest {
     @Test
     void validationLeavesTheScalesAlone() throws IOException {
         TrainConfig quiet = base().steps(8).build(), validating = base().steps(8).valEvery(2).valBatches(2).build();
-        try (Gpt2 a = TrainerTest.model(ops, 2, 4); Gpt2 b = TrainerTest.model(ops, 2, 4);
+        try (Gpt2 a = TrainerTest.model(ops, 2, 4, quiet.precision());
+             Gpt2 b = TrainerTest.model(ops, 2, 4, validating.precision());
              Trainer ta = new Trainer(a, quiet, trainFile, null);
              Trainer tb = new Trainer(b, validating, trainFile, trainFile)) {
             int validated = 0;
@@ -146,7 +146,7 @@ class Fp8TrainingTest {
         List<Double> straight = new ArrayList<>();
         float[] finalParams;
         byte[] finalFp8;
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
             while (!t.done()) {
                 straight.add(t.trainStep().trainLoss());
             }
@@ -155,13 +155,13 @@ class Fp8TrainingTest {
         }
         Path dir = tmp.resolve("fp8-resume");
         int saveAfter = 5; // the window (3 steps) is full and has moved on: the checkpoint must carry it
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
             for (int s = 0; s < saveAfter; s++) {
                 t.trainStep();
             }
             t.save(dir);
         }
-        try (Gpt2 m = TrainerTest.model(ops, 2, 99); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 99, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
             t.resume(dir);
             for (int s = saveAfter; s < cfg.steps(); s++) {
                 assertThat(t.trainStep().trainLoss()).as("loss of step %d", s).isEqualTo(straight.get(s));
@@ -170,9 +170,9 @@ class Fp8TrainingTest {
             assertThat(m.fp8().encode()).as("amax histories and scales").containsExactly(finalFp8);
         }
         // without the FP8 state the resumed run would cast step 5 with scale 1: not the same losses
-        try (Gpt2 m = TrainerTest.model(ops, 2, 99); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 99, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
             t.resume(dir);
-            m.fp8(new Fp8State(RECIPE, TrainerTest.TINY.L()));
+            m.fp8().restore(new Fp8State(RECIPE, TrainerTest.TINY.L()).encode()); // fresh histories
             assertThat(t.trainStep().trainLoss()).isNotEqualTo(straight.get(saveAfter));
         }
     }
@@ -180,23 +180,23 @@ class Fp8TrainingTest {
     @Test
     void aCheckpointOfAnotherPrecisionOrRecipeIsAClearError() throws IOException {
         Path fp8Dir = tmp.resolve("fp8-ckpt"), fp32Dir = tmp.resolve("fp32-ckpt");
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3); Trainer t = new Trainer(m, base().build(), trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (base().build()).precision()); Trainer t = new Trainer(m, base().build(), trainFile, null)) {
             t.trainStep();
             t.save(fp8Dir);
         }
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3);
+        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (TrainerTest.base().build()).precision());
              Trainer t = new Trainer(m, TrainerTest.base().build(), trainFile, null)) {
             t.trainStep();
             t.save(fp32Dir);
             assertThatThrownBy(() -> t.resume(fp8Dir)).isInstanceOf(FileFormatException.class)
                     .hasMessageContaining("header[18] (FP8 state bytes)").hasMessageContaining("this run is fp32");
         }
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3); Trainer t = new Trainer(m, base().build(), trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (base().build()).precision()); Trainer t = new Trainer(m, base().build(), trainFile, null)) {
             assertThatThrownBy(() -> t.resume(fp32Dir)).isInstanceOf(FileFormatException.class)
                     .hasMessageContaining("is 0, but this run is fp8");
         }
         DelayedScaling longer = new DelayedScaling(DelayedScaling.Format.HYBRID, 16, 0, DelayedScaling.Algorithm.MAX);
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3);
+        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (TrainerTest.base().precision(Precision.fp8(longer)).build()).precision());
              Trainer t = new Trainer(m, TrainerTest.base().precision(Precision.fp8(longer)).build(), trainFile,
                      null)) {
             assertThatThrownBy(() -> t.resume(fp8Dir)).isInstanceOf(FileFormatException.class)
@@ -210,7 +210,7 @@ class Fp8TrainingTest {
         TrainConfig cfg = base().steps(6).bucketBytes(0).zeroStage(zeroStage).build();
         try (InProcessGroup g = InProcessGroup.create(2, Duration.ofSeconds(30))) {
             List<byte[]> states = g.run(comm -> {
-                try (Parallel p = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(p), 2, 1);
+                try (Parallel p = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(p), 2, 1, (cfg).precision());
                      Trainer t = new Trainer(m, cfg, trainFile, null, comm)) {
                     while (!t.done()) {
                         t.trainStep();

@@ -21,6 +21,7 @@ import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Recompute;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -145,7 +146,7 @@ class GpuTrainerTest {
     private static List<StepMetrics> train(Ops ops, GptConfig config, Path resume, Path save, int saveAt,
                                            Precision precision) throws IOException {
         List<StepMetrics> steps = new ArrayList<>();
-        try (Gpt2 m = model(ops, config);
+        try (Gpt2 m = model(ops, config, precision);
              Trainer t = new Trainer(m, config(precision), trainFile, valFile)) {
             if (resume != null) {
                 t.resume(resume);
@@ -161,8 +162,8 @@ class GpuTrainerTest {
     }
 
     /** A model of {@code config} for batches of up to 3, initialised from seed 5 (as TrainerTest.model). */
-    private static Gpt2 model(Ops ops, GptConfig config) {
-        Gpt2 m = new Gpt2(config, ops, 3, config.maxT());
+    private static Gpt2 model(Ops ops, GptConfig config, Precision p) {
+        Gpt2 m = new Gpt2(config, ops, 3, config.maxT(), Recompute.NONE, p.operands(), p.fp8());
         m.initialise(5);
         return m;
     }
@@ -239,7 +240,7 @@ class GpuTrainerTest {
     }
 
     private static Gpt2 fp8Model(Ops ops) {
-        Gpt2 m = new Gpt2(FP8_MODEL, ops, 2, FP8_MODEL.maxT());
+        Gpt2 m = new Gpt2(FP8_MODEL, ops, 2, FP8_MODEL.maxT(), Recompute.NONE, DType.FP32, FP8_RECIPE);
         m.initialise(5);
         return m;
     }

@@ -73,7 +73,7 @@ class MixedPrecisionTest {
 
     @Test
     void fp16OverflowSkipsAndBacksOff() throws IOException {
-        try (Gpt2 m = TrainerTest.model(ops, 2, 1);
+        try (Gpt2 m = TrainerTest.model(ops, 2, 1, (base(fp16(HUGE_SCALE, 1000)).build()).precision());
              Trainer t = new Trainer(m, base(fp16(HUGE_SCALE, 1000)).build(), trainFile, null)) {
             float[] before = TrainerTest.floats(m.params());
             StepMetrics s0 = t.trainStep();
@@ -107,7 +107,7 @@ class MixedPrecisionTest {
 
     @Test
     void cleanStepsGrowTheScaleAfterEachWindow() throws IOException {
-        try (Gpt2 m = TrainerTest.model(ops, 2, 1);
+        try (Gpt2 m = TrainerTest.model(ops, 2, 1, (base(fp16(0x1p8f, 3)).steps(7).build()).precision());
              Trainer t = new Trainer(m, base(fp16(0x1p8f, 3)).steps(7).build(), trainFile, null)) {
             for (int s = 0; s < 7; s++) {
                 StepMetrics sm = t.trainStep();
@@ -142,14 +142,13 @@ class MixedPrecisionTest {
      */
     @Test
     void bf16RoundsAttentionWhereTheBackendCanAndKeepsFp32Elsewhere() throws IOException {
-        try (Gpt2 m = TrainerTest.model(ops, 2, 1)) {
-            assertThat(m.attentionOperands()).isEqualTo(DType.FP32);
-            m.matmulOperands(DType.BF16);
-            assertThat(m.attentionOperands()).isEqualTo(DType.BF16);
-            m.matmulOperands(DType.FP16);
-            assertThat(m.attentionOperands()).isEqualTo(DType.FP32);
+        for (DType d : new DType[] {DType.FP32, DType.BF16, DType.FP16}) {
+            try (Gpt2 m = TrainerTest.model(ops, 2, 1, Precision.of(d))) {
+                assertThat(m.matmulOperands()).isEqualTo(d);
+                assertThat(m.attentionOperands()).as("%s", d).isEqualTo(d == DType.BF16 ? DType.BF16 : DType.FP32);
+            }
         }
-        try (Gpt2 m = TrainerTest.model(new CpuOps(pool, CpuOps.AttentionKernel.NAIVE), 2, 1);
+        try (Gpt2 m = TrainerTest.model(new CpuOps(pool, CpuOps.AttentionKernel.NAIVE), 2, 1, (base(Precision.of(DType.BF16)).build()).precision());
              Trainer t = new Trainer(m, base(Precision.of(DType.BF16)).build(), trainFile, null)) {
             assertThat(m.matmulOperands()).isEqualTo(DType.BF16);
             assertThat(m.attentionOperands()).isEqualTo(DType.FP32);
@@ -158,7 +157,7 @@ class MixedPrecisionTest {
     }
 
     private static double[] losses(Precision p, int steps) throws IOException {
-        try (Gpt2 m = TrainerTest.model(ops, 2, 1);
+        try (Gpt2 m = TrainerTest.model(ops, 2, 1, (base(p).steps(steps).build()).precision());
              Trainer t = new Trainer(m, base(p).steps(steps).build(), trainFile, null)) {
             double[] l = new double[steps];
             for (int s = 0; s < steps; s++) {
@@ -186,7 +185,7 @@ class MixedPrecisionTest {
         int B = cfg.batch(), T = cfg.seq(), K = cfg.gradAccum();
         List<Double> trainerLosses = new ArrayList<>();
         float[] trainerParams;
-        try (Gpt2 m = TrainerTest.model(ops, B, 1); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, B, 1, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
             while (!t.done()) {
                 trainerLosses.add(t.trainStep().trainLoss());
             }
@@ -220,7 +219,7 @@ class MixedPrecisionTest {
         TrainConfig cfg = base(fp16(0x1p22f, 2)).steps(16).build();
         List<StepMetrics> straight = new ArrayList<>();
         float[] finalParams;
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
             while (!t.done()) {
                 straight.add(t.trainStep());
             }
@@ -233,13 +232,13 @@ class MixedPrecisionTest {
         int saveAfter = at + 1;
         assertThat(straight.get(0).skipped()).as("the run starts by skipping").isTrue();
         Path dir = tmp.resolve("fp16-resume");
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
             for (int s = 0; s < saveAfter; s++) {
                 t.trainStep();
             }
             t.save(dir);
         }
-        try (Gpt2 m = TrainerTest.model(ops, 2, 99); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2 m = TrainerTest.model(ops, 2, 99, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
             t.resume(dir);
             assertThat(t.lossScaler().scale()).isEqualTo(straight.get(saveAfter).lossScale());
             assertThat(t.lossScaler().cleanSteps()).isEqualTo(1);
@@ -258,7 +257,7 @@ class MixedPrecisionTest {
         TrainConfig cfg = base(fp16(0x1p22f, 2)).steps(12).bucketBytes(0).build();
         try (InProcessGroup g = InProcessGroup.create(2, Duration.ofSeconds(30))) {
             List<List<StepMetrics>> runs = g.run(comm -> {
-                try (Parallel p = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(p), 2, 1);
+                try (Parallel p = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(p), 2, 1, (cfg).precision());
                      Trainer t = new Trainer(m, cfg, trainFile, null, comm)) {
                     List<StepMetrics> steps = new ArrayList<>();
                     while (!t.done()) {

@@ -11,7 +11,7 @@ public interface PointwiseOps {
     /** {@code dinp += gelu'(inp)·dout}. */
     void geluBackward(MemorySegment dinp, MemorySegment inp, MemorySegment dout, long n);
 
-    /** {@code out = inp1 + inp2}. */
+    /** {@code out = inp1 + inp2}; {@code out} may be {@code inp1} or {@code inp2} (in place: {@code x += y}). */
     void residualForward(MemorySegment out, MemorySegment inp1, MemorySegment inp2, long n);
 
     /** {@code dinp1 += dout}, {@code dinp2 += dout}. */

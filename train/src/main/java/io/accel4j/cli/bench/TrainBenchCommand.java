@@ -14,6 +14,7 @@ import io.accel4j.cuda.Cuda;
 import io.accel4j.train.data.Mt19937;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Recompute;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.profile.ProfileReport;
 import io.accel4j.train.profile.ProfilingOps;
@@ -164,12 +165,12 @@ public final class TrainBenchCommand implements Callable<Integer> {
         int B = batch, T = seq, BT = B * T;
         int total = warmup + steps;
         AdamWConfig adam = new AdamWConfig(lr, 0.9f, 0.999f, 1e-8f, 0f);
-        try (Arena arena = Arena.ofShared(); Gpt2 gpt = new Gpt2(config, ops, B, T);
+        boolean fp8 = precision == PrecisionOptions.Precisions.FP8;
+        try (Arena arena = Arena.ofShared();
+             Gpt2 gpt = new Gpt2(config, ops, B, T, Recompute.NONE, fp8 ? DType.FP32 : precision,
+                     fp8 ? DelayedScaling.defaults() : null);
              DeviceArena states = gpt.memory().arena()) {
             gpt.initialise(seed);
-            boolean fp8 = precision == PrecisionOptions.Precisions.FP8;
-            gpt.matmulOperands(fp8 ? DType.FP32 : precision);
-            gpt.fp8(fp8 ? new Fp8State(DelayedScaling.defaults(), config.L(), gpt.ops()) : null);
             DeviceMemory memory = gpt.memory();
             long count = gpt.layout().count();
             MemorySegment m = states.allocate(count * Float.BYTES); // zeroed

@@ -521,10 +521,11 @@ public final class TrainCommand implements Callable<Integer> {
 
     /** The model: loaded from {@code file}, or the preset initialised from --seed. */
     private Gpt2 createModel(Ops ops, TrainConfig cfg, Path file, GptConfig c) throws IOException {
+        Precision p = cfg.precision();
         if (file != null) {
-            return Gpt2.load(file, ops, cfg.batch(), cfg.seq(), memory.recompute);
+            return Gpt2.load(file, ops, cfg.batch(), cfg.seq(), memory.recompute, p.operands(), p.fp8());
         }
-        Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq(), memory.recompute);
+        Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq(), memory.recompute, p.operands(), p.fp8());
         g.initialise(seed);
         return g;
     }

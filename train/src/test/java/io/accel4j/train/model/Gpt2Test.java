@@ -236,14 +236,19 @@ class Gpt2Test {
         int maxB = 2, maxT = 8; // 16 positions: every region is a whole number of 64-byte lines, no rounding
         try (Gpt2 m = new Gpt2(TINY, ops, maxB, maxT)) {
             long C = TINY.C(), L = TINY.L(), NH = TINY.NH();
-            long perLayer = C + 2 + 3 * C + C + NH + C + C + C + 2 + 4 * C + 4 * C + C + C;
-            long gradients = C + C + 3 * C + C + 4 * C + 4 * C;
-            long perPosition = C + L * perLayer + C + 2 + TINY.Vp() + 1 + gradients;
+            // a block keeps ln_1's out and statistics, qkv, atty, lse, attn's out, residual2, ln_2's out and
+            // statistics, the MLP's pre-activation and GELU, the MLP's out; its output (the next residual) is its
+            // parent's
+            long perLayer = C + 2 + 3 * C + C + NH + C + C + C + 2 + 4 * C + 4 * C + C;
+            // the top sequence: the embedding's out, the blocks' last out, ln_f's out, two gradient buffers; the
+            // blocks' other outputs; ln_f's statistics; the scratch every block shares: dln, dqkv, datty, dpre
+            long perPosition = 5 * C + (L - 1) * C + L * perLayer + 2 + C + 3 * C + C + 4 * C + TINY.Vp() + 1;
             long tokens = 2L * maxB * maxT * Integer.BYTES;
             assertThat(m.parameterBytes()).isEqualTo(TINY.parameterCount() * 4);
             assertThat(m.params().byteSize()).isEqualTo(m.parameterBytes());
             assertThat(m.grads().byteSize()).isEqualTo(m.parameterBytes());
             assertThat(m.activationBytes()).isEqualTo(maxB * maxT * perPosition * Float.BYTES + tokens);
+            assertThat(Gpt2.activationBytes(TINY, maxB, maxT, Recompute.NONE)).isEqualTo(m.activationBytes());
             assertThat(m.totalBytes()).isEqualTo(2 * m.parameterBytes() + m.activationBytes());
         }
     }
