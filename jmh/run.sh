@@ -2,7 +2,7 @@
 # Runs a suite of JMH benchmarks and prints their Markdown report (the tables of docs/PERFORMANCE.md).
 #
 #   jmh/run.sh gemm                          # GemmBench, GemmNaiveBench, GemmLowPrecisionBench: ~25 min on 2 cores
-#   jmh/run.sh kernels                       # the training kernels (attention, AdamW, layernorm, GELU, classifier…)
+#   jmh/run.sh kernels                       # the training kernels (attention, AdamW, SGD, Lion, layernorm, GELU…)
 #   jmh/run.sh gemm -p shape=1024            # extra arguments go to JMH as they are
 #   BENCH=GemmLowPrecisionBench jmh/run.sh gemm
 #
@@ -22,7 +22,7 @@ ROOT=$(cd -P "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 suite=${1-}
 case "$suite" in
   gemm) regex='io\.accel4j\.jmh\.Gemm' ;;
-  kernels) regex='io\.accel4j\.jmh\.(Attention|AdamW|LayerNorm|Gelu|MlpGelu|Residual|Encoder|Classifier|Reductions|AllReduce)Bench' ;;
+  kernels) regex='io\.accel4j\.jmh\.(Attention|AdamW|Sgd|Lion|LayerNorm|Gelu|MlpGelu|Residual|Encoder|Classifier|Reductions|AllReduce)Bench' ;;
   all) regex='io\.accel4j\.jmh\.' ;;
   *) echo "usage: jmh/run.sh gemm|kernels|all [JMH arguments…]" >&2; exit 2 ;;
 esac

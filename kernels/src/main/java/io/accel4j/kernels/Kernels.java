@@ -22,7 +22,7 @@ public final class Kernels {
      */
     public static final List<String> MODULES =
             List.of("adamw", "attention", "attention_bf16", "attention_wgmma", "cast", "classifier", "encoder", "gelu",
-                    "layernorm", "matmul", "norm", "residual", "ring");
+                    "layernorm", "lion", "matmul", "norm", "residual", "ring", "sgd");
 
     // adamw.cu
     public static final KernelSignature ADAMW_F32 = KernelSignature.of("adamw", "adamw_f32",
@@ -94,6 +94,9 @@ public final class Kernels {
             "layernorm_backward_dinp", PTR, PTR, PTR, PTR, PTR, PTR, I32, I32);
     public static final KernelSignature LAYERNORM_BACKWARD_PARAMS = KernelSignature.of("layernorm",
             "layernorm_backward_params", PTR, PTR, PTR, PTR, PTR, PTR, I32, I32);
+    // lion.cu (not launched yet: see Lion in the CPU backend for the update)
+    public static final KernelSignature LION_F32 = KernelSignature.of("lion", "lion_f32",
+            PTR, PTR, PTR, I64, F32, F32, F32, F32, F32);
     // matmul.cu
     public static final KernelSignature MATMUL_BACKWARD_BIAS = KernelSignature.of("matmul", "matmul_backward_bias",
             PTR, PTR, I32, I32);
@@ -112,6 +115,9 @@ public final class Kernels {
             PTR, PTR, I64, I32);
     public static final KernelSignature RING_DIVIDE_F32 = KernelSignature.of("ring", "ring_divide_f32",
             PTR, I64, F32);
+    // sgd.cu (not launched yet: see Sgd in the CPU backend for the update)
+    public static final KernelSignature SGD_F32 = KernelSignature.of("sgd", "sgd_f32",
+            PTR, PTR, PTR, I64, F32, F32, F32, F32, F32, I32, I32);
 
     /** Every signature above. */
     public static final List<KernelSignature> ALL = List.of(
@@ -121,8 +127,8 @@ public final class Kernels {
             ATTENTION_WGMMA_TMA_FORWARD, CAST_F32_TO_BF16, CAST_F32_TO_F16, CAST_F32_TO_FP8, CAST_TRANSPOSE_F32_TO_FP8, CAST_BF16_TO_F32,
             CAST_F16_TO_F32, CAST_FP8_TO_F32, FP8_AMAX_TO_SLOT, CLASSIFIER, ENCODER_FORWARD, ENCODER_BACKWARD_WPE,
             ENCODER_BACKWARD_WTE, GELU_FORWARD, GELU_BACKWARD, LAYERNORM_FORWARD, LAYERNORM_BACKWARD_DINP,
-            LAYERNORM_BACKWARD_PARAMS, MATMUL_BACKWARD_BIAS, SUM_OF_SQUARES, AMAX, HAS_NON_FINITE, RESIDUAL_FORWARD,
-            RESIDUAL_BACKWARD, RING_COMBINE_F32, RING_DIVIDE_F32);
+            LAYERNORM_BACKWARD_PARAMS, LION_F32, MATMUL_BACKWARD_BIAS, SUM_OF_SQUARES, AMAX, HAS_NON_FINITE,
+            RESIDUAL_FORWARD, RESIDUAL_BACKWARD, RING_COMBINE_F32, RING_DIVIDE_F32, SGD_F32);
 
     /** The portable PTX, for every device of compute capability 8.0 or later. */
     public static final String PORTABLE_ARCH = "sm_80";

@@ -9,7 +9,8 @@ import java.util.Objects;
  * AdamWConfig, int, float)}): elements {@code [start, start + length)} of the buffers passed, whose first element is
  * element {@code offset} of the whole parameter vector (the stochastic-rounding stream, as the single-range call's
  * {@code offset}; it differs from {@code start} for a ZeRO shard), updated with the config's weight decay when
- * {@code decays}, else with none.
+ * {@code decays}, else with none. The multi-range SGD and Lion calls ({@code OptimizerOps.sgd}, {@code lion}) take
+ * the same rows: the name is AdamW's, which had them first.
  *
  * @param start  first element in the buffers, ≥ 0
  * @param offset the same element's index in the whole parameter vector, ≥ 0

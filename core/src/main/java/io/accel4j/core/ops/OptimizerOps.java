@@ -4,12 +4,15 @@ import java.lang.foreign.MemorySegment;
 import java.util.List;
 
 /**
- * Fused AdamW over a range of the parameter vector. Every segment passed holds the range's {@code length} elements
- * from its start (slice full buffers, or pass a ZeRO shard's own buffers); {@code offset} is the index of the range's
- * first element in the whole parameter vector, which names the stochastic-rounding stream, so a result does not
- * depend on how the vector is sharded.
+ * Fused optimizer updates (AdamW, SGD with momentum, Lion) over a range of the parameter vector. Every segment passed
+ * holds the range's {@code length} elements from its start (slice full buffers, or pass a ZeRO shard's own buffers);
+ * {@code offset} is the index of the range's first element in the whole parameter vector, which names the
+ * stochastic-rounding stream, so a result does not depend on how the vector is sharded (the fp32 SGD and Lion updates
+ * use no random bits: for them it only keeps the signatures alike). Every update is element-wise: element i's result
+ * depends on element i of each buffer only. The multi-range forms take {@link AdamWRange} rows, whatever the
+ * optimizer.
  *
- * <p>For each i, with {@code g = gradScale·grads[i]} and step {@code t ≥ 1}: {@code m = β1·m + (1−β1)·g},
+ * <p>AdamW: for each i, with {@code g = gradScale·grads[i]} and step {@code t ≥ 1}: {@code m = β1·m + (1−β1)·g},
  * {@code v = β2·v + (1−β2)·g²}, {@code m̂ = m/(1−β1ᵗ)}, {@code v̂ = v/(1−β2ᵗ)},
  * {@code p −= lr·(m̂/(√v̂ + eps) + weightDecay·p)}. {@code gradScale} folds in clipping and loss-scale unscaling.
  */
@@ -59,6 +62,87 @@ public interface OptimizerOps {
             adamwBf16(paramsBf16.asSlice(r.start() * 2, r.length() * 2), master.asSlice(at, bytes),
                     grads.asSlice(at, bytes), m.asSlice(at, bytes), v.asSlice(at, bytes), r.offset(), r.length(),
                     r.decays() ? config : config.withWeightDecay(0), step, gradScale, seed);
+        }
+    }
+
+    /**
+     * SGD with momentum on fp32 parameters, PyTorch's {@code torch.optim.SGD}: updates {@code params} and the momentum
+     * buffer {@code buf} (fp32, {@code length} elements each) from {@code grads}. For each i, with μ, τ, λ the
+     * config's momentum, dampening and weight decay:
+     * <pre>
+     *   g = gradScale·grads[i] + λ·params[i]
+     *   buf[i] = g                         on the first step (step == 1): the old buf[i] is not read
+     *   buf[i] = μ·buf[i] + (1 − τ)·g      on every later step (step ≥ 2)
+     *   d = nesterov ? g + μ·buf[i] : buf[i]
+     *   params[i] −= lr·d
+     * </pre>
+     * The first-step rule is the {@code step} argument's: step 1 initialises the buffer to the gradient, as PyTorch
+     * does on the first step (so τ does not damp it), and the caller need not zero it. With μ = 0 this is plain SGD,
+     * {@code d = g}, and {@code buf} is neither read nor written (any segment, {@link MemorySegment#NULL} too).
+     *
+     * <p>This default has no kernel: it throws {@link UnsupportedOperationException} naming the backend's class.
+     *
+     * @param offset    index of the range's first element in the whole vector, ≥ 0 (not used by the update)
+     * @param step      t ≥ 1, the number of this update (only whether it is the first matters)
+     * @param gradScale finite; multiplies the gradients (clipping, loss-scale unscaling), not the weight decay
+     */
+    default void sgd(MemorySegment params, MemorySegment grads, MemorySegment buf, long offset, long length,
+                     SgdConfig config, int step, float gradScale) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " has no SGD kernel");
+    }
+
+    /**
+     * {@link #sgd(MemorySegment, MemorySegment, MemorySegment, long, long, SgdConfig, int, float)} over every range of
+     * {@code ranges} ({@link AdamWRange#check}: in order, disjoint) of the buffers, each with {@code config}'s weight
+     * decay when the row {@link AdamWRange#decays() decays}, else with none: a whole optimizer step in one call. The
+     * results are those of one call per range. This default makes those calls.
+     */
+    default void sgd(MemorySegment params, MemorySegment grads, MemorySegment buf, List<AdamWRange> ranges,
+                     SgdConfig config, int step, float gradScale) {
+        AdamWRange.check(ranges);
+        for (AdamWRange r : ranges) {
+            long at = r.start() * Float.BYTES, bytes = r.length() * Float.BYTES;
+            MemorySegment b = config.momentum() == 0 ? buf : buf.asSlice(at, bytes);
+            sgd(params.asSlice(at, bytes), grads.asSlice(at, bytes), b, r.offset(), r.length(),
+                    r.decays() ? config : config.withWeightDecay(0), step, gradScale);
+        }
+    }
+
+    /**
+     * Lion on fp32 parameters (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms", Program 1): updates
+     * {@code params} and the momentum {@code m} (fp32, {@code length} elements each) from {@code grads}. For each i:
+     * <pre>
+     *   g = gradScale·grads[i]
+     *   c = β1·m[i] + (1 − β1)·g
+     *   params[i] = params[i]·(1 − lr·λ) − lr·sign(c)      sign(±0) = 0, sign(NaN) = NaN
+     *   m[i] = β2·m[i] + (1 − β2)·g
+     * </pre>
+     * The weight decay is decoupled; {@code 1 − lr·λ} is {@link LionConfig#decayFactor()}. Lion needs no step count
+     * (it has no bias correction), and {@code m} starts at zero.
+     *
+     * <p>This default has no kernel: it throws {@link UnsupportedOperationException} naming the backend's class.
+     *
+     * @param offset    index of the range's first element in the whole vector, ≥ 0 (not used by the update)
+     * @param gradScale finite; multiplies the gradients (clipping, loss-scale unscaling)
+     */
+    default void lion(MemorySegment params, MemorySegment grads, MemorySegment m, long offset, long length,
+                      LionConfig config, float gradScale) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " has no Lion kernel");
+    }
+
+    /**
+     * {@link #lion(MemorySegment, MemorySegment, MemorySegment, long, long, LionConfig, float)} over every range of
+     * {@code ranges} ({@link AdamWRange#check}: in order, disjoint), each with {@code config}'s weight decay when the
+     * row {@link AdamWRange#decays() decays}, else with none. The results are those of one call per range. This
+     * default makes those calls.
+     */
+    default void lion(MemorySegment params, MemorySegment grads, MemorySegment m, List<AdamWRange> ranges,
+                      LionConfig config, float gradScale) {
+        AdamWRange.check(ranges);
+        for (AdamWRange r : ranges) {
+            long at = r.start() * Float.BYTES, bytes = r.length() * Float.BYTES;
+            lion(params.asSlice(at, bytes), grads.asSlice(at, bytes), m.asSlice(at, bytes), r.offset(), r.length(),
+                    r.decays() ? config : config.withWeightDecay(0), gradScale);
         }
     }
 }

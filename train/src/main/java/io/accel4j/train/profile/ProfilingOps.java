@@ -5,7 +5,9 @@ import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
+import io.accel4j.core.ops.LionConfig;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.core.ops.SgdConfig;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -85,7 +87,7 @@ public final class ProfilingOps implements Ops {
 
     /**
      * {@code forward} for names ending in Forward, {@code backward} in Backward (a fused op's suffix, as in
-     * {@code matmulForwardGelu}, is ignored), {@code optimizer} for adamw*.
+     * {@code matmulForwardGelu}, is ignored), {@code optimizer} for adamw*, sgd and lion.
      */
     public static String phaseOf(String op) {
         if (op.endsWith(FUSED_GELU)) {
@@ -95,7 +97,7 @@ public final class ProfilingOps implements Ops {
             return "backward";
         } else if (op.endsWith("Forward")) {
             return "forward";
-        } else if (op.startsWith("adamw")) {
+        } else if (op.startsWith("adamw") || op.equals("sgd") || op.equals("lion")) {
             return "optimizer";
         }
         return "other";
@@ -359,6 +361,38 @@ public final class ProfilingOps implements Ops {
         long t0 = System.nanoTime();
         delegate.adamwBf16(paramsBf16, master, grads, m, v, ranges, config, step, gradScale, seed);
         record("adamwBf16", t0, 0, (F * 7 + 2) * elements(ranges));
+    }
+
+    @Override
+    public void sgd(MemorySegment params, MemorySegment grads, MemorySegment buf, long offset, long length,
+                    SgdConfig config, int step, float gradScale) {
+        long t0 = System.nanoTime();
+        delegate.sgd(params, grads, buf, offset, length, config, step, gradScale);
+        record("sgd", t0, 0, F * 5 * length);
+    }
+
+    @Override
+    public void sgd(MemorySegment params, MemorySegment grads, MemorySegment buf, List<AdamWRange> ranges,
+                    SgdConfig config, int step, float gradScale) {
+        long t0 = System.nanoTime();
+        delegate.sgd(params, grads, buf, ranges, config, step, gradScale);
+        record("sgd", t0, 0, F * 5 * elements(ranges));
+    }
+
+    @Override
+    public void lion(MemorySegment params, MemorySegment grads, MemorySegment m, long offset, long length,
+                     LionConfig config, float gradScale) {
+        long t0 = System.nanoTime();
+        delegate.lion(params, grads, m, offset, length, config, gradScale);
+        record("lion", t0, 0, F * 5 * length);
+    }
+
+    @Override
+    public void lion(MemorySegment params, MemorySegment grads, MemorySegment m, List<AdamWRange> ranges,
+                     LionConfig config, float gradScale) {
+        long t0 = System.nanoTime();
+        delegate.lion(params, grads, m, ranges, config, gradScale);
+        record("lion", t0, 0, F * 5 * elements(ranges));
     }
 
     private static long elements(List<AdamWRange> ranges) {

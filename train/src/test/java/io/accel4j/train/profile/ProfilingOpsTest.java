@@ -5,7 +5,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
+import io.accel4j.core.ops.LionConfig;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.core.ops.SgdConfig;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.lang.reflect.InvocationTargetException;
@@ -58,6 +60,10 @@ class ProfilingOpsTest {
             return DType.BF16;
         } else if (type == AdamWConfig.class) {
             return new AdamWConfig(1e-3f, 0.9f, 0.999f, 1e-8f, 0f);
+        } else if (type == SgdConfig.class) {
+            return new SgdConfig(1e-2f, 0.9f, 0f, 0f, true);
+        } else if (type == LionConfig.class) {
+            return new LionConfig(1e-4f, 0.9f, 0.99f, 0f);
         } else if (type == List.class) { // the multi-range AdamW's ranges: one of length 5
             return List.of(new AdamWRange(0, 0, 5, true));
         }
@@ -101,6 +107,8 @@ class ProfilingOpsTest {
         assertThat(byName.get("attentionBackward").flops()).isEqualTo(2 * 2.5 * 4.0 * 3 * 9 * 3 / 2);
         assertThat(byName.get("adamw").bytes()).isEqualTo(2 * 7.0 * 4 * 5); // one range and a list of one
         assertThat(byName.get("adamwBf16").bytes()).isEqualTo(2 * (7.0 * 4 + 2) * 5);
+        assertThat(byName.get("sgd").bytes()).isEqualTo(2 * 5.0 * 4 * 5); // reads p, g, buf; writes p, buf
+        assertThat(byName.get("lion").bytes()).isEqualTo(2 * 5.0 * 4 * 5);
         assertThat(byName.get("castFromFp32").bytes()).isEqualTo((4.0 + 2) * 5);
         assertThat(prof.totalNanos()).isEqualTo(byName.values().stream().mapToLong(ProfilingOps.Entry::nanos).sum());
 
@@ -116,6 +124,8 @@ class ProfilingOpsTest {
         assertThat(ProfilingOps.phaseOf("geluForward")).isEqualTo("forward");
         assertThat(ProfilingOps.phaseOf("classifierForwardBackward")).isEqualTo("backward");
         assertThat(ProfilingOps.phaseOf("adamwBf16")).isEqualTo("optimizer");
+        assertThat(ProfilingOps.phaseOf("sgd")).isEqualTo("optimizer");
+        assertThat(ProfilingOps.phaseOf("lion")).isEqualTo("optimizer");
         assertThat(ProfilingOps.phaseOf("sumOfSquares")).isEqualTo("other");
     }
 

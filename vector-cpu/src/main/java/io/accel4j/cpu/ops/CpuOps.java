@@ -4,7 +4,9 @@ import io.accel4j.core.DType;
 import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AttentionOps;
+import io.accel4j.core.ops.LionConfig;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.core.ops.SgdConfig;
 import io.accel4j.cpu.Casts;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.Parallel;
@@ -16,7 +18,7 @@ import java.util.Objects;
  * The CPU backend of the kernel contract: each method checks nothing itself and hands its arguments, with this
  * backend's thread pool, to the kernel class of the same name ({@link Encoder}, {@link LayerNorm}, {@link Matmul},
  * {@link FlashAttention} or {@link NaiveAttention}, {@link Gelu}, {@link Residual}, {@link FusedClassifier},
- * {@link AdamW}, {@link Reductions}, {@link Casts}; {@link Fp8Matmul} for FP8 linear layers), which check their own
+ * {@link AdamW}, {@link Sgd}, {@link Lion}, {@link Reductions}, {@link Casts}; {@link Fp8Matmul} for FP8 linear layers), which check their own
  * arguments. The only state is the FP8 layers' per-thread scratch for the operands' codes.
  */
 public final class CpuOps implements Ops {
@@ -201,6 +203,18 @@ public final class CpuOps implements Ops {
                           MemorySegment v, long offset, long length, AdamWConfig config, int step, float gradScale,
                           long seed) {
         AdamW.updateBf16(pool, paramsBf16, master, grads, m, v, offset, length, config, step, gradScale, seed);
+    }
+
+    @Override
+    public void sgd(MemorySegment params, MemorySegment grads, MemorySegment buf, long offset, long length,
+                    SgdConfig config, int step, float gradScale) {
+        Sgd.update(pool, params, grads, buf, offset, length, config, step, gradScale);
+    }
+
+    @Override
+    public void lion(MemorySegment params, MemorySegment grads, MemorySegment m, long offset, long length,
+                     LionConfig config, float gradScale) {
+        Lion.update(pool, params, grads, m, offset, length, config, gradScale);
     }
 
     @Override
