@@ -9,7 +9,6 @@ import io.accel4j.nn.LmHead;
 import io.accel4j.nn.Module;
 import io.accel4j.nn.Sequential;
 import io.accel4j.nn.TransformerBlock;
-import io.accel4j.optim.AdamW;
 import io.accel4j.optim.LrSchedule;
 import java.io.IOException;
 import java.io.InputStream;
@@ -47,6 +46,9 @@ public final class CharTransformer implements java.util.concurrent.Callable<Inte
 
     @Option(names = "--lr", description = "Peak learning rate (default ${DEFAULT-VALUE}).")
     float lr = 3e-3f;
+
+    @Option(names = "--optimizer", description = "adamw, sgd (momentum 0.9) or lion (default ${DEFAULT-VALUE}).")
+    String optimizer = "adamw";
 
     @Option(names = "--ranks", description = "Data-parallel ranks in this process (default ${DEFAULT-VALUE}).")
     int ranks = 1;
@@ -87,7 +89,7 @@ public final class CharTransformer implements java.util.concurrent.Callable<Inte
         int C = 64, NH = 4, L = 2;
         try (Learner learner = Learner.of(() -> model(V, C, NH, L, seq))
                 .tokens(V).classes(V).batch(batch, seq)
-                .optimizer(AdamW.of(0.1f)).schedule(LrSchedule.warmupCosine(lr, steps / 10, steps, 0.1f))
+                .optimizer(Examples.optimizer(optimizer, 0.1f)).schedule(LrSchedule.warmupCosine(lr, steps / 10, steps, 0.1f))
                 .gradClip(1f).precision(precision).ranks(ranks).threads(threads).seed(seed)
                 .data((rank, n, B, T) -> windows(train, B, T, seed * 1000 + rank)).out(outDir)
                 .build()) {

@@ -41,6 +41,17 @@ public final class Examples implements Runnable {
         }
     }
 
+    /** adamw, sgd (momentum 0.9) or lion, each with {@code weightDecay} on the tensors that take it. */
+    static io.accel4j.optim.OptimizerSpec optimizer(String name, float weightDecay) {
+        return switch (name) {
+            case "adamw" -> io.accel4j.optim.AdamW.of(weightDecay);
+            case "sgd" -> io.accel4j.optim.Sgd.of(0.9f, weightDecay);
+            case "lion" -> io.accel4j.optim.Lion.of(weightDecay);
+            default -> throw new CommandLine.ParameterException(new CommandLine(new Examples()),
+                    "--optimizer must be adamw, sgd or lion, got '" + name + "'");
+        };
+    }
+
     /** fp32, bf16 or fp16. */
     static final class PrecisionConverter implements CommandLine.ITypeConverter<DType> {
         @Override

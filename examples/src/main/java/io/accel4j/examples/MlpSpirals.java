@@ -4,7 +4,6 @@ import io.accel4j.core.DType;
 import io.accel4j.fit.Learner;
 import io.accel4j.nn.Linear;
 import io.accel4j.nn.Sequential;
-import io.accel4j.optim.AdamW;
 import io.accel4j.optim.LrSchedule;
 import java.io.PrintStream;
 import java.lang.foreign.Arena;
@@ -29,6 +28,9 @@ public final class MlpSpirals implements java.util.concurrent.Callable<Integer> 
 
     @Option(names = "--lr", description = "Peak learning rate (default ${DEFAULT-VALUE}).")
     float lr = 1e-2f;
+
+    @Option(names = "--optimizer", description = "adamw, sgd (momentum 0.9) or lion (default ${DEFAULT-VALUE}).")
+    String optimizer = "adamw";
 
     @Option(names = "--ranks", description = "Data-parallel ranks in this process (default ${DEFAULT-VALUE}).")
     int ranks = 1;
@@ -65,7 +67,7 @@ public final class MlpSpirals implements java.util.concurrent.Callable<Integer> 
         try (Learner learner = Learner.of(() -> new Sequential("mlp",
                         Linear.gelu("fc1", 2, hidden), Linear.gelu("fc2", hidden, hidden), Linear.of("head", hidden, 2)))
                 .features(2).classes(2).batch(batch, 1)
-                .optimizer(AdamW.of(0f)).schedule(LrSchedule.warmupCosine(lr, steps / 20, steps, 0.1f))
+                .optimizer(Examples.optimizer(optimizer, 0f)).schedule(LrSchedule.warmupCosine(lr, steps / 20, steps, 0.1f))
                 .precision(precision).ranks(ranks).threads(threads).seed(seed).data(train.batches()).out(outDir)
                 .build()) {
             out.println("two spirals: " + train.size() + " training points, " + test.size() + " test points; "

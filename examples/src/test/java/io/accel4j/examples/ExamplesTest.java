@@ -24,6 +24,18 @@ class ExamplesTest {
         mlp.ranks = 2;
         mlp.precision = DType.BF16;
         assertThat(mlp.run(quiet()).accuracy()).isGreaterThan(0.9);
+        // Lion and SGD with momentum at the rates that suit them here (measured at 400 steps: Lion 1e-2 100 %,
+        // 3e-3 95 %; SGD 0.5 98.6 %, 0.1 62 %)
+        mlp = new MlpSpirals();
+        mlp.steps = 400;
+        mlp.optimizer = "lion";
+        mlp.lr = 1e-2f;
+        assertThat(mlp.run(quiet()).accuracy()).isGreaterThan(0.9);
+        mlp = new MlpSpirals();
+        mlp.steps = 400;
+        mlp.optimizer = "sgd";
+        mlp.lr = 0.5f;
+        assertThat(mlp.run(quiet()).accuracy()).isGreaterThan(0.9);
     }
 
     @Test

@@ -50,7 +50,7 @@ class AdamWTest {
     }
 
     /** A module that only declares a tensor with a learning-rate multiplier (identity forward). */
-    record Scaled(String name, float lrScale) implements Module {
+    public record Scaled(String name, float lrScale) implements Module {
         @Override
         public int build(Builder b, int inWidth) {
             b.parameter("w", true, lrScale, Init.zeros(), 7);

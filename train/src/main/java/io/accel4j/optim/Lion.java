@@ -1,0 +1,91 @@
+package io.accel4j.optim;
+
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.ops.LionConfig;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.nn.ParameterTable;
+import java.lang.foreign.MemorySegment;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * Lion (Chen et al. 2023), the backend's fused kernel ({@link io.accel4j.core.ops.OptimizerOps#lion}): the update is
+ * the sign of {@code β1·m + (1 − β1)·g}, so every parameter moves by exactly the learning rate;
+ * {@code p = p·(1 − lr·λ) − lr·sign(c)} with decoupled decay only on the decayed groups, then
+ * {@code m = β2·m + (1 − β2)·g}. One state value per parameter; its learning rate is typically 3–10× below AdamW's.
+ */
+public final class Lion implements Optimizer {
+
+    /** Lion's hyperparameters ({@code lr} is the schedule's). */
+    public record Spec(float beta1, float beta2, float weightDecay) implements OptimizerSpec {
+
+        public Spec {
+            new LionConfig(0, beta1, beta2, weightDecay); // checks them
+        }
+
+        @Override
+        public int stateFloatsPerParameter() {
+            return 1;
+        }
+
+        @Override
+        public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
+                                long offset, long length) {
+            return new Lion(this, ops, Groups.of(table, false, offset, length), params, grads, length);
+        }
+    }
+
+    /** The paper's defaults, β1 0.9 and β2 0.99, with weight decay {@code weightDecay}. */
+    public static Spec of(float weightDecay) {
+        return new Spec(0.9f, 0.99f, weightDecay);
+    }
+
+    private final Spec spec;
+    private final Ops ops;
+    private final MemorySegment params;
+    private final MemorySegment grads;
+    private final DeviceArena arena;
+    private final MemorySegment m;
+    private final Groups groups;
+
+    private Lion(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
+        this.spec = spec;
+        this.ops = ops;
+        this.params = params;
+        this.grads = grads;
+        this.groups = groups;
+        this.arena = ops.memory().arena();
+        try {
+            this.m = arena.allocate(length * Float.BYTES);
+        } catch (RuntimeException | OutOfMemoryError e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public void step(int t, float lr, float gradScale) {
+        for (int i = 0; i < groups.lrScales().size(); i++) {
+            LionConfig c = new LionConfig(lr * groups.lrScales().get(i), spec.beta1(), spec.beta2(),
+                    spec.weightDecay());
+            ops.lion(params, grads, m, groups.ranges().get(i), c, gradScale);
+        }
+    }
+
+    @Override
+    public Map<String, MemorySegment> state() {
+        Map<String, MemorySegment> s = new LinkedHashMap<>();
+        s.put("m", m);
+        return s;
+    }
+
+    @Override
+    public String describe() {
+        return "Lion(beta1=" + spec.beta1() + ", beta2=" + spec.beta2() + ", weight_decay=" + spec.weightDecay() + ")";
+    }
+
+    @Override
+    public void close() {
+        arena.close();
+    }
+}

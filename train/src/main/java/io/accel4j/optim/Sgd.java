@@ -1,0 +1,101 @@
+package io.accel4j.optim;
+
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.core.ops.SgdConfig;
+import io.accel4j.nn.ParameterTable;
+import java.lang.foreign.MemorySegment;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * SGD with momentum, PyTorch's semantics, the backend's fused kernel ({@link io.accel4j.core.ops.OptimizerOps#sgd}):
+ * {@code g = grad + λ·p} (L2 weight decay, only on the decayed groups), {@code buf = g} on the first update and
+ * {@code μ·buf + (1 − τ)·g} after, the step {@code d = buf}, or {@code g + μ·buf} with Nesterov; {@code p −= lr·d}.
+ * Without momentum it keeps no state.
+ */
+public final class Sgd implements Optimizer {
+
+    /**
+     * SGD's hyperparameters ({@code lr} is the schedule's).
+     *
+     * @param momentum    μ, in [0, 1); 0: plain SGD, no state
+     * @param dampening   τ, in [0, 1]
+     * @param weightDecay λ, L2 added to the gradient of the decayed groups
+     * @param nesterov    Nesterov momentum (needs μ &gt; 0 and τ = 0)
+     */
+    public record Spec(float momentum, float dampening, float weightDecay, boolean nesterov) implements OptimizerSpec {
+
+        public Spec {
+            new SgdConfig(0, momentum, dampening, weightDecay, nesterov); // checks them
+        }
+
+        @Override
+        public int stateFloatsPerParameter() {
+            return momentum == 0 ? 0 : 1;
+        }
+
+        @Override
+        public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
+                                long offset, long length) {
+            return new Sgd(this, ops, Groups.of(table, false, offset, length), params, grads, length);
+        }
+    }
+
+    /** Momentum {@code momentum}, no dampening, no Nesterov, weight decay {@code weightDecay}. */
+    public static Spec of(float momentum, float weightDecay) {
+        return new Spec(momentum, 0f, weightDecay, false);
+    }
+
+    private final Spec spec;
+    private final Ops ops;
+    private final MemorySegment params;
+    private final MemorySegment grads;
+    private final DeviceArena arena;
+    private final MemorySegment buf;
+    private final Groups groups;
+
+    private Sgd(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
+        this.spec = spec;
+        this.ops = ops;
+        this.params = params;
+        this.grads = grads;
+        this.groups = groups;
+        this.arena = ops.memory().arena();
+        try {
+            this.buf = spec.momentum() == 0 ? MemorySegment.NULL : arena.allocate(length * Float.BYTES);
+        } catch (RuntimeException | OutOfMemoryError e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public void step(int t, float lr, float gradScale) {
+        for (int i = 0; i < groups.lrScales().size(); i++) {
+            SgdConfig c = new SgdConfig(lr * groups.lrScales().get(i), spec.momentum(), spec.dampening(),
+                    spec.weightDecay(), spec.nesterov());
+            ops.sgd(params, grads, buf, groups.ranges().get(i), c, t, gradScale);
+        }
+    }
+
+    @Override
+    public Map<String, MemorySegment> state() {
+        Map<String, MemorySegment> s = new LinkedHashMap<>();
+        if (spec.momentum() != 0) {
+            s.put("momentum", buf);
+        }
+        return s;
+    }
+
+    @Override
+    public String describe() {
+        return "SGD(momentum=" + spec.momentum() + ", dampening=" + spec.dampening() + ", weight_decay="
+                + spec.weightDecay() + (spec.nesterov() ? ", nesterov" : "") + ")";
+    }
+
+    @Override
+    public void close() {
+        arena.close();
+    }
+}
