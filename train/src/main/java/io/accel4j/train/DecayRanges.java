@@ -33,7 +33,7 @@ final class DecayRanges {
         List<Range> runs = new ArrayList<>();
         long start = 0;
         Boolean runDecays = null;
-        for (ParameterLayout.Tensor tensor : layout.tensors()) {
+        for (ParameterLayout.Span tensor : layout.tensors()) {
             boolean decays = MATRICES.contains(tensor.param());
             if (runDecays != null && decays != runDecays) {
                 runs.add(new Range(start, tensor.offset() - start, runDecays));

@@ -86,7 +86,7 @@ final class GradientBuckets {
             return;
         }
         for (Param p : PER_LAYER) {
-            ParameterLayout.Tensor t = layout.tensor(p);
+            ParameterLayout.Span t = layout.tensor(p);
             start(t.layerOffset(lo), t.layerOffset(hi) - t.layerOffset(lo));
         }
         buckets++;

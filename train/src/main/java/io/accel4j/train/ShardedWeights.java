@@ -315,7 +315,7 @@ final class ShardedWeights implements Weights {
     @Override
     public MemorySegment param(Param p, int layer) {
         if (whole != null) {
-            ParameterLayout.Tensor t = layout.tensor(p);
+            ParameterLayout.Span t = layout.tensor(p);
             int unit = layout.unitOf(p, layer);
             return unit == ParameterLayout.EMBEDDING || unit == layout.finalUnit()
                     ? whole.asSlice(t.offset() * Float.BYTES, t.count() * Float.BYTES)

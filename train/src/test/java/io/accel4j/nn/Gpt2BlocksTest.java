@@ -61,7 +61,7 @@ class Gpt2BlocksTest {
             }
             assertThat(names.subList(0, 5)).containsExactly("wte", "wpe", "h.0.ln_1.weight", "h.1.ln_1.weight",
                     "h.2.ln_1.weight");
-            for (ParameterLayout.Tensor tensor : layout.tensors()) {
+            for (ParameterLayout.Span tensor : layout.tensors()) {
                 long[] dims = tensor.shape();
                 boolean perLayer = dims.length > 1 && dims[0] == TINY.L() && tensor.param() != ParameterLayout.Param.WTE
                         && tensor.param() != ParameterLayout.Param.WPE;
@@ -193,7 +193,7 @@ class Gpt2BlocksTest {
         Random r = new Random(seed);
         ParameterLayout layout = new ParameterLayout(c);
         float[] p = new float[(int) layout.count()];
-        for (ParameterLayout.Tensor t : layout.tensors()) {
+        for (ParameterLayout.Span t : layout.tensors()) {
             ParameterLayout.Param q = t.param();
             boolean gain = q == ParameterLayout.Param.LN1W || q == ParameterLayout.Param.LN2W
                     || q == ParameterLayout.Param.LNFW;

@@ -33,7 +33,7 @@ class GeneratorTest {
         model.initialise(INIT_SEED);
         // spread the logits (GPT-2 init makes them nearly flat, std ~0.08): wte ×20 gives std ~1.6
         MemorySegment p = model.params();
-        ParameterLayout.Tensor wte = model.layout().tensor(ParameterLayout.Param.WTE);
+        ParameterLayout.Span wte = model.layout().tensor(ParameterLayout.Param.WTE);
         for (long i = wte.offset(); i < wte.offset() + wte.count(); i++) {
             p.setAtIndex(ValueLayout.JAVA_FLOAT, i, p.getAtIndex(ValueLayout.JAVA_FLOAT, i) * 20);
         }

@@ -107,7 +107,7 @@ class TrainerTest {
                 double lossOne = one.accumulate();
                 assertThat(lossAcc).as("loss of step %d", s).isCloseTo(lossOne, offset(1e-5 * lossOne));
                 float[] ga = floats(small.grads()), gb = floats(big.grads());
-                for (ParameterLayout.Tensor t : small.layout().tensors()) {
+                for (ParameterLayout.Span t : small.layout().tensors()) {
                     double scale = 0;
                     for (long i = 0; i < t.count(); i++) {
                         scale = Math.max(scale, Math.abs(gb[(int) (t.offset() + i)]));

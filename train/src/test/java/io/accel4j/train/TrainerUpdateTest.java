@@ -84,7 +84,7 @@ class TrainerUpdateTest {
         float[][] all = oneStep(plain.toBuilder().weightDecay(0.5f).build());
         Set<Param> decayed = EnumSet.of(Param.WTE, Param.WPE, Param.QKVW, Param.ATTPROJW, Param.FCW, Param.FCPROJW);
         ParameterLayout layout = new ParameterLayout(TrainerTest.TINY);
-        for (ParameterLayout.Tensor t : layout.tensors()) {
+        for (ParameterLayout.Span t : layout.tensors()) {
             for (long i = 0; i < t.count(); i++) {
                 int k = (int) (t.offset() + i);
                 float p0 = none[0][k];

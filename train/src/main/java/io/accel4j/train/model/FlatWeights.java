@@ -58,7 +58,7 @@ public final class FlatWeights implements Weights {
     }
 
     private MemorySegment slice(MemorySegment buf, Param p, int layer) {
-        ParameterLayout.Tensor t = layout.tensor(p);
+        ParameterLayout.Span t = layout.tensor(p);
         return switch (p) {
             case WTE, WPE, LNFW, LNFB -> buf.asSlice(t.offset() * Float.BYTES, t.count() * Float.BYTES);
             default -> buf.asSlice(t.layerOffset(layer) * Float.BYTES, t.count() / layout.config().L() * Float.BYTES);

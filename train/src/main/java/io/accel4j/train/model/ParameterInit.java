@@ -2,7 +2,7 @@ package io.accel4j.train.model;
 
 import io.accel4j.train.data.Mt19937;
 import io.accel4j.train.model.ParameterLayout.Param;
-import io.accel4j.train.model.ParameterLayout.Tensor;
+import io.accel4j.train.model.ParameterLayout.Span;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
@@ -40,7 +40,7 @@ public final class ParameterInit {
         Mt19937 rng = new Mt19937(seed);
         params.asSlice(0, bytes).fill((byte) 0);
         for (Param p : new Param[] {Param.LN1W, Param.LN2W, Param.LNFW}) {
-            Tensor t = layout.tensor(p);
+            Span t = layout.tensor(p);
             for (long i = 0; i < t.count(); i++) {
                 params.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, t.offset() + i, 1f);
             }
@@ -51,7 +51,7 @@ public final class ParameterInit {
         rng.normal(params, layout.offset(Param.WPE), layout.count(Param.WPE), 0f, STD);
         for (int l = 0; l < c.L(); l++) {
             for (Param p : new Param[] {Param.QKVW, Param.ATTPROJW, Param.FCW, Param.FCPROJW}) {
-                Tensor t = layout.tensor(p);
+                Span t = layout.tensor(p);
                 float std = p == Param.ATTPROJW || p == Param.FCPROJW ? residualStd : STD;
                 rng.normal(params, t.layerOffset(l), t.count() / c.L(), 0f, std);
             }

@@ -40,14 +40,14 @@ public final class ParameterLayout {
     }
 
     /**
-     * One tensor of the layout.
+     * Where one tensor lies in the flat buffer.
      *
      * @param param  which
      * @param offset first element in the flat buffer
      * @param count  elements
      * @param dims   the shape, outermost first ({@link #shape()} returns a copy)
      */
-    public record Tensor(Param param, long offset, long count, long[] dims) {
+    public record Span(Param param, long offset, long count, long[] dims) {
 
         /** The shape, outermost first, e.g. {@code [L, 3C, C]} for qkvw. */
         public long[] shape() {
@@ -86,7 +86,7 @@ public final class ParameterLayout {
     public static final int EMBEDDING = 0;
 
     private final GptConfig config;
-    private final List<Tensor> tensors;
+    private final List<Span> tensors;
     private final long count;
     private final List<Unit> units;
 
@@ -94,12 +94,12 @@ public final class ParameterLayout {
     public ParameterLayout(GptConfig config) {
         this.config = config;
         long[][] shapes = shapes(config.maxT(), config.Vp(), config.L(), config.C());
-        List<Tensor> list = new ArrayList<>(shapes.length);
+        List<Span> list = new ArrayList<>(shapes.length);
         long offset = 0;
         for (Param p : Param.values()) {
             long[] dims = shapes[p.ordinal()];
             long n = product(dims);
-            list.add(new Tensor(p, offset, n, dims));
+            list.add(new Span(p, offset, n, dims));
             offset = Math.addExact(offset, n);
         }
         this.tensors = List.copyOf(list);
@@ -118,7 +118,7 @@ public final class ParameterLayout {
         List<Segment> segs = new ArrayList<>(params.length);
         long packed = 0;
         for (Param p : params) {
-            Tensor t = tensor(p);
+            Span t = tensor(p);
             long n = layer < 0 ? t.count() : t.count() / config.L();
             segs.add(new Segment(p, layer, layer < 0 ? t.offset() : t.layerOffset(layer), n, packed));
             packed += n;
@@ -216,12 +216,12 @@ public final class ParameterLayout {
     }
 
     /** The 16 tensors in file order. */
-    public List<Tensor> tensors() {
+    public List<Span> tensors() {
         return tensors;
     }
 
     /** One tensor. */
-    public Tensor tensor(Param p) {
+    public Span tensor(Param p) {
         return tensors.get(p.ordinal());
     }
 

@@ -38,7 +38,7 @@ class SampleCommandTest {
         try (Parallel pool = new Parallel(1); Gpt2 g = new Gpt2(CONFIG, new CpuOps(pool), 1, CONFIG.maxT())) {
             g.initialise(7);
             MemorySegment p = g.params(); // spread the logits: wte ×20
-            ParameterLayout.Tensor wte = g.layout().tensor(ParameterLayout.Param.WTE);
+            ParameterLayout.Span wte = g.layout().tensor(ParameterLayout.Param.WTE);
             for (long i = wte.offset(); i < wte.offset() + wte.count(); i++) {
                 p.setAtIndex(ValueLayout.JAVA_FLOAT, i, p.getAtIndex(ValueLayout.JAVA_FLOAT, i) * 20);
             }

@@ -8,7 +8,7 @@ import io.accel4j.cpu.ref.LayerNormRef;
 import io.accel4j.cpu.ref.MatmulRef;
 import io.accel4j.cpu.ref.ResidualRef;
 import io.accel4j.train.model.ParameterLayout.Param;
-import io.accel4j.train.model.ParameterLayout.Tensor;
+import io.accel4j.train.model.ParameterLayout.Span;
 
 /**
  * An independent float64 GPT-2 for tests: llm.c's {@code train_gpt2.c} written out with the plain-Java references
@@ -117,7 +117,7 @@ final class Gpt2Ref {
     /** The flat vector as one array per tensor and layer ({@code [param][layer]}; global tensors have one). */
     double[][][] split(double[] flat) {
         double[][][] out = new double[Param.values().length][][];
-        for (Tensor t : layout.tensors()) {
+        for (Span t : layout.tensors()) {
             int parts = perLayer(t.param()) ? c.L() : 1;
             int n = (int) (t.count() / parts);
             out[t.param().ordinal()] = new double[parts][];
@@ -132,7 +132,7 @@ final class Gpt2Ref {
 
     private double[] join(double[][][] parts) {
         double[] flat = new double[(int) layout.count()];
-        for (Tensor t : layout.tensors()) {
+        for (Span t : layout.tensors()) {
             double[][] ps = parts[t.param().ordinal()];
             for (int l = 0; l < ps.length; l++) {
                 System.arraycopy(ps[l], 0, flat, (int) (t.offset() + (long) l * ps[l].length), ps[l].length);

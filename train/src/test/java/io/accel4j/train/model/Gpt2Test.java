@@ -7,7 +7,7 @@ import static org.assertj.core.api.Assertions.offset;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.model.ParameterLayout.Param;
-import io.accel4j.train.model.ParameterLayout.Tensor;
+import io.accel4j.train.model.ParameterLayout.Span;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Random;
@@ -59,7 +59,7 @@ class Gpt2Test {
         Random r = new Random(seed);
         ParameterLayout layout = new ParameterLayout(c);
         float[] p = new float[(int) layout.count()];
-        for (Tensor t : layout.tensors()) {
+        for (Span t : layout.tensors()) {
             boolean gain = t.param() == Param.LN1W || t.param() == Param.LN2W || t.param() == Param.LNFW;
             for (long i = 0; i < t.count(); i++) {
                 p[(int) (t.offset() + i)] = (float) ((gain ? 1 : 0) + 0.5 * r.nextGaussian());
@@ -102,7 +102,7 @@ class Gpt2Test {
         int[] inp = randomTokens(B * T, TINY.V(), r), tgt = randomTokens(B * T, TINY.V(), r);
         double[] grads = ref.lossAndGrads(params, inp, tgt, B, T).grads();
         ParameterLayout layout = new ParameterLayout(TINY);
-        for (Tensor t : layout.tensors()) {
+        for (Span t : layout.tensors()) {
             for (int k = 0; k < 6; k++) {
                 long i = t.offset() + (k == 0 ? 0 : k == 1 ? t.count() - 1 : (long) r.nextInt((int) t.count()));
                 double saved = params[(int) i];
@@ -146,7 +146,7 @@ class Gpt2Test {
     /** Every gradient tensor of {@code m} against {@code expected}, relative to the tensor's largest element. */
     static void assertGradsClose(Gpt2 m, double[] expected, String what) {
         float[] g = toArray(m.grads(), m.layout().count());
-        for (Tensor t : m.layout().tensors()) {
+        for (Span t : m.layout().tensors()) {
             double scale = 0;
             for (long i = 0; i < t.count(); i++) {
                 scale = Math.max(scale, Math.abs(expected[(int) (t.offset() + i)]));

@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.accel4j.train.data.Mt19937;
 import io.accel4j.train.model.ParameterLayout.Param;
-import io.accel4j.train.model.ParameterLayout.Tensor;
+import io.accel4j.train.model.ParameterLayout.Span;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -36,17 +36,17 @@ class ParameterInitTest {
                 Param.FCPROJB, Param.LNFB}) {
                 assertRange(p, layout.tensor(b), 0, layout.count(b), 0f);
             }
-            Tensor wte = layout.tensor(Param.WTE);
+            Span wte = layout.tensor(Param.WTE);
             assertRange(p, wte, (long) C.V() * C.C(), wte.count(), 0f); // padded rows V..Vp-1
             assertStd(p, wte.offset(), (long) C.V() * C.C(), 0.02);
             double residual = 0.02 / Math.sqrt(2 * C.L());
             for (int l = 0; l < C.L(); l++) {
                 for (Param w : new Param[] {Param.QKVW, Param.FCW}) {
-                    Tensor t = layout.tensor(w);
+                    Span t = layout.tensor(w);
                     assertStd(p, t.layerOffset(l), t.count() / C.L(), 0.02);
                 }
                 for (Param w : new Param[] {Param.ATTPROJW, Param.FCPROJW}) {
-                    Tensor t = layout.tensor(w);
+                    Span t = layout.tensor(w);
                     assertStd(p, t.layerOffset(l), t.count() / C.L(), residual);
                 }
             }
@@ -91,7 +91,7 @@ class ParameterInitTest {
         }
     }
 
-    private static void assertRange(MemorySegment p, Tensor t, long from, long to, float value) {
+    private static void assertRange(MemorySegment p, Span t, long from, long to, float value) {
         for (long i = from; i < to; i++) {
             assertThat(p.getAtIndex(ValueLayout.JAVA_FLOAT, t.offset() + i)).as("%s[%d]", t.param().fileName(), i)
                     .isEqualTo(value);

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.accel4j.train.model.ParameterLayout.Param;
-import io.accel4j.train.model.ParameterLayout.Tensor;
+import io.accel4j.train.model.ParameterLayout.Span;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -24,13 +24,13 @@ class ParameterLayoutTest {
         long[][] shapes = {
             {9, 4}, {5, 4}, {3, 4}, {3, 4}, {3, 12, 4}, {3, 12}, {3, 4, 4}, {3, 4}, {3, 4}, {3, 4},
             {3, 16, 4}, {3, 16}, {3, 4, 16}, {3, 4}, {4}, {4}};
-        List<Tensor> tensors = layout.tensors();
-        assertThat(tensors).extracting(Tensor::param).containsExactly(Param.values());
+        List<Span> tensors = layout.tensors();
+        assertThat(tensors).extracting(Span::param).containsExactly(Param.values());
         assertThat(tensors).extracting(t -> t.param().fileName()).containsExactly("wte", "wpe", "ln1w", "ln1b",
                 "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw",
                 "lnfb");
         long offset = 0;
-        for (Tensor t : tensors) {
+        for (Span t : tensors) {
             long[] expected = shapes[t.param().ordinal()];
             assertThat(t.shape()).as(t.param().fileName()).containsExactly(expected);
             assertThat(t.offset()).as(t.param().fileName()).isEqualTo(offset);
@@ -45,7 +45,7 @@ class ParameterLayoutTest {
         }
         assertThat(layout.count()).isEqualTo(offset).isEqualTo(ParameterLayout.count(c));
         assertThat(layout.fp32Bytes()).isEqualTo(4 * offset);
-        Tensor qkvw = layout.tensor(Param.QKVW);
+        Span qkvw = layout.tensor(Param.QKVW);
         assertThat(qkvw.layerOffset(2)).isEqualTo(qkvw.offset() + 2 * 12 * 4);
         long[] shape = layout.shape(Param.WTE);
         shape[0] = 0;
