@@ -1,13 +1,8 @@
 package io.accel4j.train;
 
 import io.accel4j.collectives.Communicator;
-import io.accel4j.collectives.ReduceOp;
-import io.accel4j.core.DType;
-import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
-import io.accel4j.core.ops.AdamWRange;
-import io.accel4j.core.ops.Ops;
 import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import io.accel4j.train.checkpoint.TrainState;
@@ -15,7 +10,6 @@ import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.io.FileFormatException;
-import io.accel4j.train.model.FlatWeights;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Gpt2;
@@ -24,12 +18,11 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Objects;
+import java.util.function.IntConsumer;
 
 /**
- * The training loop of llm.c's {@code train_gpt2.c}, through the model's {@link Ops}: per step, an optional
+ * The training loop of llm.c's {@code train_gpt2.c}, through the model's kernels: per step, an optional
  * validation, then K micro-batches of forward and backward accumulating into the gradients (each scaled by
  * 1/(B·T·K), so the step's gradient is that of the mean loss over K·B sequences), the global gradient norm, clipping
  * folded into AdamW's gradient scale, and one AdamW update of the whole parameter vector (in ranges when the no-decay
@@ -56,6 +49,10 @@ import java.util.Objects;
  * {@link SampleOrder.Mode#SHUFFLED} and {@link SampleOrder.Mode#SEQUENTIAL}). Every rank must call
  * {@link #trainStep}/{@link #accumulate} equally often; a rank that fails makes the others fail with the
  * communicator's {@link io.accel4j.collectives.CollectiveException} within its timeout.
+ *
+ * <p><b>Strategies.</b> What a rank holds of the model states and how the ranks agree on a step is a
+ * {@link ModelStates}: {@link ReplicatedStates} (one rank, or DDP: "stage 0") or {@link ShardedStates} (ZeRO); the
+ * step below is written once against it, the same in every mode.
  *
  * <p><b>ZeRO.</b> With {@link TrainConfig#zeroStage} 1..3, a {@link ZeroOptimizer} shards AdamW's moments (and from
  * stage 2 the averaged gradients, at stage 3 the parameters) over the ranks; the parameters, losses and norms are
@@ -84,7 +81,6 @@ public final class Trainer implements AutoCloseable {
     public static final String POINTER = CheckpointFiles.POINTER;
 
     private final Gpt2 model;
-    private final Ops ops;
     private final TrainConfig cfg;
     private final DataLoader train;
     private final DataLoader val;
@@ -94,18 +90,11 @@ public final class Trainer implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     /** The model's memory, and the arena of AdamW's moments in it. */
     private final DeviceMemory memory;
-    private final DeviceArena moments;
-    private final MemorySegment m;
-    private final MemorySegment v;
     private final MemorySegment inputs;
     private final MemorySegment targets;
-    private final long count;
     private final Communicator comm;
-    /** Several ranks: the loss, flags and checksum pieces combined through the model's memory; null for one. */
-    private final ValueExchange exchange;
-    private final GradientBuckets buckets;
-    /** ZeRO's sharded optimizer (null: plain DDP or one rank; then {@link #m}, {@link #v} hold all moments). */
-    private final ZeroOptimizer zero;
+    /** The model states this rank holds and how the ranks agree on a step: stage 0 (DDP, one rank) or ZeRO. */
+    private final ModelStates states;
     private final LossScaler scaler;
     private int step;
     /** {@link #gatherModel} ended the ZeRO-3 run. */
@@ -130,7 +119,6 @@ public final class Trainer implements AutoCloseable {
         this.comm = comm == null || comm.size() == 1 ? null : comm;
         int rank = this.comm == null ? 0 : this.comm.rank(), ranks = this.comm == null ? 1 : this.comm.size();
         this.model = Objects.requireNonNull(model, "model");
-        this.ops = model.ops();
         this.cfg = Objects.requireNonNull(cfg, "cfg");
         if (cfg.batch() > model.maxB() || cfg.seq() > model.maxT()) {
             throw new IllegalArgumentException("the model was allocated for B <= " + model.maxB() + ", T <= "
@@ -141,7 +129,6 @@ public final class Trainer implements AutoCloseable {
         if (valFile != null) {
             valFile.checkVocabulary(V);
         }
-        this.count = model.layout().count();
         this.memory = model.memory();
         if (this.comm != null) {
             checkMemory(this.comm, memory);
@@ -153,32 +140,20 @@ public final class Trainer implements AutoCloseable {
         checkPrecision(model, cfg.precision());
         this.scaler = new LossScaler(cfg.precision());
         DataLoader t = null, vl = null;
-        ZeroOptimizer z = null;
-        ValueExchange x = null;
-        this.moments = memory.arena();
+        ModelStates st = null;
         try {
             t = new DataLoader(trainFile, cfg.batch(), cfg.seq(), rank, ranks, cfg.dataOrder(), cfg.seed());
             if (valFile != null && cfg.valBatches() > 0) {
                 vl = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1, SampleOrder.Mode.SEQUENTIAL, 0);
             }
-            long bytes = count * Float.BYTES;
-            z = cfg.zeroStage() == 0 ? null : new ZeroOptimizer(cfg.zeroStage(), this.comm, model, cfg);
-            this.m = z == null ? moments.allocate(bytes) : null;
-            this.v = z == null ? moments.allocate(bytes) : null;
+            // the exchange's room: ReplicaCheck's 8 pieces, updateFp8's amaxes
+            st = ModelStates.of(this.comm, model, cfg, model.fp8() == null ? 0 : model.fp8().histories());
             long tokens = (long) cfg.batch() * cfg.seq() * Integer.BYTES;
             this.inputs = arena.allocate(tokens, 64);
             this.targets = arena.allocate(tokens, 64);
-            // room for ReplicaCheck's 8 pieces and updateFp8's amaxes
-            int values = Math.max(8, model.fp8() == null ? 0 : model.fp8().histories());
-            x = this.comm == null ? null : new ValueExchange(this.comm, memory, values);
-            this.buckets = this.comm == null || cfg.bucketBytes() == 0 || z != null && z.shardsGradients() ? null
-                    : new GradientBuckets(this.comm, model.grads(), model.layout(), cfg.bucketBytes());
         } catch (RuntimeException | Error e) {
-            if (z != null) {
-                z.close();
-            }
-            if (x != null) {
-                x.close();
+            if (st != null) {
+                st.close();
             }
             if (t != null) {
                 t.close();
@@ -186,12 +161,10 @@ public final class Trainer implements AutoCloseable {
             if (vl != null) {
                 vl.close();
             }
-            moments.close();
             arena.close();
             throw e;
         }
-        this.zero = z;
-        this.exchange = x;
+        this.states = st;
         this.train = t;
         this.val = vl;
         this.valStart = vl == null ? null : vl.position();
@@ -212,9 +185,7 @@ public final class Trainer implements AutoCloseable {
      * @throws IllegalStateException when the ranks' parameters differ
      */
     public void checkReplicas() {
-        if (comm != null && !shardsParameters()) {
-            ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
-        }
+        states.checkReplicas();
     }
 
     /**
@@ -266,13 +237,12 @@ public final class Trainer implements AutoCloseable {
      * the batch buffers ({@link MemoryPlan}).
      */
     public long stateBytes() {
-        return (zero == null ? m.byteSize() + v.byteSize() : zero.stateBytes()) + inputs.byteSize()
-                + targets.byteSize() + Float.BYTES; // the loss's fp32 (the exchange's scratch is not counted)
+        return states.stateBytes() + inputs.byteSize() + targets.byteSize() + Float.BYTES; // the loss's fp32 (the exchange's scratch is not counted)
     }
 
     /** Whether ZeRO-3 shards the parameters: no rank has them whole, and running the model is a collective. */
     public boolean shardsParameters() {
-        return zero != null && zero.shardsParameters();
+        return states.shardsParameters();
     }
 
     /**
@@ -280,11 +250,7 @@ public final class Trainer implements AutoCloseable {
      * gathers every unit: every rank calls it, ranks that need no copy pass null.
      */
     public void copyParameters(MemorySegment dst) {
-        if (zero != null) {
-            zero.gatherParameters(dst);
-        } else if (dst != null) {
-            model.copyParamsToHost(dst);
-        }
+        states.copyParameters(dst);
     }
 
     /**
@@ -292,12 +258,12 @@ public final class Trainer implements AutoCloseable {
      * ZeRO's shards, with ZeRO-2/3's {@link #workingBytes}) and AdamW's moments (whole or a shard).
      */
     public long modelStateBytes() {
-        return model.weights().bytes() + (zero == null ? m.byteSize() + v.byteSize() : zero.momentBytes());
+        return model.weights().bytes() + states.momentBytes();
     }
 
     /** Bytes of ZeRO-2/3's working buffers for the units in use, within {@link #modelStateBytes()} (else 0). */
     public long workingBytes() {
-        return zero == null ? 0 : zero.workingBytes();
+        return states.workingBytes();
     }
 
     /**
@@ -310,34 +276,23 @@ public final class Trainer implements AutoCloseable {
         if (!shardsParameters()) {
             return;
         }
-        FlatWeights whole = here ? new FlatWeights(model.layout(), model.memory()) : null;
-        try {
-            zero.gatherParameters(here ? whole.params() : null, true); // into the model's memory
-        } catch (RuntimeException | Error e) {
-            if (whole != null) {
-                whole.close();
-            }
-            throw e;
-        }
-        if (here) {
-            model.useWeights(whole);
-        }
+        states.gatherModel(here);
         gathered = true;
     }
 
     /** The ZeRO stage (0: plain data parallelism, or one rank). */
     public int zeroStage() {
-        return zero == null ? 0 : zero.stage();
+        return states.zeroStage();
     }
 
     /** Model-state bytes per rank by the ZeRO paper's accounting (fp32 states), for this run's stage and ranks. */
     public ZeroMemory memory() {
-        return zero != null ? zero.memory() : ZeroMemory.fp32(0, ranks(), count);
+        return states.accounting();
     }
 
     /** Layer buckets the gradient averaging started so far (0 without overlap; for tests). */
     int layerBuckets() {
-        return buckets == null ? 0 : buckets.layerBuckets();
+        return states.layerBuckets();
     }
 
     /** Completed optimizer steps. */
@@ -401,27 +356,15 @@ public final class Trainer implements AutoCloseable {
         float lossScale = scaler.scale();
         double loss;
         try {
-            loss = accumulate(buckets, lossScale);
+            loss = accumulate(states.overlap(), lossScale);
         } catch (RuntimeException | Error e) {
-            if (buckets != null) {
-                buckets.abandon(e); // no all-reduce may still read the gradients once the caller closes the model
-            }
+            states.abandon(e); // no all-reduce may still read the gradients once the caller closes the model
             throw e;
         }
-        if (buckets != null) {
-            buckets.finish();
-        } else if (zero != null && zero.shardsGradients()) {
-            zero.reduceGradients();
-        } else if (comm != null) {
-            comm.allReduce(model.grads(), count, DType.FP32, ReduceOp.AVG);
-        }
-        if (comm != null) {
-            loss = exchange.allReduce(ReduceOp.AVG, (float) loss)[0];
-        }
-        boolean overflow = scaler.enabled() && (zero != null ? zero.hasNonFinite()
-                : LossScaler.overflowed(ops, model.grads(), count, exchange));
-        double norm = overflow ? Double.NaN
-                : Math.sqrt(zero != null ? zero.sumOfSquares() : ops.sumOfSquares(model.grads(), count)) / lossScale;
+        states.reduceGradients();
+        loss = states.meanLoss(loss);
+        boolean overflow = scaler.enabled() && states.anyNonFinite();
+        double norm = overflow ? Double.NaN : Math.sqrt(states.sumOfSquares()) / lossScale;
         if (!Double.isFinite(loss) || !overflow && !Double.isFinite(norm)) {
             throw new IllegalStateException("training diverged at step " + s + " (loss " + loss + ", gradient norm "
                     + norm + "): lower the learning rate or clip the gradients");
@@ -454,7 +397,7 @@ public final class Trainer implements AutoCloseable {
             return;
         }
         if (comm != null) { // through the model's memory: host buffers, or device buffers for NCCL
-            fp8.recordStepAmaxes(exchange.allReduce(ReduceOp.MAX, fp8.stepAmaxes()));
+            fp8.recordStepAmaxes(states.maxOverRanks(fp8.stepAmaxes()));
         }
         fp8.update();
     }
@@ -473,31 +416,21 @@ public final class Trainer implements AutoCloseable {
      * {@link #accumulate()} of the loss times {@code lossScale}, the last micro-batch's backward starting
      * {@code overlap}'s buckets (when not null).
      */
-    private double accumulate(GradientBuckets overlap, float lossScale) {
+    private double accumulate(IntConsumer overlap, float lossScale) {
         int B = cfg.batch(), T = cfg.seq(), K = cfg.gradAccum();
         float dlossScale = 1f / ((float) B * T * K) * lossScale;
         model.zeroGrad();
         double loss = 0;
         for (int k = 0; k < K; k++) {
             train.next(inputs, targets);
-            loss += model.forwardBackward(inputs, targets, B, T, dlossScale,
-                    overlap != null && k == K - 1 ? overlap.hook() : null);
+            loss += model.forwardBackward(inputs, targets, B, T, dlossScale, k == K - 1 ? overlap : null);
         }
         return loss / K;
     }
 
     /** AdamW step {@code t} (≥ 1) at learning rate {@code lr}, gradients multiplied by {@code gradScale}. */
     private void update(float lr, int t, float gradScale) {
-        AdamWConfig decay = new AdamWConfig(lr, cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay());
-        if (zero != null) {
-            zero.update(decay, t, gradScale);
-            return;
-        }
-        List<AdamWRange> ranges = new ArrayList<>();
-        for (DecayRanges.Range r : DecayRanges.of(model.layout(), cfg)) {
-            ranges.add(new AdamWRange(r.offset(), r.offset(), r.length(), r.decays()));
-        }
-        ops.adamw(model.params(), model.grads(), m, v, ranges, decay, t, gradScale); // one launch on a GPU
+        states.update(new AdamWConfig(lr, cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay()), t, gradScale);
     }
 
     /**
@@ -535,33 +468,20 @@ public final class Trainer implements AutoCloseable {
         CheckpointFiles files = CheckpointFiles.of(dir, step);
         Path modelFile = files.model(), stateFile = files.state();
         try (Arena gathered = Arena.ofConfined()) {
-            MemorySegment moments1, moments2, params = null;
-            if (zero != null) {
-                boolean root = rank() == 0;
-                if (shardsParameters()) { // the whole vector, only for the file
-                    params = root ? gathered.allocate(count * Float.BYTES, 64) : null;
-                    zero.gatherParameters(params);
-                }
-                moments1 = root ? gathered.allocate(count * Float.BYTES, 64) : null;
-                moments2 = root ? gathered.allocate(count * Float.BYTES, 64) : null;
-                zero.gatherMoments(moments1, moments2);
-                if (!root) {
-                    return modelFile;
-                }
-            } else {
-                moments1 = memory.readableOnHost(m, gathered);
-                moments2 = memory.readableOnHost(v, gathered);
+            ModelStates.Saved saved = states.gatherForCheckpoint(gathered);
+            if (saved == null) { // another rank than 0 under ZeRO: it sent its shards
+                return modelFile;
             }
             Files.createDirectories(dir);
-            if (params != null) {
-                LlmcCheckpoint.write(modelFile, model.config(), params, LlmcCheckpoint.VERSION_FP32);
+            if (saved.params() != null) {
+                LlmcCheckpoint.write(modelFile, model.config(), saved.params(), LlmcCheckpoint.VERSION_FP32);
             } else {
                 model.save(modelFile);
             }
             TrainState.write(stateFile, new TrainState.Header(step, cfg.batch(), cfg.seq(), cfg.gradAccum(),
                     model.config(), train.position().encode(), scaler.enabled() ? scaler.scale() : 0f,
                     scaler.cleanSteps(), scaler.skippedSteps(),
-                    model.fp8() == null ? new byte[0] : model.fp8().encode()), moments1, moments2);
+                    model.fp8() == null ? new byte[0] : model.fp8().encode()), saved.m(), saved.v());
         }
         files.commit(step);
         return modelFile;
@@ -575,7 +495,7 @@ public final class Trainer implements AutoCloseable {
         CheckpointFiles files = CheckpointFiles.latest(dir);
         Path modelFile = files.model(), stateFile = files.state();
         GptConfig want = model.config();
-        TrainState.Header h = zero != null ? zero.readMoments(stateFile) : readMoments(stateFile, want);
+        TrainState.Header h = states.readMoments(stateFile);
         if (h.B() != cfg.batch() || h.T() != cfg.seq() || h.gradAccum() != cfg.gradAccum()) {
             throw new FileFormatException(stateFile, "header[3..5] (B, T, grad accumulation)", "is " + h.B() + ", "
                     + h.T() + ", " + h.gradAccum() + ", but this run uses " + cfg.batch() + ", " + cfg.seq() + ", "
@@ -587,11 +507,7 @@ public final class Trainer implements AutoCloseable {
                 throw new FileFormatException(modelFile, "header", "describes " + loaded.config()
                         + ", but the model is " + want);
             }
-            if (zero != null) {
-                zero.setParameters(loaded.params());
-            } else {
-                model.copyParamsFromHost(loaded.params());
-            }
+            states.setParameters(loaded.params());
         }
         try {
             DataLoader.State saved = DataLoader.State.decode(h.loaderState());
@@ -631,31 +547,14 @@ public final class Trainer implements AutoCloseable {
         }
     }
 
-    /** AdamW's moments from {@code stateFile} into {@link #m} and {@link #v}, through host staging off the CPU. */
-    private TrainState.Header readMoments(Path stateFile, GptConfig want) throws IOException {
-        try (Arena staging = Arena.ofConfined()) {
-            MemorySegment hm = memory.writableOnHost(m, staging), hv = memory.writableOnHost(v, staging);
-            TrainState.Header h = TrainState.read(stateFile, want, hm, hv);
-            memory.writeBack(hm, m);
-            memory.writeBack(hv, v);
-            return h;
-        }
-    }
-
     /** Stops the data loaders and frees the optimizer state (the model stays open). */
     @Override
     public void close() {
-        if (zero != null) {
-            zero.close();
-        }
-        if (exchange != null) {
-            exchange.close();
-        }
+        states.close();
         train.close();
         if (val != null) {
             val.close();
         }
-        moments.close();
         if (arena.scope().isAlive()) {
             arena.close();
         }

@@ -1,0 +1,170 @@
+package io.accel4j.train;
+
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.ReduceOp;
+import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.AdamWRange;
+import io.accel4j.train.checkpoint.TrainState;
+import io.accel4j.train.model.Gpt2;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.IntConsumer;
+
+/**
+ * Stage 0: every rank holds the whole model states — the model's flat parameters and gradients and AdamW's moments —
+ * and (several ranks) the gradients are averaged with {@code allReduce(AVG)}: in {@link GradientBuckets} started
+ * during the last micro-batch's backward as layers finish (with {@link TrainConfig#bucketBytes} &gt; 0), or in one
+ * all-reduce of the whole buffer after it. Every rank then applies the same update to the same bits, so the replicas
+ * stay identical. One rank is the same without the collectives.
+ */
+final class ReplicatedStates extends ModelStates {
+
+    private final DeviceArena arena;
+    private final MemorySegment m;
+    private final MemorySegment v;
+    private final List<AdamWRange> ranges;
+    private final GradientBuckets buckets;
+
+    ReplicatedStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
+        super(comm, model, values);
+        this.arena = memory.arena();
+        try {
+            this.m = arena.allocate(count * Float.BYTES);
+            this.v = arena.allocate(count * Float.BYTES);
+        } catch (RuntimeException | Error e) {
+            close();
+            throw e;
+        }
+        List<AdamWRange> r = new ArrayList<>();
+        for (DecayRanges.Range d : DecayRanges.of(model.layout(), cfg)) {
+            r.add(new AdamWRange(d.offset(), d.offset(), d.length(), d.decays()));
+        }
+        this.ranges = List.copyOf(r);
+        this.buckets = comm == null || cfg.bucketBytes() == 0 ? null
+                : new GradientBuckets(comm, model.grads(), model.layout(), cfg.bucketBytes());
+    }
+
+    @Override
+    IntConsumer overlap() {
+        return buckets == null ? null : buckets.hook();
+    }
+
+    @Override
+    void abandon(Throwable failure) {
+        if (buckets != null) {
+            buckets.abandon(failure);
+        }
+    }
+
+    @Override
+    void reduceGradients() {
+        if (buckets != null) {
+            buckets.finish();
+        } else if (comm != null) {
+            comm.allReduce(model.grads(), count, DType.FP32, ReduceOp.AVG);
+        }
+    }
+
+    @Override
+    boolean anyNonFinite() {
+        return LossScaler.overflowed(model.ops(), model.grads(), count, exchange);
+    }
+
+    @Override
+    double sumOfSquares() {
+        return model.ops().sumOfSquares(model.grads(), count);
+    }
+
+    @Override
+    void update(AdamWConfig decay, int t, float gradScale) {
+        model.ops().adamw(model.params(), model.grads(), m, v, ranges, decay, t, gradScale); // one launch on a GPU
+    }
+
+    @Override
+    void checkReplicas() {
+        if (comm != null) {
+            ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
+        }
+    }
+
+    @Override
+    boolean shardsParameters() {
+        return false;
+    }
+
+    @Override
+    int zeroStage() {
+        return 0;
+    }
+
+    @Override
+    long stateBytes() {
+        return momentBytes();
+    }
+
+    @Override
+    long momentBytes() {
+        return m.byteSize() + v.byteSize();
+    }
+
+    @Override
+    long workingBytes() {
+        return 0;
+    }
+
+    @Override
+    ZeroMemory accounting() {
+        return ZeroMemory.fp32(0, ranks(), count);
+    }
+
+    @Override
+    int layerBuckets() {
+        return buckets == null ? 0 : buckets.layerBuckets();
+    }
+
+    @Override
+    void copyParameters(MemorySegment dst) {
+        if (dst != null) {
+            model.copyParamsToHost(dst);
+        }
+    }
+
+    @Override
+    Saved gatherForCheckpoint(Arena staging) {
+        return new Saved(memory.readableOnHost(m, staging), memory.readableOnHost(v, staging), null);
+    }
+
+    @Override
+    TrainState.Header readMoments(Path stateFile) throws IOException {
+        try (Arena staging = Arena.ofConfined()) {
+            MemorySegment hm = memory.writableOnHost(m, staging), hv = memory.writableOnHost(v, staging);
+            TrainState.Header h = TrainState.read(stateFile, model.config(), hm, hv);
+            memory.writeBack(hm, m);
+            memory.writeBack(hv, v);
+            return h;
+        }
+    }
+
+    @Override
+    void setParameters(MemorySegment host) {
+        model.copyParamsFromHost(host);
+    }
+
+    @Override
+    void gatherModel(boolean here) {
+    }
+
+    @Override
+    public void close() {
+        if (arena != null) {
+            arena.close();
+        }
+        super.close();
+    }
+}

@@ -1,0 +1,185 @@
+package io.accel4j.train;
+
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.ReduceOp;
+import io.accel4j.core.DType;
+import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.train.checkpoint.TrainState;
+import io.accel4j.train.model.FlatWeights;
+import io.accel4j.train.model.Gpt2;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.function.IntConsumer;
+
+/**
+ * ZeRO stages 1–3 ({@link ZeroOptimizer}): AdamW's moments sharded over the ranks, from stage 2 the averaged
+ * gradients too, at stage 3 the parameters. Stage 1 averages the gradients as stage 0 does (in buckets overlapped with
+ * backward, or whole); from stage 2 the model's sharded weights reduce-scatter each unit's gradients as its backward
+ * ends, and {@link #reduceGradients} completes them. Checkpoints stay whole: rank 0 gathers the shards.
+ */
+final class ShardedStates extends ModelStates {
+
+    private final ZeroOptimizer zero;
+    private final GradientBuckets buckets;
+
+    ShardedStates(int stage, Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
+        super(checkRanks(stage, comm), model, values);
+        ZeroOptimizer z;
+        try {
+            z = new ZeroOptimizer(stage, comm, model, cfg);
+        } catch (RuntimeException | Error e) {
+            super.close();
+            throw e;
+        }
+        this.zero = z;
+        this.buckets = cfg.bucketBytes() == 0 || z.shardsGradients() ? null
+                : new GradientBuckets(comm, model.grads(), model.layout(), cfg.bucketBytes());
+    }
+
+    private static Communicator checkRanks(int stage, Communicator comm) {
+        if (comm == null) {
+            throw new IllegalArgumentException("ZeRO stage " + stage + " shards over the ranks: it needs a "
+                    + "communicator of more than one rank (got 1)");
+        }
+        return comm;
+    }
+
+    @Override
+    IntConsumer overlap() {
+        return buckets == null ? null : buckets.hook();
+    }
+
+    @Override
+    void abandon(Throwable failure) {
+        if (buckets != null) {
+            buckets.abandon(failure);
+        }
+    }
+
+    @Override
+    void reduceGradients() {
+        if (buckets != null) {
+            buckets.finish();
+        } else if (zero.shardsGradients()) {
+            zero.reduceGradients();
+        } else {
+            comm.allReduce(model.grads(), count, DType.FP32, ReduceOp.AVG);
+        }
+    }
+
+    @Override
+    boolean anyNonFinite() {
+        return zero.hasNonFinite();
+    }
+
+    @Override
+    double sumOfSquares() {
+        return zero.sumOfSquares();
+    }
+
+    @Override
+    void update(AdamWConfig decay, int t, float gradScale) {
+        zero.update(decay, t, gradScale);
+    }
+
+    @Override
+    void checkReplicas() {
+        if (!zero.shardsParameters()) {
+            ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
+        }
+    }
+
+    @Override
+    boolean shardsParameters() {
+        return zero.shardsParameters();
+    }
+
+    @Override
+    int zeroStage() {
+        return zero.stage();
+    }
+
+    @Override
+    long stateBytes() {
+        return zero.stateBytes();
+    }
+
+    @Override
+    long momentBytes() {
+        return zero.momentBytes();
+    }
+
+    @Override
+    long workingBytes() {
+        return zero.workingBytes();
+    }
+
+    @Override
+    ZeroMemory accounting() {
+        return zero.memory();
+    }
+
+    @Override
+    int layerBuckets() {
+        return buckets == null ? 0 : buckets.layerBuckets();
+    }
+
+    @Override
+    void copyParameters(MemorySegment dst) {
+        zero.gatherParameters(dst);
+    }
+
+    @Override
+    Saved gatherForCheckpoint(Arena arena) {
+        boolean root = comm.rank() == 0;
+        MemorySegment params = null;
+        if (zero.shardsParameters()) { // the whole vector, only for the file
+            params = root ? arena.allocate(count * Float.BYTES, 64) : null;
+            zero.gatherParameters(params);
+        }
+        MemorySegment m = root ? arena.allocate(count * Float.BYTES, 64) : null;
+        MemorySegment v = root ? arena.allocate(count * Float.BYTES, 64) : null;
+        zero.gatherMoments(m, v);
+        return root ? new Saved(m, v, params) : null;
+    }
+
+    @Override
+    TrainState.Header readMoments(Path stateFile) throws IOException {
+        return zero.readMoments(stateFile);
+    }
+
+    @Override
+    void setParameters(MemorySegment host) {
+        zero.setParameters(host);
+    }
+
+    @Override
+    void gatherModel(boolean here) {
+        if (!zero.shardsParameters()) {
+            return;
+        }
+        FlatWeights whole = here ? new FlatWeights(model.layout(), model.memory()) : null;
+        try {
+            zero.gatherParameters(here ? whole.params() : null, true); // into the model's memory
+        } catch (RuntimeException | Error e) {
+            if (whole != null) {
+                whole.close();
+            }
+            throw e;
+        }
+        if (here) {
+            model.useWeights(whole);
+        }
+    }
+
+    @Override
+    public void close() {
+        try {
+            zero.close();
+        } finally {
+            super.close();
+        }
+    }
+}
