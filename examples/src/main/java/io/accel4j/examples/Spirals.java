@@ -56,8 +56,13 @@ public final class Spirals {
      * rank reads its own B; so N ranks of B see exactly what one rank of N·B does.
      */
     public DataSource.Factory batches() {
-        return (rank, ranks, B, T) -> new DataSource() {
+        return (rank, ranks, B, T) -> new DataSource.Resumable() {
             private long next = (long) rank * B * T;
+
+            @Override
+            public void skip(long batches) {
+                next += batches * ranks * B * T;
+            }
 
             @Override
             public void next(MemorySegment inputs, MemorySegment targets) {

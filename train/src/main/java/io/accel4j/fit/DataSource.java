@@ -14,6 +14,16 @@ public interface DataSource {
     /** Fills the next batch. */
     void next(MemorySegment inputs, MemorySegment targets);
 
+    /**
+     * A source that can continue where a checkpoint left it: {@link #skip} puts a fresh source where one that had
+     * filled {@code batches} batches would be. A {@link Learner} whose sources are all resumable resumes bit for bit.
+     */
+    interface Resumable extends DataSource {
+
+        /** Moves on as if {@code batches} batches had been read. */
+        void skip(long batches);
+    }
+
     /** Makes each rank's source. */
     @FunctionalInterface
     interface Factory {

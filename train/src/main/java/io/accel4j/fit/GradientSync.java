@@ -47,6 +47,15 @@ public interface GradientSync extends AutoCloseable {
         return any(ops.hasNonFinite(grads, count));
     }
 
+    /**
+     * A checkpoint's gather: {@code whole} ({@code count} values, the backend's memory) receives every rank's
+     * {@code shard} (this rank's {@link #shard}'s length) at its place; without sharding a copy. A collective.
+     */
+    default void gatherShards(MemorySegment shard, MemorySegment whole, long count, io.accel4j.core.memory.DeviceMemory
+            memory) {
+        memory.copy(shard.asSlice(0, count * Float.BYTES), whole);
+    }
+
     /** After this rank's optimizer updated its shard of {@code params}: every rank gets every shard. */
     default void afterUpdate(MemorySegment params, long count) {
     }

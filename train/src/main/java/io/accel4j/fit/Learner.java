@@ -28,7 +28,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.function.Consumer;
 import java.util.function.Supplier;
@@ -326,6 +328,99 @@ public final class Learner implements AutoCloseable {
         }
         plot();
         return mine;
+    }
+
+    /**
+     * Writes a checkpoint into {@code dir} ({@value LearnerCheckpoint#MODEL} and {@value LearnerCheckpoint#STATE}, each
+     * atomically): the parameters with the module tree's table, the step, the loss scaler, the FP8 state, how many
+     * batches the sources have given, and every optimizer state buffer whole (ZeRO's shards gathered). Between
+     * {@link #fit} calls; {@link #resume} continues from it.
+     */
+    public void save(Path dir) throws IOException {
+        Network net = network();
+        long count = net.table().count();
+        Map<String, MemorySegment> whole = new LinkedHashMap<>();
+        try (Arena host = Arena.ofShared()) {
+            for (String name : ranks.get(0).optimizer().state().keySet()) {
+                whole.put(name, host.allocate(count * Float.BYTES, 64));
+            }
+            forEachRank(rank -> { // a collective under ZeRO: every rank sends its shards
+                RankStep r = ranks.get(rank);
+                try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena()) {
+                    for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
+                        MemorySegment all = scratch.allocate(count * Float.BYTES);
+                        r.sync().gatherShards(e.getValue(), all, count, r.network().memory());
+                        if (rank == 0) {
+                            r.network().memory().copyToHost(all, whole.get(e.getKey()));
+                        }
+                    }
+                }
+            });
+            RankStep r0 = ranks.get(0);
+            MemorySegment params = host.allocate(count * Float.BYTES, 64);
+            net.copyParamsToHost(params);
+            LearnerCheckpoint.writeModel(dir, net.table(), params);
+            boolean resumable = ranks.stream().allMatch(r -> r.data() instanceof DataSource.Resumable);
+            LossScaler sc = r0.scaler();
+            LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
+                    sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(),
+                    resumable ? r0.batchesRead() : -1, net.fp8() == null ? new byte[0] : net.fp8().encode()), whole);
+        }
+    }
+
+    /**
+     * Continues from the checkpoint {@link #save} wrote in {@code dir}: every rank's parameters, optimizer state (its
+     * shard), step, loss scaler and FP8 state; the data sources skip what they had given when they are
+     * {@link DataSource.Resumable} (then the run continues bit for bit), else they start afresh.
+     *
+     * @throws io.accel4j.nn.ShapeException naming the first tensor when the checkpoint is of another module tree
+     * @throws io.accel4j.train.io.FileFormatException naming the file and field of a malformed or mismatched one
+     */
+    public void resume(Path dir) throws IOException {
+        Network net = network();
+        long count = net.table().count();
+        try (Arena host = Arena.ofShared()) {
+            MemorySegment params = host.allocate(count * Float.BYTES, 64);
+            LearnerCheckpoint.readModel(dir, net.table(), params);
+            Map<String, MemorySegment> whole = new LinkedHashMap<>();
+            for (String name : ranks.get(0).optimizer().state().keySet()) {
+                whole.put(name, host.allocate(count * Float.BYTES, 64));
+            }
+            LearnerCheckpoint.State st = LearnerCheckpoint.readState(dir, whole);
+            boolean fp8 = net.fp8() != null;
+            if (fp8 != (st.fp8().length > 0)) {
+                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE), "FP8 state",
+                        (fp8 ? "is missing: the checkpoint is not of an FP8 run" : "is present: resume an FP8 "
+                                + "checkpoint with fp8(recipe)"));
+            }
+            for (RankStep r : ranks) {
+                r.network().copyParamsFromHost(params);
+                GradientSync.Shard shard = r.sync().shard(count);
+                for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
+                    r.network().memory().copyToDevice(whole.get(e.getKey()).asSlice(shard.offset() * Float.BYTES,
+                            shard.length() * Float.BYTES), e.getValue());
+                }
+                try {
+                    r.scaler().restore(st.lossScale(), st.cleanSteps(), st.skippedSteps());
+                    if (fp8) {
+                        r.network().fp8().restore(st.fp8());
+                    }
+                } catch (IllegalArgumentException e) {
+                    throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
+                            "scaler/FP8 state", e.getMessage());
+                }
+                r.resumeAt(st.step(), Math.max(0, st.batches()));
+            }
+        }
+    }
+
+    /** Runs {@code body} for every rank: on this thread for one, on one thread each for several (collectives). */
+    private void forEachRank(java.util.function.IntConsumer body) {
+        if (group == null) {
+            body.accept(0);
+        } else {
+            onEveryRank(body);
+        }
     }
 
     /**

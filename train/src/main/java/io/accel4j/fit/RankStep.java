@@ -63,6 +63,31 @@ final class RankStep implements AutoCloseable {
         return step;
     }
 
+    GradientSync sync() {
+        return sync;
+    }
+
+    LossScaler scaler() {
+        return scaler;
+    }
+
+    DataSource data() {
+        return data;
+    }
+
+    /** Micro-batches read so far: {@code step · K}. */
+    long batchesRead() {
+        return (long) step * K;
+    }
+
+    /** Continues at step {@code s}, {@code batches} batches into the data (when it can skip). */
+    void resumeAt(int s, long batches) {
+        this.step = s;
+        if (data instanceof DataSource.Resumable r) {
+            r.skip(batches);
+        }
+    }
+
     StepMetrics step() {
         int s = step;
         long t0 = System.nanoTime();

@@ -96,6 +96,14 @@ public final class ZeroSharding extends DataParallel {
         comm.allGather(params.asSlice(s.offset() * Float.BYTES, s.length() * Float.BYTES), params, n, DType.FP32);
     }
 
+    @Override
+    public void gatherShards(MemorySegment shard, MemorySegment whole, long n, DeviceMemory memory) {
+        Shard s = shard(n);
+        MemorySegment mine = whole.asSlice(s.offset() * Float.BYTES, s.length() * Float.BYTES);
+        memory.copy(shard.asSlice(0, s.length() * Float.BYTES), mine);
+        comm.allGather(mine, whole, n, DType.FP32); // in place: this rank's chunk is already there
+    }
+
     /** Bytes this strategy allocated: the gradient shard at stage 2. */
     public long bytes() {
         return gradShard == null ? 0 : gradShard.byteSize();

@@ -37,8 +37,13 @@ class LearnerTest {
             }
             y[i] = x[3 * i] + x[3 * i + 1] * x[3 * i + 2] > 0 ? (x[3 * i + 2] > 0.5 ? 2 : 1) : 0;
         }
-        return (rank, ranks, B, T) -> new DataSource() {
+        return (rank, ranks, B, T) -> new DataSource.Resumable() {
             long next = (long) rank * B;
+
+            @Override
+            public void skip(long batches) {
+                next += batches * ranks * B;
+            }
 
             @Override
             public void next(MemorySegment inputs, MemorySegment targets) {
@@ -146,6 +151,61 @@ class LearnerTest {
                 .hasMessageContaining("ranks(2)");
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> learner(2, 8).zero(3))
                 .hasMessageContaining("0, 1 or 2");
+    }
+
+    @Test
+    void aResumedRunContinuesBitForBitOnEveryStrategy(@TempDir Path dir) throws Exception {
+        record Case(int ranks, int zero, int B, Learner.Builder extra) {}
+        DelayedScaling recipe = new DelayedScaling(DelayedScaling.Format.HYBRID, 4, 0, DelayedScaling.Algorithm.MAX);
+        for (int zero = 0; zero <= 2; zero++) {
+            int ranks = zero == 0 ? 1 : 2;
+            Path ckpt = dir.resolve("zero" + zero);
+            List<StepMetrics> straight;
+            float[] end;
+            java.util.function.Supplier<Learner.Builder> b = () -> learner(ranks, 16).gradAccum(2);
+            final int z = zero;
+            java.util.function.Supplier<Learner.Builder> make = z == 0
+                    ? () -> b.get().fp8(recipe).optimizer(io.accel4j.optim.Lion.of(0.1f))
+                    : () -> b.get().zero(z);
+            try (Learner a = make.get().build()) {
+                straight = a.fit(16, null);
+                end = params(a);
+            }
+            try (Learner a = make.get().build()) {
+                a.fit(7, null);
+                a.save(ckpt);
+            }
+            try (Learner c = make.get().seed(99).build()) { // other initial parameters: the checkpoint's win
+                c.resume(ckpt);
+                assertThat(c.step()).isEqualTo(7);
+                List<StepMetrics> rest = c.fit(9, null);
+                for (int s = 0; s < 9; s++) {
+                    assertThat(rest.get(s).trainLoss()).as("ZeRO %d, step %d", z, 7 + s)
+                            .isEqualTo(straight.get(7 + s).trainLoss());
+                    assertThat(rest.get(s).step()).isEqualTo(7 + s);
+                }
+                assertThat(params(c)).as("ZeRO %d", z).containsExactly(end);
+            }
+        }
+    }
+
+    @Test
+    void aCheckpointOfAnotherTreeOrOptimizerIsRefusedNamingWhat(@TempDir Path dir) throws Exception {
+        try (Learner a = learner(1, 8).build()) {
+            a.fit(2, null);
+            a.save(dir);
+        }
+        try (Learner other = Learner.of(() -> new Sequential("mlp", Linear.gelu("fc1", 3, 9), Linear.of("fc2", 9, 3)))
+                .features(3).classes(3).batch(8, 1).data(data(9)).build()) {
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> other.resume(dir))
+                    .isInstanceOf(io.accel4j.nn.ShapeException.class)
+                    .hasMessageContaining("mlp.fc1.weight[9, 3]").hasMessageContaining("mlp.fc1.weight[17, 3]");
+        }
+        try (Learner sgd = learner(1, 8).optimizer(io.accel4j.optim.Sgd.of(0.9f, 0f)).build()) {
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> sgd.resume(dir))
+                    .isInstanceOf(io.accel4j.train.io.FileFormatException.class)
+                    .hasMessageContaining("state.bin").hasMessageContaining("'m'");
+        }
     }
 
     static float[] params(Learner l) {
