@@ -77,6 +77,7 @@ public final class Learner implements AutoCloseable {
         private long seed = 1337;
         private DataSource.Factory data;
         private Path out;
+        private java.util.function.IntFunction<Ops> backend;
 
         private Builder(Supplier<? extends Module> model) {
             this.model = Objects.requireNonNull(model, "model");
@@ -195,6 +196,17 @@ public final class Learner implements AutoCloseable {
             return this;
         }
 
+        /**
+         * The backend of each rank, {@code rank -> ops} (default: the Vector API kernels, {@code threads / ranks}
+         * threads a rank); e.g. {@code r -> new GpuOps(Cuda.open(r))} for a GPU per rank, whose ops and context the
+         * caller closes after the learner. Several ranks need a backend whose memory the in-process ring can take
+         * (host memory); otherwise {@link #build} refuses, saying so.
+         */
+        public Builder backend(java.util.function.IntFunction<Ops> opsOfRank) {
+            this.backend = Objects.requireNonNull(opsOfRank, "opsOfRank");
+            return this;
+        }
+
         public Builder data(DataSource.Factory data) {
             this.data = Objects.requireNonNull(data, "data");
             return this;
@@ -243,9 +255,14 @@ public final class Learner implements AutoCloseable {
         try {
             int perRank = Math.max(1, b.threads / b.ranks);
             for (int r = 0; r < b.ranks; r++) {
-                Parallel pool = new Parallel(perRank);
-                owned.add(pool);
-                Ops ops = new CpuOps(pool);
+                Ops ops;
+                if (b.backend != null) {
+                    ops = Objects.requireNonNull(b.backend.apply(r), "the backend of rank " + r);
+                } else {
+                    Parallel pool = new Parallel(perRank);
+                    owned.add(pool);
+                    ops = new CpuOps(pool);
+                }
                 Network.Spec spec = Network.of(b.model.get()).classes(b.classes).batch(b.B, b.T)
                         .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8);
                 spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);

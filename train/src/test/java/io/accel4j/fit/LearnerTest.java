@@ -208,6 +208,20 @@ class LearnerTest {
         }
     }
 
+    @Test
+    void aStrategyTheBackendCannotRunIsRefusedBeforeTraining() {
+        io.accel4j.train.StrictMemory device = new io.accel4j.train.StrictMemory();
+        try (io.accel4j.cpu.Parallel pool = new io.accel4j.cpu.Parallel(1)) {
+            io.accel4j.core.ops.Ops ops = device.ops(new io.accel4j.cpu.ops.CpuOps(pool));
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> learner(2, 8).backend(r -> ops).build())
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("takes host buffers and the network is in strict test device memory");
+            try (Learner one = learner(1, 8).backend(r -> ops).build()) { // one rank on it trains
+                assertThat(one.fit(3, null).get(2).trainLoss()).isFinite();
+            }
+        }
+    }
+
     static float[] params(Learner l) {
         float[] p = new float[(int) l.network().table().count()];
         MemorySegment.copy(l.network().params(), ValueLayout.JAVA_FLOAT, 0, p, 0, p.length);
