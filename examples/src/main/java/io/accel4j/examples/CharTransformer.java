@@ -1,6 +1,5 @@
 package io.accel4j.examples;
 
-import io.accel4j.core.DType;
 import io.accel4j.fit.DataSource;
 import io.accel4j.fit.Learner;
 import io.accel4j.nn.Embedding;
@@ -18,12 +17,12 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import java.util.TreeSet;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 /**
@@ -35,36 +34,14 @@ import picocli.CommandLine.Option;
         description = "A character-level transformer (untied head) learns a small text; prints losses and a sample.")
 public final class CharTransformer implements java.util.concurrent.Callable<Integer> {
 
-    @Option(names = "--steps", description = "Optimizer steps (default ${DEFAULT-VALUE}).")
-    int steps = 500;
+    @Mixin
+    TrainingOptions run = new TrainingOptions(500, 3e-3f, 11);
 
     @Option(names = "--batch", description = "Sequences per rank and step (default ${DEFAULT-VALUE}).")
     int batch = 8;
 
     @Option(names = "--seq", description = "Characters per sequence (default ${DEFAULT-VALUE}).")
     int seq = 64;
-
-    @Option(names = "--lr", description = "Peak learning rate (default ${DEFAULT-VALUE}).")
-    float lr = 3e-3f;
-
-    @Option(names = "--optimizer", description = "adamw, sgd (momentum 0.9) or lion (default ${DEFAULT-VALUE}).")
-    String optimizer = "adamw";
-
-    @Option(names = "--ranks", description = "Data-parallel ranks in this process (default ${DEFAULT-VALUE}).")
-    int ranks = 1;
-
-    @Option(names = "--precision", description = "Matmul operands: fp32, bf16 or fp16 (default ${DEFAULT-VALUE}).",
-            converter = Examples.PrecisionConverter.class)
-    DType precision = DType.FP32;
-
-    @Option(names = "--threads", description = "Threads in all (default: the processors).")
-    int threads = Runtime.getRuntime().availableProcessors();
-
-    @Option(names = "--out", description = "Writes metrics.jsonl and loss.png here.")
-    Path outDir;
-
-    @Option(names = "--seed", description = "Seed of the batches and the initialisation (default ${DEFAULT-VALUE}).")
-    long seed = 11;
 
     /** The result of a run: the final train loss, the held-out loss, and ln V (the uniform guess's loss). */
     public record Result(double trainLoss, double valLoss, double uniform) {}
@@ -77,7 +54,9 @@ public final class CharTransformer implements java.util.concurrent.Callable<Inte
 
     /** Trains, evaluates and samples, printing to {@code out}. */
     public Result run(PrintStream out) {
-        Examples.check(steps >= 1, "--steps must be >= 1, got " + steps);
+        run.check();
+        int steps = run.steps;
+        long seed = run.seed;
         Examples.check(batch >= 1 && seq >= 2, "--batch must be >= 1 and --seq >= 2, got " + batch + ", " + seq);
         String text = corpus();
         List<Character> alphabet = new ArrayList<>(new TreeSet<>(text.chars().mapToObj(c -> (char) c).toList()));
@@ -87,11 +66,10 @@ public final class CharTransformer implements java.util.concurrent.Callable<Inte
         int[] train = java.util.Arrays.copyOf(ids, split), val = java.util.Arrays.copyOfRange(ids, split, ids.length);
         Examples.check(val.length > seq + 1, "--seq " + seq + " is longer than the held-out text");
         int C = 64, NH = 4, L = 2;
-        try (Learner learner = Learner.of(() -> model(V, C, NH, L, seq))
-                .tokens(V).classes(V).batch(batch, seq)
-                .optimizer(Examples.optimizer(optimizer, 0.1f)).schedule(LrSchedule.warmupCosine(lr, steps / 10, steps, 0.1f))
-                .gradClip(1f).precision(precision).ranks(ranks).threads(threads).seed(seed)
-                .data((rank, n, B, T) -> windows(train, B, T, seed * 1000 + rank)).out(outDir)
+        try (Learner learner = run.applyTo(Learner.of(() -> model(V, C, NH, L, seq))
+                .tokens(V).classes(V).batch(batch, seq), 0.1f)
+                .schedule(LrSchedule.warmupCosine(run.lr, steps / 10, steps, 0.1f)).gradClip(1f)
+                .data((rank, n, B, T) -> windows(train, B, T, seed * 1000 + rank))
                 .build()) {
             out.println("text: " + ids.length + " characters, " + V + " distinct; " + learner.describe());
             double last = Double.NaN;

@@ -1,6 +1,5 @@
 package io.accel4j.examples;
 
-import io.accel4j.core.DType;
 import io.accel4j.fit.Learner;
 import io.accel4j.nn.Linear;
 import io.accel4j.nn.Sequential;
@@ -8,8 +7,8 @@ import io.accel4j.optim.LrSchedule;
 import java.io.PrintStream;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.file.Path;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 /**
@@ -20,33 +19,11 @@ import picocli.CommandLine.Option;
         description = "An MLP classifier learns the two-spirals problem (generated data); prints test accuracy.")
 public final class MlpSpirals implements java.util.concurrent.Callable<Integer> {
 
-    @Option(names = "--steps", description = "Optimizer steps (default ${DEFAULT-VALUE}).")
-    int steps = 600;
+    @Mixin
+    TrainingOptions run = new TrainingOptions(600, 1e-2f, 7);
 
     @Option(names = "--batch", description = "Points per rank and step (default ${DEFAULT-VALUE}).")
     int batch = 128;
-
-    @Option(names = "--lr", description = "Peak learning rate (default ${DEFAULT-VALUE}).")
-    float lr = 1e-2f;
-
-    @Option(names = "--optimizer", description = "adamw, sgd (momentum 0.9) or lion (default ${DEFAULT-VALUE}).")
-    String optimizer = "adamw";
-
-    @Option(names = "--ranks", description = "Data-parallel ranks in this process (default ${DEFAULT-VALUE}).")
-    int ranks = 1;
-
-    @Option(names = "--precision", description = "Matmul operands: fp32, bf16 or fp16 (default ${DEFAULT-VALUE}).",
-            converter = Examples.PrecisionConverter.class)
-    DType precision = DType.FP32;
-
-    @Option(names = "--threads", description = "Threads in all (default: the processors).")
-    int threads = Runtime.getRuntime().availableProcessors();
-
-    @Option(names = "--out", description = "Writes metrics.jsonl and loss.png here.")
-    Path outDir;
-
-    @Option(names = "--seed", description = "Seed of the data and the initialisation (default ${DEFAULT-VALUE}).")
-    long seed = 7;
 
     /** The result of a run: the final train loss and the test accuracy. */
     public record Result(double trainLoss, double accuracy) {}
@@ -59,16 +36,15 @@ public final class MlpSpirals implements java.util.concurrent.Callable<Integer> 
 
     /** Trains and tests, printing progress to {@code out}. */
     public Result run(PrintStream out) {
-        Examples.check(steps >= 1, "--steps must be >= 1, got " + steps);
+        run.check();
         Examples.check(batch >= 1, "--batch must be >= 1, got " + batch);
-        Examples.check(ranks >= 1, "--ranks must be >= 1, got " + ranks);
-        Spirals train = new Spirals(4096, 0.02, seed), test = new Spirals(1024, 0.02, seed + 1);
+        int steps = run.steps;
+        Spirals train = new Spirals(4096, 0.02, run.seed), test = new Spirals(1024, 0.02, run.seed + 1);
         int hidden = 64;
-        try (Learner learner = Learner.of(() -> new Sequential("mlp",
+        try (Learner learner = run.applyTo(Learner.of(() -> new Sequential("mlp",
                         Linear.gelu("fc1", 2, hidden), Linear.gelu("fc2", hidden, hidden), Linear.of("head", hidden, 2)))
-                .features(2).classes(2).batch(batch, 1)
-                .optimizer(Examples.optimizer(optimizer, 0f)).schedule(LrSchedule.warmupCosine(lr, steps / 20, steps, 0.1f))
-                .precision(precision).ranks(ranks).threads(threads).seed(seed).data(train.batches()).out(outDir)
+                .features(2).classes(2).batch(batch, 1), 0f)
+                .schedule(LrSchedule.warmupCosine(run.lr, steps / 20, steps, 0.1f)).data(train.batches())
                 .build()) {
             out.println("two spirals: " + train.size() + " training points, " + test.size() + " test points; "
                     + learner.describe());

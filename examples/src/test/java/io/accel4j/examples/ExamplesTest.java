@@ -15,35 +15,35 @@ class ExamplesTest {
     @Test
     void theMlpSeparatesTheSpirals() {
         MlpSpirals mlp = new MlpSpirals();
-        mlp.steps = 400;
+        mlp.run.steps = 400;
         MlpSpirals.Result r = mlp.run(quiet());
         // chance is 50 %; a linear model stays near it; 600 steps reach 100 % (measured), 400 steps ≥ 99 %
         assertThat(r.accuracy()).isGreaterThan(0.9);
         mlp = new MlpSpirals();
-        mlp.steps = 400;
-        mlp.ranks = 2;
-        mlp.precision = DType.BF16;
+        mlp.run.steps = 400;
+        mlp.run.ranks = 2;
+        mlp.run.precision = DType.BF16;
         assertThat(mlp.run(quiet()).accuracy()).isGreaterThan(0.9);
         // Lion and SGD with momentum at the rates that suit them here (measured at 400 steps: Lion 1e-2 100 %,
         // 3e-3 95 %; SGD 0.5 98.6 %, 0.1 62 %)
         mlp = new MlpSpirals();
-        mlp.steps = 400;
-        mlp.optimizer = "lion";
-        mlp.lr = 1e-2f;
+        mlp.run.steps = 400;
+        mlp.run.optimizer = "lion";
+        mlp.run.lr = 1e-2f;
         assertThat(mlp.run(quiet()).accuracy()).isGreaterThan(0.9);
         mlp = new MlpSpirals();
-        mlp.steps = 400;
-        mlp.optimizer = "sgd";
-        mlp.lr = 0.5f;
+        mlp.run.steps = 400;
+        mlp.run.optimizer = "sgd";
+        mlp.run.lr = 0.5f;
         assertThat(mlp.run(quiet()).accuracy()).isGreaterThan(0.9);
     }
 
     @Test
     void theCharacterTransformerLearnsTheText() {
         CharTransformer chars = new CharTransformer();
-        chars.steps = 200;
-        chars.ranks = 2;
-        chars.precision = DType.BF16;
+        chars.run.steps = 200;
+        chars.run.ranks = 2;
+        chars.run.precision = DType.BF16;
         CharTransformer.Result r = chars.run(quiet());
         // the uniform guess is ln 54 ≈ 3.99; unigram frequencies alone give ≈ 3.0; 300 steps measured 2.64 held out
         assertThat(r.valLoss()).isLessThan(0.85 * r.uniform());

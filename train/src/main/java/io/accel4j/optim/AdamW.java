@@ -1,19 +1,18 @@
 package io.accel4j.optim;
 
-import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.ParameterTable;
 import java.lang.foreign.MemorySegment;
-import java.util.LinkedHashMap;
-import java.util.Map;
+import java.util.List;
 
 /**
  * AdamW (Loshchilov and Hutter), the backend's fused kernel ({@link io.accel4j.core.ops.OptimizerOps#adamw}): per
  * parameter {@code m = β1·m + (1−β1)·g}, {@code v = β2·v + (1−β2)·g²}, {@code p −= lr·(m̂/(√v̂ + ε) + λ·p)} with
  * bias-corrected m̂, v̂, λ only on the decayed groups. One fused call per learning-rate multiplier.
  */
-public final class AdamW implements Optimizer {
+public final class AdamW extends FusedOptimizer {
 
     /**
      * AdamW's hyperparameters ({@code lr} is the schedule's; the one here only checks the rest).
@@ -45,55 +44,21 @@ public final class AdamW implements Optimizer {
     }
 
     private final Spec spec;
-    private final Ops ops;
-    private final MemorySegment params;
-    private final MemorySegment grads;
-    private final DeviceArena arena;
-    private final MemorySegment m;
-    private final MemorySegment v;
-    private final Groups groups;
 
     private AdamW(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
+        super(ops, groups, params, grads, length, "m", "v");
         this.spec = spec;
-        this.ops = ops;
-        this.params = params;
-        this.grads = grads;
-        this.groups = groups;
-        this.arena = ops.memory().arena();
-        try {
-            this.m = arena.allocate(length * Float.BYTES);
-            this.v = arena.allocate(length * Float.BYTES);
-        } catch (RuntimeException | OutOfMemoryError e) {
-            arena.close();
-            throw e;
-        }
     }
 
     @Override
-    public void step(int t, float lr, float gradScale) {
-        for (int i = 0; i < groups.lrScales().size(); i++) {
-            AdamWConfig c = new AdamWConfig(lr * groups.lrScales().get(i), spec.beta1(), spec.beta2(), spec.eps(),
-                    spec.weightDecay());
-            ops.adamw(params, grads, m, v, groups.ranges().get(i), c, t, gradScale);
-        }
-    }
-
-    @Override
-    public Map<String, MemorySegment> state() {
-        Map<String, MemorySegment> s = new LinkedHashMap<>();
-        s.put("m", m);
-        s.put("v", v);
-        return s;
+    void update(List<AdamWRange> ranges, float lr, int t, float gradScale) {
+        AdamWConfig c = new AdamWConfig(lr, spec.beta1(), spec.beta2(), spec.eps(), spec.weightDecay());
+        ops.adamw(params, grads, buffer("m"), buffer("v"), ranges, c, t, gradScale);
     }
 
     @Override
     public String describe() {
         return "AdamW(beta1=" + spec.beta1() + ", beta2=" + spec.beta2() + ", eps=" + spec.eps() + ", weight_decay="
                 + spec.weightDecay() + (spec.decayAll() ? " on every parameter" : "") + ")";
-    }
-
-    @Override
-    public void close() {
-        arena.close();
     }
 }

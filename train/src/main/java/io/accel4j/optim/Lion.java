@@ -1,12 +1,11 @@
 package io.accel4j.optim;
 
-import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.LionConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.ParameterTable;
 import java.lang.foreign.MemorySegment;
-import java.util.LinkedHashMap;
-import java.util.Map;
+import java.util.List;
 
 /**
  * Lion (Chen et al. 2023), the backend's fused kernel ({@link io.accel4j.core.ops.OptimizerOps#lion}): the update is
@@ -14,7 +13,7 @@ import java.util.Map;
  * {@code p = p·(1 − lr·λ) − lr·sign(c)} with decoupled decay only on the decayed groups, then
  * {@code m = β2·m + (1 − β2)·g}. One state value per parameter; its learning rate is typically 3–10× below AdamW's.
  */
-public final class Lion implements Optimizer {
+public final class Lion extends FusedOptimizer {
 
     /** Lion's hyperparameters ({@code lr} is the schedule's). */
     public record Spec(float beta1, float beta2, float weightDecay) implements OptimizerSpec {
@@ -41,51 +40,20 @@ public final class Lion implements Optimizer {
     }
 
     private final Spec spec;
-    private final Ops ops;
-    private final MemorySegment params;
-    private final MemorySegment grads;
-    private final DeviceArena arena;
-    private final MemorySegment m;
-    private final Groups groups;
 
     private Lion(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
+        super(ops, groups, params, grads, length, "m");
         this.spec = spec;
-        this.ops = ops;
-        this.params = params;
-        this.grads = grads;
-        this.groups = groups;
-        this.arena = ops.memory().arena();
-        try {
-            this.m = arena.allocate(length * Float.BYTES);
-        } catch (RuntimeException | OutOfMemoryError e) {
-            arena.close();
-            throw e;
-        }
     }
 
     @Override
-    public void step(int t, float lr, float gradScale) {
-        for (int i = 0; i < groups.lrScales().size(); i++) {
-            LionConfig c = new LionConfig(lr * groups.lrScales().get(i), spec.beta1(), spec.beta2(),
-                    spec.weightDecay());
-            ops.lion(params, grads, m, groups.ranges().get(i), c, gradScale);
-        }
-    }
-
-    @Override
-    public Map<String, MemorySegment> state() {
-        Map<String, MemorySegment> s = new LinkedHashMap<>();
-        s.put("m", m);
-        return s;
+    void update(List<AdamWRange> ranges, float lr, int t, float gradScale) {
+        ops.lion(params, grads, buffer("m"), ranges, new LionConfig(lr, spec.beta1(), spec.beta2(), spec.weightDecay()),
+                gradScale);
     }
 
     @Override
     public String describe() {
         return "Lion(beta1=" + spec.beta1() + ", beta2=" + spec.beta2() + ", weight_decay=" + spec.weightDecay() + ")";
-    }
-
-    @Override
-    public void close() {
-        arena.close();
     }
 }

@@ -1,12 +1,11 @@
 package io.accel4j.optim;
 
-import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.core.ops.SgdConfig;
 import io.accel4j.nn.ParameterTable;
 import java.lang.foreign.MemorySegment;
-import java.util.LinkedHashMap;
-import java.util.Map;
+import java.util.List;
 
 /**
  * SGD with momentum, PyTorch's semantics, the backend's fused kernel ({@link io.accel4j.core.ops.OptimizerOps#sgd}):
@@ -14,7 +13,7 @@ import java.util.Map;
  * {@code μ·buf + (1 − τ)·g} after, the step {@code d = buf}, or {@code g + μ·buf} with Nesterov; {@code p −= lr·d}.
  * Without momentum it keeps no state.
  */
-public final class Sgd implements Optimizer {
+public final class Sgd extends FusedOptimizer {
 
     /**
      * SGD's hyperparameters ({@code lr} is the schedule's).
@@ -48,54 +47,22 @@ public final class Sgd implements Optimizer {
     }
 
     private final Spec spec;
-    private final Ops ops;
-    private final MemorySegment params;
-    private final MemorySegment grads;
-    private final DeviceArena arena;
-    private final MemorySegment buf;
-    private final Groups groups;
 
     private Sgd(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
+        super(ops, groups, params, grads, length, spec.momentum() == 0 ? new String[0] : new String[] {"momentum"});
         this.spec = spec;
-        this.ops = ops;
-        this.params = params;
-        this.grads = grads;
-        this.groups = groups;
-        this.arena = ops.memory().arena();
-        try {
-            this.buf = spec.momentum() == 0 ? MemorySegment.NULL : arena.allocate(length * Float.BYTES);
-        } catch (RuntimeException | OutOfMemoryError e) {
-            arena.close();
-            throw e;
-        }
     }
 
     @Override
-    public void step(int t, float lr, float gradScale) {
-        for (int i = 0; i < groups.lrScales().size(); i++) {
-            SgdConfig c = new SgdConfig(lr * groups.lrScales().get(i), spec.momentum(), spec.dampening(),
-                    spec.weightDecay(), spec.nesterov());
-            ops.sgd(params, grads, buf, groups.ranges().get(i), c, t, gradScale);
-        }
-    }
-
-    @Override
-    public Map<String, MemorySegment> state() {
-        Map<String, MemorySegment> s = new LinkedHashMap<>();
-        if (spec.momentum() != 0) {
-            s.put("momentum", buf);
-        }
-        return s;
+    void update(List<AdamWRange> ranges, float lr, int t, float gradScale) {
+        SgdConfig c = new SgdConfig(lr, spec.momentum(), spec.dampening(), spec.weightDecay(), spec.nesterov());
+        MemorySegment buf = spec.momentum() == 0 ? MemorySegment.NULL : buffer("momentum");
+        ops.sgd(params, grads, buf, ranges, c, t, gradScale);
     }
 
     @Override
     public String describe() {
         return "SGD(momentum=" + spec.momentum() + ", dampening=" + spec.dampening() + ", weight_decay="
                 + spec.weightDecay() + (spec.nesterov() ? ", nesterov" : "") + ")";
-    }
-
-    @Override
-    public void close() {
-        arena.close();
     }
 }
