@@ -77,7 +77,8 @@ public final class SampleCommand implements Callable<Integer> {
         for (int i = 0; i < promptBytes.length; i++) {
             promptTokens[i] = promptBytes[i] & 0xFF;
         }
-        int nThreads = threads != null ? threads : Parallel.defaultThreads();
+        Integer capped = io.accel4j.cli.Threads.cap(threads, spec.commandLine().getErr());
+        int nThreads = capped != null ? capped : Parallel.defaultThreads();
         PrintWriter out = spec.commandLine().getOut();
         try (Parallel pool = new Parallel(nThreads);
              Gpt2 gpt = load(new CpuOps(pool));
@@ -94,7 +95,8 @@ public final class SampleCommand implements Callable<Integer> {
             out.println(prompt + decode(generated));
             out.flush();
         } catch (IOException e) {
-            throw new CliException("cannot read the model " + model + ": " + e.getMessage(), e);
+            throw new CliException("cannot read the model " + model + ": " + io.accel4j.cli.IoMessages.describe(e,
+                    model), e);
         }
         return 0;
     }
@@ -119,6 +121,10 @@ public final class SampleCommand implements Callable<Integer> {
     }
 
     private void checkOptions() {
+        if (Files.isDirectory(model)) {
+            throw usage("--model " + model + " is a directory, not an llm.c model file (e.g. a run directory's "
+                    + "model_NNNNNNNN.bin)");
+        }
         if (!Files.isRegularFile(model)) {
             throw usage("--model " + model + " is not an existing file");
         }
