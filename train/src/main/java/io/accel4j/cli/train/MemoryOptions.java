@@ -11,8 +11,6 @@ import io.accel4j.train.model.Recompute;
 import java.io.PrintWriter;
 import java.util.Locale;
 import java.util.function.Function;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.TypeConversionException;
@@ -106,23 +104,7 @@ final class MemoryOptions {
 
     /** Parses {@code 123}, {@code 64k}, {@code 512M}, {@code 1.5g}, {@code 2GiB}, {@code 3gb}: powers of 1024. */
     static long parseBytes(String s) {
-        Matcher m = Pattern.compile("(\\d+(?:\\.\\d+)?)\\s*([kmgt]?)(?:i?b)?").matcher(s.trim().toLowerCase(Locale.ROOT));
-        if (!m.matches()) {
-            throw new IllegalArgumentException("'" + s + "' is not a size: a number with an optional unit k, m, g, "
-                    + "t (e.g. 512m, 1.5g)");
-        }
-        int shift = switch (m.group(2)) {
-            case "k" -> 10;
-            case "m" -> 20;
-            case "g" -> 30;
-            case "t" -> 40;
-            default -> 0;
-        };
-        double bytes = Double.parseDouble(m.group(1)) * (1L << shift);
-        if (!(bytes >= 1) || bytes >= 0x1p62) {
-            throw new IllegalArgumentException("'" + s + "' is not a usable size: between 1 byte and 4 EiB");
-        }
-        return (long) bytes;
+        return io.accel4j.cli.MemoryCheck.parseBytes(s);
     }
 
     /** {@link #parseBytes}, for picocli. */

@@ -2,6 +2,7 @@ package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
 import io.accel4j.cli.IoMessages;
+import io.accel4j.cli.MemoryCheck;
 import io.accel4j.cli.Threads;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
@@ -13,6 +14,7 @@ import io.accel4j.cuda.Cuda;
 import io.accel4j.kernels.GpuMatmul;
 import io.accel4j.train.profile.ProfileReport;
 import io.accel4j.train.profile.ProfilingOps;
+import io.accel4j.train.MemoryPlan;
 import io.accel4j.train.Precision;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
@@ -252,6 +254,9 @@ public final class TrainCommand implements Callable<Integer> {
         PrintWriter w = spec.commandLine().getOut();
         PrintWriter leadOut = launch.lead() ? w : new PrintWriter(Writer.nullWriter());
         TrainConfig cfg = memory.choose(asked, modelConfig, worldRanks, leadOut, this::usage);
+        if (device != Backend.Device.CUDA) {
+            checkMemory(cfg, modelConfig, modelFile, launch.mpi() ? 1 : ranks, worldRanks);
+        }
         int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
         if (launch.lead()) {
             memory.trial(cfg, modelConfig, worldRanks, launch.mpi() ? nThreads : Math.max(1, nThreads / ranks), w);
@@ -317,6 +322,41 @@ public final class TrainCommand implements Callable<Integer> {
                     return null;
                 });
             }
+        }
+    }
+
+    /**
+     * Refuses, with one line, a run whose memory plan ({@link MemoryPlan}: every rank in this process, plus the model
+     * file read beside the model when one is loaded) is more than this process can have ({@link MemoryCheck}).
+     */
+    private void checkMemory(TrainConfig cfg, GptConfig model, Path modelFile, int localRanks, int worldRanks) {
+        List<MemoryCheck.Part> parts = new ArrayList<>();
+        try {
+            MemoryPlan p = MemoryPlan.of(model, cfg.batch(), cfg.seq(), memory.recompute, cfg.zeroStage(),
+                    worldRanks);
+            parts.add(new MemoryCheck.Part("parameters", times(p.parameters(), localRanks)));
+            parts.add(new MemoryCheck.Part("gradients", times(p.gradients(), localRanks)));
+            parts.add(new MemoryCheck.Part("AdamW state", times(p.optimizer(), localRanks)));
+            parts.add(new MemoryCheck.Part("ZeRO working buffers", times(p.working(), localRanks)));
+            parts.add(new MemoryCheck.Part("activations", times(Math.addExact(p.activations(), p.batch()),
+                    localRanks)));
+        } catch (ArithmeticException e) {
+            parts.add(new MemoryCheck.Part("activations", Long.MAX_VALUE));
+        }
+        if (modelFile != null) {
+            parts.add(new MemoryCheck.Part("the model file read", times(model.parameterCount() * Float.BYTES,
+                    localRanks)));
+        }
+        MemoryCheck.require("this run" + (localRanks > 1 ? " (" + localRanks + " ranks in this process)" : "")
+                + " at --batch " + cfg.batch() + " --seq " + cfg.seq(), parts, "a smaller --batch or --seq, "
+                + "--recompute layer, --find-batch-size --memory-budget SIZE, or a smaller model");
+    }
+
+    private static long times(long bytes, int n) {
+        try {
+            return Math.multiplyExact(bytes, n);
+        } catch (ArithmeticException e) {
+            return Long.MAX_VALUE;
         }
     }
 
