@@ -149,14 +149,18 @@ final class RunConfig {
             return Map.of();
         }
         ParseResult pr = spec.commandLine().getParseResult();
-        Map<String, String> restored = new LinkedHashMap<>();
+        Map<String, String> known = new LinkedHashMap<>();
         for (Map.Entry<String, String> e : saved.entrySet()) {
+            if (spec.findOption(e.getKey()) != null && !NOT_SAVED.contains(e.getKey()) && e.getKey().startsWith("--")) {
+                known.put(e.getKey(), e.getValue()); // others: flags of another version, nothing to restore
+            }
+        }
+        Map<String, Object> values = typed(spec, dir.resolve(FILE), known);
+        Map<String, String> restored = new LinkedHashMap<>();
+        for (Map.Entry<String, String> e : known.entrySet()) {
             String name = e.getKey();
             OptionSpec o = spec.findOption(name);
-            if (o == null || NOT_SAVED.contains(name) || !name.startsWith("--")) {
-                continue; // a flag of another version: nothing to restore
-            }
-            Object value = typed(dir.resolve(FILE), name, e.getValue());
+            Object value = values.get(name);
             if (pr.hasMatchedOption(name)) {
                 if (!MAY_CHANGE.contains(name) && !same(o.getValue(), value)) {
                     String given = o.arity().max() == 0 ? String.valueOf(o.<Object>getValue())
@@ -182,19 +186,42 @@ final class RunConfig {
         return restored;
     }
 
-    /** The value picocli makes of {@code name value} for {@code train} (a fresh command, so nothing else changes). */
-    private static Object typed(Path file, String name, String value) throws FileFormatException {
+    /**
+     * The values picocli makes of the saved flags for {@code train}, parsed together into a fresh command (so nothing
+     * else changes); when that fails, flag by flag to name the one at fault.
+     */
+    private static Map<String, Object> typed(CommandSpec spec, Path file, Map<String, String> saved)
+            throws FileFormatException {
+        List<String> args = new java.util.ArrayList<>();
+        saved.forEach((name, value) -> args.addAll(args(spec, name, value)));
         CommandLine fresh = new CommandLine(new TrainCommand());
-        OptionSpec o = fresh.getCommandSpec().findOption(name);
-        String[] args = o.arity().max() == 0 ? (Boolean.parseBoolean(value) ? new String[] {name} : new String[0])
-                : new String[] {name, value};
         try {
-            fresh.parseArgs(args);
+            fresh.parseArgs(args.toArray(String[]::new));
         } catch (ParameterException ex) {
-            throw new FileFormatException(file, name, "is '" + value + "', which " + name + " does not take ("
-                    + ex.getMessage() + "): the file is corrupt");
+            for (Map.Entry<String, String> e : saved.entrySet()) {
+                try {
+                    new CommandLine(new TrainCommand()).parseArgs(args(spec, e.getKey(), e.getValue())
+                            .toArray(String[]::new));
+                } catch (ParameterException one) {
+                    throw new FileFormatException(file, e.getKey(), "is '" + e.getValue() + "', which " + e.getKey()
+                            + " does not take (" + one.getMessage() + "): the file is corrupt");
+                }
+            }
+            throw new FileFormatException(file, "contents", "do not parse together (" + ex.getMessage() + "): the "
+                    + "file is corrupt");
         }
-        return o.getValue();
+        Map<String, Object> values = new LinkedHashMap<>();
+        for (String name : saved.keySet()) {
+            values.put(name, fresh.getCommandSpec().findOption(name).getValue());
+        }
+        return values;
+    }
+
+    /** The arguments that set {@code name} to {@code value}: a flag without a value only when true. */
+    private static List<String> args(CommandSpec spec, String name, String value) {
+        OptionSpec o = spec.findOption(name);
+        return o.arity().max() == 0 ? (Boolean.parseBoolean(value) ? List.of(name) : List.of())
+                : List.of(name, value);
     }
 
     private static boolean same(Object a, Object b) {
