@@ -42,16 +42,16 @@ public final class MemoryCheck {
         String limit = System.getProperty(LIMIT_PROPERTY);
         if (limit != null && !limit.isBlank()) {
             try {
-                return new Available(parseBytes(limit), "-D" + LIMIT_PROPERTY + " is");
+                return new Available(parseBytes(limit), "-D" + LIMIT_PROPERTY + " allows %s");
             } catch (IllegalArgumentException e) {
                 throw new CliException("-D" + LIMIT_PROPERTY + "=" + limit + ": " + e.getMessage());
             }
         }
         long machine = meminfoAvailable();
-        Available a = new Available(machine >= 0 ? machine : osFree(), "this machine has");
+        Available a = new Available(machine >= 0 ? machine : osFree(), "this machine has %s available");
         long container = cgroupLeft();
         if (container >= 0 && container < a.bytes()) {
-            a = new Available(container, "the container's memory limit leaves");
+            a = new Available(container, "the container's memory limit leaves %s");
         }
         return a;
     }
@@ -68,7 +68,8 @@ public final class MemoryCheck {
         require(what, parts, hint, available());
     }
 
-    static void require(String what, List<Part> parts, String hint, Available available) {
+    /** {@link #require(String, List, String)} against {@code available} (e.g. a GPU's memory). */
+    public static void require(String what, List<Part> parts, String hint, Available available) {
         long total = 0;
         boolean overflow = false;
         List<String> named = new ArrayList<>();
@@ -85,8 +86,8 @@ public final class MemoryCheck {
         }
         if (overflow || total > available.bytes()) {
             throw new CliException(what + " needs " + (overflow ? "more than 8 EiB" : size(total)) + " ("
-                    + String.join(", ", named) + "), " + available.source() + " " + size(available.bytes())
-                    + " available; try " + hint);
+                    + String.join(", ", named) + "), " + String.format(Locale.ROOT, available.source(),
+                    size(available.bytes())) + "; try " + hint);
         }
     }
 

@@ -8,6 +8,6 @@ public final class MemoryCheckAccess {
     private MemoryCheckAccess() {}
 
     public static void require(List<MemoryCheck.Part> parts, long available) {
-        MemoryCheck.require("x", parts, "y", new MemoryCheck.Available(available, "this machine has"));
+        MemoryCheck.require("x", parts, "y", new MemoryCheck.Available(available, "this machine has %s available"));
     }
 }

@@ -256,6 +256,8 @@ public final class TrainCommand implements Callable<Integer> {
         TrainConfig cfg = memory.choose(asked, modelConfig, worldRanks, leadOut, this::usage);
         if (device != Backend.Device.CUDA) {
             checkMemory(cfg, modelConfig, modelFile, launch.mpi() ? 1 : ranks, worldRanks);
+        } else if (Cuda.probe() instanceof io.accel4j.cuda.CudaProbe.Ready gpu) {
+            checkGpuMemory(planParts(cfg, modelConfig, null, 1, worldRanks), cfg, gpu);
         }
         int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
         if (launch.lead()) {
@@ -330,6 +332,28 @@ public final class TrainCommand implements Callable<Integer> {
      * file read beside the model when one is loaded) is more than this process can have ({@link MemoryCheck}).
      */
     private void checkMemory(TrainConfig cfg, GptConfig model, Path modelFile, int localRanks, int worldRanks) {
+        MemoryCheck.require("this run" + (localRanks > 1 ? " (" + localRanks + " ranks in this process)" : "")
+                + " at --batch " + cfg.batch() + " --seq " + cfg.seq(), planParts(cfg, model, modelFile, localRanks,
+                worldRanks), HINT);
+    }
+
+    private static final String HINT = "a smaller --batch or --seq, --recompute layer, --find-batch-size "
+            + "--memory-budget SIZE, or a smaller model";
+
+    /**
+     * With --device cuda: refuses, with one line, a rank whose plan is more than its GPU's memory (the probe's total
+     * of device 0; what other processes hold there is not known before the context is made, so this is the bound
+     * that can be checked before anything is written).
+     */
+    static void checkGpuMemory(List<MemoryCheck.Part> parts, TrainConfig cfg, io.accel4j.cuda.CudaProbe.Ready gpu) {
+        MemoryCheck.require("each rank at --batch " + cfg.batch() + " --seq " + cfg.seq() + " on the GPU", parts,
+                HINT, new MemoryCheck.Available(gpu.totalMemory(), "GPU 0 (" + gpu.deviceName().replace("%", "%%")
+                        + ") has %s in all"));
+    }
+
+    /** The plan's parts for {@code localRanks} ranks, and the model file read beside the model when one is loaded. */
+    private List<MemoryCheck.Part> planParts(TrainConfig cfg, GptConfig model, Path modelFile, int localRanks,
+                                             int worldRanks) {
         List<MemoryCheck.Part> parts = new ArrayList<>();
         try {
             MemoryPlan p = MemoryPlan.of(model, cfg.batch(), cfg.seq(), memory.recompute, cfg.zeroStage(),
@@ -347,9 +371,7 @@ public final class TrainCommand implements Callable<Integer> {
             parts.add(new MemoryCheck.Part("the model file read", times(model.parameterCount() * Float.BYTES,
                     localRanks)));
         }
-        MemoryCheck.require("this run" + (localRanks > 1 ? " (" + localRanks + " ranks in this process)" : "")
-                + " at --batch " + cfg.batch() + " --seq " + cfg.seq(), parts, "a smaller --batch or --seq, "
-                + "--recompute layer, --find-batch-size --memory-budget SIZE, or a smaller model");
+        return parts;
     }
 
     private static long times(long bytes, int n) {
