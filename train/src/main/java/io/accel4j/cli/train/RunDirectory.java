@@ -25,10 +25,11 @@ import java.util.regex.Pattern;
  */
 final class RunDirectory {
 
-    /** {@link AtomicWrite}'s temporary files of a checkpoint's three files: {@code .NAME.HEX.tmp}. */
+    /** {@link AtomicWrite}'s temporary files ({@code .NAME.HEX.tmp}) of the files a run writes in its directory. */
     private static final Pattern LEFTOVER = Pattern.compile(
             "\\.(?:(?:model|state)_\\d+\\.bin|" + Pattern.quote(CheckpointFiles.POINTER) + "|"
-                    + Pattern.quote(RunConfig.FILE) + "|metrics\\.jsonl)\\.-?[0-9a-f]+\\.tmp");
+                    + Pattern.quote(RunConfig.FILE) + "|metrics\\.jsonl|train\\.bin|val\\.bin|loss\\.png)"
+                    + "(?:\\.[0-9a-f]+)?\\.tmp");
 
     private final Path dir;
     private final boolean created;

@@ -125,6 +125,8 @@ class TrainCommandRunDirectoryTest {
         // latest): its temporary files and the records after the checkpoint
         Files.writeString(dir.resolve(".model_00000006.bin.3f2a9c.tmp"), "partial");
         Files.writeString(dir.resolve(".checkpoint.properties.77e1.tmp"), "partial");
+        Files.writeString(dir.resolve(".train.bin.0badc0de.tmp"), "partial");
+        Files.writeString(dir.resolve(".loss.png.tmp"), "partial");
         Path metrics = dir.resolve("metrics.jsonl");
         List<String> lines = new ArrayList<>(Files.readAllLines(metrics));
         lines.add(lines.get(3).replace("{\"step\":3,", "{\"step\":4,"));
@@ -134,8 +136,9 @@ class TrainCommandRunDirectoryTest {
 
         Result resumed = run(args("--resume", dir, "--steps", "6", QUIET));
         assertThat(resumed.code()).as(resumed.err()).isZero();
-        assertThat(resumed.out()).contains("removed 2 temporary files an interrupted save left in " + dir
-                + ": .checkpoint.properties.77e1.tmp, .model_00000006.bin.3f2a9c.tmp");
+        assertThat(resumed.out()).contains("removed 4 temporary files an interrupted save left in " + dir
+                + ": .checkpoint.properties.77e1.tmp, .loss.png.tmp, .model_00000006.bin.3f2a9c.tmp, "
+                + ".train.bin.0badc0de.tmp");
         assertThat(names(dir)).noneMatch(n -> n.endsWith(".tmp"));
         assertThat(Files.readAllLines(metrics).stream().map(l -> l.replaceAll("^\\{\"step\":(\\d+),.*", "$1"))
                 .toList()).as("each step once").containsExactly("0", "1", "2", "3", "4", "5", "6");
