@@ -1,6 +1,7 @@
 package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
+import io.accel4j.cli.MemoryCheck;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.BatchSizeFinder;
@@ -9,6 +10,8 @@ import io.accel4j.train.TrainConfig;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import java.io.PrintWriter;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.function.Function;
 import picocli.CommandLine.ITypeConverter;
@@ -17,7 +20,7 @@ import picocli.CommandLine.TypeConversionException;
 
 /**
  * {@code train}'s memory options: activation checkpointing, and the batch size found from a memory budget
- * ({@link BatchSizeFinder}).
+ * ({@link BatchSizeFinder}); and the refusal of a plan larger than the machine or the GPU ({@link MemoryCheck}).
  */
 final class MemoryOptions {
 
@@ -96,6 +99,62 @@ final class MemoryOptions {
         }
         w.printf(Locale.ROOT, "trial step at --batch %d: %.1f MiB allocated, as planned; %.0f ms%n", cfg.batch(),
                 allocated / 1048576.0, (System.nanoTime() - t0) / 1e6);
+    }
+
+    /**
+     * Refuses, with one line, a run whose memory plan ({@link MemoryPlan}: every rank on this machine — in this process,
+     * or mpirun's local ranks, which share its memory —, plus the model file read beside the model when one is loaded)
+     * is more than this machine can give ({@link MemoryCheck}).
+     */
+    void checkHost(TrainConfig cfg, GptConfig model, boolean loadsFile, int localRanks, int worldRanks) {
+        MemoryCheck.require("this run" + (localRanks > 1 ? " (" + localRanks + " ranks on this machine)" : "")
+                + " at --batch " + cfg.batch() + " --seq " + cfg.seq(), planParts(cfg, model, loadsFile, localRanks,
+                worldRanks), HINT);
+    }
+
+    private static final String HINT = "a smaller --batch or --seq, --recompute layer, --find-batch-size "
+            + "--memory-budget SIZE, or a smaller model";
+
+    /**
+     * With --device cuda: refuses, with one line, a rank whose plan is more than its GPU's memory (the probe's total
+     * of device 0; what other processes hold there is not known before the context is made, so this is the bound
+     * that can be checked before anything is written).
+     */
+    static void checkGpu(List<MemoryCheck.Part> parts, TrainConfig cfg, io.accel4j.cuda.CudaProbe.Ready gpu) {
+        MemoryCheck.require("each rank at --batch " + cfg.batch() + " --seq " + cfg.seq() + " on the GPU", parts,
+                HINT, new MemoryCheck.Available(gpu.totalMemory(), "GPU 0 (" + gpu.deviceName().replace("%", "%%")
+                        + ") has %s in all"));
+    }
+
+    /** The plan's parts for {@code localRanks} ranks, and the model file read beside the model when one is loaded. */
+    List<MemoryCheck.Part> planParts(TrainConfig cfg, GptConfig model, boolean loadsFile, int localRanks,
+                                     int worldRanks) {
+        List<MemoryCheck.Part> parts = new ArrayList<>();
+        try {
+            MemoryPlan p = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(),
+                    worldRanks);
+            parts.add(new MemoryCheck.Part("parameters", times(p.parameters(), localRanks)));
+            parts.add(new MemoryCheck.Part("gradients", times(p.gradients(), localRanks)));
+            parts.add(new MemoryCheck.Part("AdamW state", times(p.optimizer(), localRanks)));
+            parts.add(new MemoryCheck.Part("ZeRO working buffers", times(p.working(), localRanks)));
+            parts.add(new MemoryCheck.Part("activations", times(Math.addExact(p.activations(), p.batch()),
+                    localRanks)));
+        } catch (ArithmeticException e) {
+            parts.add(new MemoryCheck.Part("activations", Long.MAX_VALUE));
+        }
+        if (loadsFile) {
+            parts.add(new MemoryCheck.Part("the model file read", times(model.parameterCount() * Float.BYTES,
+                    localRanks)));
+        }
+        return parts;
+    }
+
+    private static long times(long bytes, int n) {
+        try {
+            return Math.multiplyExact(bytes, n);
+        } catch (ArithmeticException e) {
+            return Long.MAX_VALUE;
+        }
     }
 
     private static String indent(String lines) {

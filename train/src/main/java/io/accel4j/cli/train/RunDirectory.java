@@ -220,4 +220,49 @@ final class RunDirectory {
         java.util.regex.Matcher m = Pattern.compile("^\\{\"step\":(\\d{1,9})[,}]").matcher(line);
         return m.find() ? Integer.parseInt(m.group(1)) : -1;
     }
+
+    /** One metrics record, flushed; a failure names the file, the step and the last complete checkpoint. */
+    static void record(java.io.BufferedWriter json, io.accel4j.train.StepMetrics m, Path metrics, io.accel4j.train.Trainer trainer, Path dir,
+                              int lastSaved) {
+        try {
+            json.write(m.toJson());
+            json.newLine();
+            json.flush();
+        } catch (IOException e) {
+            throw new CliException((IoMessages.diskFull(e) ? "disk full while writing " : "cannot write ") + metrics
+                    + " at step " + trainer.step() + ": " + IoMessages.describe(e, metrics) + "; "
+                    + lastCheckpoint(dir, lastSaved), e);
+        }
+    }
+
+    /** {@link Trainer#save}, whose failure names the step, the problem and the last complete checkpoint. */
+    static Path save(io.accel4j.train.Trainer trainer, Path dir, int[] lastSaved) {
+        try {
+            Path model = trainer.save(dir);
+            lastSaved[0] = trainer.step();
+            return model;
+        } catch (IOException e) {
+            throw new CliException((IoMessages.diskFull(e) ? "disk full while writing the checkpoint of step "
+                    : "cannot write the checkpoint of step ") + trainer.step() + " in " + dir + ": "
+                    + IoMessages.describe(e) + "; " + lastCheckpoint(dir, lastSaved[0]), e);
+        }
+    }
+
+    private static String lastCheckpoint(Path dir, int step) {
+        return step >= 0 ? "the last complete checkpoint is step " + step + " (--resume " + dir + " continues from it)"
+                : "no checkpoint of this run was written yet";
+    }
+
+    /** The metrics records among {@code lines} (other lines are the user's and skipped). */
+    static List<io.accel4j.train.StepMetrics> parse(List<String> lines) {
+        List<io.accel4j.train.StepMetrics> records = new ArrayList<>();
+        for (String line : lines) {
+            try {
+                records.add(io.accel4j.train.StepMetrics.fromJson(line));
+            } catch (IllegalArgumentException e) {
+                // not one of ours
+            }
+        }
+        return records;
+    }
 }

@@ -2,7 +2,6 @@ package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
 import io.accel4j.cli.IoMessages;
-import io.accel4j.cli.MemoryCheck;
 import io.accel4j.cli.Threads;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
@@ -14,7 +13,6 @@ import io.accel4j.cuda.Cuda;
 import io.accel4j.kernels.GpuMatmul;
 import io.accel4j.train.profile.ProfileReport;
 import io.accel4j.train.profile.ProfilingOps;
-import io.accel4j.train.MemoryPlan;
 import io.accel4j.train.Precision;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
@@ -255,9 +253,9 @@ public final class TrainCommand implements Callable<Integer> {
         PrintWriter leadOut = launch.lead() ? w : new PrintWriter(Writer.nullWriter());
         TrainConfig cfg = memory.choose(asked, modelConfig, worldRanks, leadOut, this::usage);
         if (device != Backend.Device.CUDA) {
-            checkMemory(cfg, modelConfig, modelFile, launch.mpi() ? 1 : ranks, worldRanks);
+            memory.checkHost(cfg, modelConfig, modelFile != null, launch.gpusNeeded(ranks), worldRanks);
         } else if (Cuda.probe() instanceof io.accel4j.cuda.CudaProbe.Ready gpu) {
-            checkGpuMemory(planParts(cfg, modelConfig, null, 1, worldRanks), cfg, gpu);
+            MemoryOptions.checkGpu(memory.planParts(cfg, modelConfig, false, 1, worldRanks), cfg, gpu);
         }
         int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
         if (launch.lead()) {
@@ -299,7 +297,7 @@ public final class TrainCommand implements Callable<Integer> {
         if (trainData == null) {
             trainPath = dir.resolve("train.bin");
             valPath = valData != null ? valData : dir.resolve("val.bin");
-            data = launch.lead() ? generate(trainPath, dir.resolve("val.bin"), run, w) : null;
+            data = launch.lead() ? GeneratedData.write(seed, trainPath, dir.resolve("val.bin"), run, w) : null;
         }
         if (world != null) {
             world.barrier(); // rank 0 has created the run directory and written the generated dataset
@@ -324,61 +322,6 @@ public final class TrainCommand implements Callable<Integer> {
                     return null;
                 });
             }
-        }
-    }
-
-    /**
-     * Refuses, with one line, a run whose memory plan ({@link MemoryPlan}: every rank in this process, plus the model
-     * file read beside the model when one is loaded) is more than this process can have ({@link MemoryCheck}).
-     */
-    private void checkMemory(TrainConfig cfg, GptConfig model, Path modelFile, int localRanks, int worldRanks) {
-        MemoryCheck.require("this run" + (localRanks > 1 ? " (" + localRanks + " ranks in this process)" : "")
-                + " at --batch " + cfg.batch() + " --seq " + cfg.seq(), planParts(cfg, model, modelFile, localRanks,
-                worldRanks), HINT);
-    }
-
-    private static final String HINT = "a smaller --batch or --seq, --recompute layer, --find-batch-size "
-            + "--memory-budget SIZE, or a smaller model";
-
-    /**
-     * With --device cuda: refuses, with one line, a rank whose plan is more than its GPU's memory (the probe's total
-     * of device 0; what other processes hold there is not known before the context is made, so this is the bound
-     * that can be checked before anything is written).
-     */
-    static void checkGpuMemory(List<MemoryCheck.Part> parts, TrainConfig cfg, io.accel4j.cuda.CudaProbe.Ready gpu) {
-        MemoryCheck.require("each rank at --batch " + cfg.batch() + " --seq " + cfg.seq() + " on the GPU", parts,
-                HINT, new MemoryCheck.Available(gpu.totalMemory(), "GPU 0 (" + gpu.deviceName().replace("%", "%%")
-                        + ") has %s in all"));
-    }
-
-    /** The plan's parts for {@code localRanks} ranks, and the model file read beside the model when one is loaded. */
-    private List<MemoryCheck.Part> planParts(TrainConfig cfg, GptConfig model, Path modelFile, int localRanks,
-                                             int worldRanks) {
-        List<MemoryCheck.Part> parts = new ArrayList<>();
-        try {
-            MemoryPlan p = MemoryPlan.of(model, cfg.batch(), cfg.seq(), memory.recompute, cfg.zeroStage(),
-                    worldRanks);
-            parts.add(new MemoryCheck.Part("parameters", times(p.parameters(), localRanks)));
-            parts.add(new MemoryCheck.Part("gradients", times(p.gradients(), localRanks)));
-            parts.add(new MemoryCheck.Part("AdamW state", times(p.optimizer(), localRanks)));
-            parts.add(new MemoryCheck.Part("ZeRO working buffers", times(p.working(), localRanks)));
-            parts.add(new MemoryCheck.Part("activations", times(Math.addExact(p.activations(), p.batch()),
-                    localRanks)));
-        } catch (ArithmeticException e) {
-            parts.add(new MemoryCheck.Part("activations", Long.MAX_VALUE));
-        }
-        if (modelFile != null) {
-            parts.add(new MemoryCheck.Part("the model file read", times(model.parameterCount() * Float.BYTES,
-                    localRanks)));
-        }
-        return parts;
-    }
-
-    private static long times(long bytes, int n) {
-        try {
-            return Math.multiplyExact(bytes, n);
-        } catch (ArithmeticException e) {
-            return Long.MAX_VALUE;
         }
     }
 
@@ -607,52 +550,6 @@ public final class TrainCommand implements Callable<Integer> {
         return new ParameterException(spec.commandLine(), msg);
     }
 
-    /**
-     * The generated dataset, written to {@code trainFile} and {@code valFile} unless they already hold it (a resumed
-     * run, or a new one with the same --seed: nothing rewritten, so a resume also works on a nearly full disk).
-     */
-    private DefaultDataset.Splits generate(Path trainFile, Path valFile, RunDirectory run, PrintWriter w) {
-        DefaultDataset.Splits s = DefaultDataset.generate(seed, DEFAULT_TRAIN_TOKENS, DEFAULT_VAL_TOKENS);
-        boolean trainKept = holds(trainFile, s.train()), valKept = holds(valFile, s.val());
-        try {
-            if (!trainKept) {
-                TokenFile.write(trainFile, s.train());
-                run.generated(trainFile);
-            }
-            if (!valKept) {
-                TokenFile.write(valFile, s.val());
-                run.generated(valFile);
-            }
-        } catch (IOException e) {
-            throw new CliException("cannot write the generated dataset: " + message(e), e);
-        }
-        if (trainKept && valKept) {
-            w.printf("the default dataset (two-digit additions, byte tokens, seed %d) is already in %s, %s%n", seed,
-                    trainFile, valFile);
-        } else {
-            w.printf("generated the default dataset (two-digit additions, byte tokens, seed %d): %s, %s%n", seed,
-                    trainFile, valFile);
-        }
-        return s;
-    }
-
-    /** Whether {@code file} is a token file of exactly {@code tokens}. */
-    static boolean holds(Path file, int[] tokens) {
-        if (!Files.isRegularFile(file)) {
-            return false;
-        }
-        try (TokenFile t = TokenFile.open(file)) {
-            if (t.size() != tokens.length) {
-                return false;
-            }
-            int[] have = new int[tokens.length];
-            t.read(0, have, tokens.length);
-            return java.util.Arrays.equals(have, tokens);
-        } catch (IOException | RuntimeException e) {
-            return false; // not a token file, or a different one: written anew
-        }
-    }
-
     private static TokenFile open(Path p, String what) throws IOException {
         try {
             return TokenFile.open(p);
@@ -745,7 +642,7 @@ public final class TrainCommand implements Callable<Integer> {
         }
         // resuming: the records the interrupted run wrote after its checkpoint go, the resumed run writes them again
         List<StepMetrics> history = new ArrayList<>(resume != null
-                ? parse(RunDirectory.truncateMetrics(metrics, trainer.step())) : List.of());
+                ? RunDirectory.parse(RunDirectory.truncateMetrics(metrics, trainer.step())) : List.of());
         int[] lastSaved = {resume != null && dir.equals(resume) ? trainer.step() : -1};
         if (runDir != null) {
             runDir.metrics(metrics);
@@ -756,67 +653,22 @@ public final class TrainCommand implements Callable<Integer> {
             while (!trainer.done()) {
                 StepMetrics m = trainer.trainStep();
                 history.add(m);
-                write(json, m, metrics, trainer, dir, lastSaved[0]);
+                RunDirectory.record(json, m, metrics, trainer, dir, lastSaved[0]);
                 progress.step(m);
                 if (savesAfterStep(trainer)) {
-                    save(trainer, dir, lastSaved);
+                    RunDirectory.save(trainer, dir, lastSaved);
                 }
             }
             double val = trainer.validate();
             if (Double.isFinite(val)) {
                 StepMetrics last = StepMetrics.validationOnly(trainer.step(), val);
                 history.add(last);
-                write(json, last, metrics, trainer, dir, lastSaved[0]);
+                RunDirectory.record(json, last, metrics, trainer, dir, lastSaved[0]);
             }
         }
-        Path model = save(trainer, dir, lastSaved);
+        Path model = RunDirectory.save(trainer, dir, lastSaved);
         progress.done(model, metrics);
         return history;
-    }
-
-    /** One metrics record, flushed; a failure names the file, the step and the last complete checkpoint. */
-    private static void write(BufferedWriter json, StepMetrics m, Path metrics, Trainer trainer, Path dir,
-                              int lastSaved) {
-        try {
-            json.write(m.toJson());
-            json.newLine();
-            json.flush();
-        } catch (IOException e) {
-            throw new CliException((IoMessages.diskFull(e) ? "disk full while writing " : "cannot write ") + metrics
-                    + " at step " + trainer.step() + ": " + IoMessages.describe(e, metrics) + "; "
-                    + lastCheckpoint(dir, lastSaved), e);
-        }
-    }
-
-    /** {@link Trainer#save}, whose failure names the step, the problem and the last complete checkpoint. */
-    private static Path save(Trainer trainer, Path dir, int[] lastSaved) {
-        try {
-            Path model = trainer.save(dir);
-            lastSaved[0] = trainer.step();
-            return model;
-        } catch (IOException e) {
-            throw new CliException((IoMessages.diskFull(e) ? "disk full while writing the checkpoint of step "
-                    : "cannot write the checkpoint of step ") + trainer.step() + " in " + dir + ": "
-                    + IoMessages.describe(e) + "; " + lastCheckpoint(dir, lastSaved[0]), e);
-        }
-    }
-
-    private static String lastCheckpoint(Path dir, int step) {
-        return step >= 0 ? "the last complete checkpoint is step " + step + " (--resume " + dir + " continues from it)"
-                : "no checkpoint of this run was written yet";
-    }
-
-    /** The metrics records among {@code lines} (other lines are the user's and skipped). */
-    private static List<StepMetrics> parse(List<String> lines) {
-        List<StepMetrics> records = new ArrayList<>();
-        for (String line : lines) {
-            try {
-                records.add(StepMetrics.fromJson(line));
-            } catch (IllegalArgumentException e) {
-                // not one of ours
-            }
-        }
-        return records;
     }
 
     /** Whether the run checkpoints after the step just taken (besides the final checkpoint). */

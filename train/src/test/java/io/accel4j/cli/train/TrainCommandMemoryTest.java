@@ -126,10 +126,10 @@ class TrainCommandMemoryTest {
         var gpu = new io.accel4j.cuda.CudaProbe.Ready("Test GPU", 90, 132, 1L << 30, 13000, 1, "libcuda.so.1");
         var cfg = io.accel4j.train.TrainConfig.builder().batch(64).seq(1024).build();
         var parts = List.of(new io.accel4j.cli.MemoryCheck.Part("activations", 2L << 30));
-        assertThatThrownBy(() -> TrainCommand.checkGpuMemory(parts, cfg, gpu)).hasMessage("each rank at --batch 64 "
+        assertThatThrownBy(() -> MemoryOptions.checkGpu(parts, cfg, gpu)).hasMessage("each rank at --batch 64 "
                 + "--seq 1024 on the GPU needs 2.0 GiB (activations 2.0 GiB), GPU 0 (Test GPU) has 1.0 GiB in all; "
                 + "try a smaller --batch or --seq, --recompute layer, --find-batch-size --memory-budget SIZE, or a "
                 + "smaller model");
-        TrainCommand.checkGpuMemory(List.of(new io.accel4j.cli.MemoryCheck.Part("activations", 1L << 29)), cfg, gpu);
+        MemoryOptions.checkGpu(List.of(new io.accel4j.cli.MemoryCheck.Part("activations", 1L << 29)), cfg, gpu);
     }
 }
