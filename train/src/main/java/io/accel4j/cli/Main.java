@@ -33,7 +33,8 @@ import picocli.CommandLine.UnmatchedArgumentException;
         versionProvider = Main.Version.class,
         scope = ScopeType.INHERIT,
         sortOptions = false,
-        description = "Pure-Java GPT-2 training on Vector API CPU kernels (CUDA and collectives are on the way).",
+        description = "Pure-Java GPT-2 training: Vector API CPU kernels, CUDA through Panama (--device cuda), "
+                + "data parallelism in one process, over Open MPI or over NCCL.",
         subcommands = {TrainCommand.class, DoctorCommand.class, BenchCommand.class, PrepareCommand.class,
             SampleCommand.class, CommandLine.HelpCommand.class})
 public final class Main implements Callable<Integer> {
@@ -113,6 +114,8 @@ public final class Main implements Callable<Integer> {
         String msg;
         if (ex instanceof CliException) {
             msg = ex.getMessage();
+        } else if (ex instanceof java.io.IOException || ex instanceof java.io.UncheckedIOException) {
+            msg = IoMessages.describe(ex); // a file the user named or owns: the file and the problem in words
         } else {
             msg = ex.getMessage() != null ? ex.getMessage() : ex.getClass().getSimpleName();
             if (!debug) {

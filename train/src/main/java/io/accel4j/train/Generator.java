@@ -60,6 +60,24 @@ public final class Generator implements AutoCloseable {
      */
     public int[] generate(int[] prompt, int n, float temperature, int topK, long seed, IntConsumer onToken) {
         checkArguments(prompt.length, n, temperature, topK);
+        int[] out = new int[n];
+        int[] count = {0};
+        stream(prompt, n, temperature, topK, seed, t -> {
+            out[count[0]++] = t;
+            onToken.accept(t);
+        });
+        return out;
+    }
+
+    /**
+     * {@link #generate}'s tokens handed to {@code onToken} one by one as they are chosen, holding only the last
+     * {@code maxT} of the context: memory does not grow with {@code n}, so any number of tokens can be streamed.
+     */
+    public void stream(int[] prompt, long n, float temperature, int topK, long seed, IntConsumer onToken) {
+        checkArguments(prompt.length, 0, temperature, topK);
+        if (n < 0) {
+            throw new IllegalArgumentException("the number of tokens must be >= 0, got " + n);
+        }
         int V = model.config().V();
         for (int i = 0; i < prompt.length; i++) {
             if (prompt[i] < 0 || prompt[i] >= V) {
@@ -68,20 +86,24 @@ public final class Generator implements AutoCloseable {
             }
         }
         Mt19937 rng = temperature == 0 ? null : new Mt19937(seed);
-        int[] ctx = Arrays.copyOf(prompt, prompt.length + n);
-        int len = prompt.length;
-        for (int k = 0; k < n; k++) {
-            int T = Math.min(len, model.maxT());
-            MemorySegment.copy(ctx, len - T, inputs, I32, 0, T);
-            model.forward(inputs, null, 1, T);
-            lastLogits(model, T, logits);
+        int maxT = model.maxT();
+        int[] window = new int[maxT];
+        int len = Math.min(prompt.length, maxT);
+        System.arraycopy(prompt, prompt.length - len, window, 0, len);
+        for (long k = 0; k < n; k++) {
+            MemorySegment.copy(window, 0, inputs, I32, 0, len);
+            model.forward(inputs, null, 1, len);
+            lastLogits(model, len, logits);
             int next = rng == null
                     ? argmax(logits, 0, V)
                     : choice.sample(logits, 0, temperature, topK, rng.nextFloat());
-            ctx[len++] = next;
+            if (len == maxT) {
+                System.arraycopy(window, 1, window, 0, maxT - 1);
+                len--;
+            }
+            window[len++] = next;
             onToken.accept(next);
         }
-        return Arrays.copyOfRange(ctx, prompt.length, len);
     }
 
     /**

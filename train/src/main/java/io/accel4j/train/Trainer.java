@@ -32,7 +32,7 @@ import java.util.function.IntConsumer;
  * optimizer moments, step, data position, loss scaler and FP8 scaling state ({@link TrainState},
  * {@code state_NNNNNNNN.bin}), then —
  * the commit point — the small {@value #POINTER} file naming them, each written atomically; older checkpoint files
- * are then removed. {@link #resume} reads them back: the steps that follow give bit for bit the losses an uninterrupted run
+ * are then removed, except those {@link #keepCheckpoints} keeps. {@link #resume} reads them back: the steps that follow give bit for bit the losses an uninterrupted run
  * gives (every kernel is deterministic and independent of the thread count).
  *
  * <p><b>Data parallelism.</b> With a {@link Communicator} of N &gt; 1 ranks, each rank has its own model (initialised
@@ -97,6 +97,7 @@ public final class Trainer implements AutoCloseable {
     private final ModelStates states;
     private final LossScaler scaler;
     private int step;
+    private CheckpointFiles.Retention retention = CheckpointFiles.Retention.LATEST;
     /** {@link #gatherModel} ended the ZeRO-3 run. */
     private boolean gathered;
 
@@ -483,8 +484,13 @@ public final class Trainer implements AutoCloseable {
                     scaler.cleanSteps(), scaler.skippedSteps(),
                     model.fp8() == null ? new byte[0] : model.fp8().encode()), saved.m(), saved.v());
         }
-        files.commit(step);
+        files.commit(step, retention);
         return modelFile;
+    }
+
+    /** Which older checkpoints {@link #save} keeps (default: none, only the latest). */
+    public void keepCheckpoints(CheckpointFiles.Retention r) {
+        retention = java.util.Objects.requireNonNull(r, "retention");
     }
 
     /**

@@ -74,8 +74,8 @@ class MpiTrainE2ETest {
         }
         try (Stream<Path> files = Files.list(viaMpi)) {
             assertThat(files.map(p -> p.getFileName().toString()).sorted().toList()).containsExactly(
-                    "checkpoint.properties", "loss.png", "metrics.jsonl", "model_00000003.bin", "state_00000003.bin",
-                    "train.bin", "val.bin");
+                    "checkpoint.properties", "loss.png", "metrics.jsonl", "model_00000003.bin", "run.properties",
+                    "state_00000003.bin", "train.bin", "val.bin");
         }
     }
 

@@ -1,6 +1,7 @@
 package io.accel4j.cli.prepare;
 
 import io.accel4j.cli.CliException;
+import io.accel4j.cli.IoMessages;
 import io.accel4j.train.data.TokenFile;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -66,8 +67,9 @@ public final class PrepareCommand implements Callable<Integer> {
         }
         long total = trainCount + valCount;
         if (total == 0) {
-            throw new CliException("the text file" + (texts.size() == 1 ? " is" : "s are") + " empty: nothing to "
-                    + "prepare");
+            throw new CliException("the text file" + (texts.size() == 1 ? " " : "s ") + String.join(", ",
+                    texts.stream().map(Path::toString).toList()) + (texts.size() == 1 ? " is" : " are") + " empty: "
+                    + "nothing to prepare");
         }
         if (trainCount + valCount > Integer.MAX_VALUE) {
             throw new CliException("the text files hold " + total + " bytes, more than one token file can take ("
@@ -95,7 +97,7 @@ public final class PrepareCommand implements Callable<Integer> {
                 TokenFile.write(valFile, val.flip());
             }
         } catch (IOException e) {
-            throw new CliException("cannot write the token files in " + out + ": " + message(e), e);
+            throw new CliException("cannot write the token files in " + out + ": " + IoMessages.describe(e, out), e);
         }
         PrintWriter w = spec.commandLine().getOut();
         w.println(String.format(Locale.ROOT, "prepared %d file%s (%,d bytes): %s %,d tokens%s (byte-level, "
@@ -114,7 +116,8 @@ public final class PrepareCommand implements Callable<Integer> {
         } catch (NoSuchFileException e) {
             throw new CliException("the text file " + text + " does not exist", e);
         } catch (IOException | OutOfMemoryError e) {
-            throw new CliException("cannot read the text file " + text + ": " + message(e), e);
+            throw new CliException("cannot read the text file " + text + ": " + (e instanceof OutOfMemoryError
+                    ? "it does not fit in memory (" + message(e) + ")" : IoMessages.describe(e, text)), e);
         }
     }
 

@@ -1,17 +1,21 @@
 package io.accel4j.cli.sample;
 
 import io.accel4j.cli.CliException;
+import io.accel4j.cli.MemoryCheck;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.Generator;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Recompute;
+import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.concurrent.Callable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -77,8 +81,10 @@ public final class SampleCommand implements Callable<Integer> {
         for (int i = 0; i < promptBytes.length; i++) {
             promptTokens[i] = promptBytes[i] & 0xFF;
         }
-        int nThreads = threads != null ? threads : Parallel.defaultThreads();
+        Integer capped = io.accel4j.cli.Threads.cap(threads, spec.commandLine().getErr());
+        int nThreads = capped != null ? capped : Parallel.defaultThreads();
         PrintWriter out = spec.commandLine().getOut();
+        checkMemory();
         try (Parallel pool = new Parallel(nThreads);
              Gpt2 gpt = load(new CpuOps(pool));
              Generator generator = new Generator(gpt)) {
@@ -90,11 +96,16 @@ public final class SampleCommand implements Callable<Integer> {
             LOG.info("sampling {} tokens from {} (L={}, NH={}, C={}, V={}, maxT={}) on {}, {}", tokens, model,
                     c.L(), c.NH(), c.C(), c.V(), c.maxT(), gpt.ops().describe(), temperature == 0 ? "greedy"
                     : "temperature " + temperature + (topK > 0 ? ", top-k " + topK : "") + ", seed " + seed);
-            int[] generated = generator.generate(promptTokens, tokens, temperature, topK, seed);
-            out.println(prompt + decode(generated));
+            out.print(prompt);
+            out.flush();
+            TokenPrinter printer = new TokenPrinter(out);
+            generator.stream(promptTokens, tokens, temperature, topK, seed, printer);
+            printer.finish();
+            out.println();
             out.flush();
         } catch (IOException e) {
-            throw new CliException("cannot read the model " + model + ": " + e.getMessage(), e);
+            throw new CliException("cannot read the model " + model + ": " + io.accel4j.cli.IoMessages.describe(e,
+                    model), e);
         }
         return 0;
     }
@@ -114,11 +125,85 @@ public final class SampleCommand implements Callable<Integer> {
         return sb.append(bytes.toString(StandardCharsets.UTF_8)).toString();
     }
 
+    /**
+     * Refuses, with one line, a model whose loading and sampling buffers do not fit in what this process can have:
+     * the file read (fp32), the model's parameters and gradients, its activations for one sequence of max_seq_len
+     * tokens and the generator's buffers.
+     */
+    private void checkMemory() {
+        GptConfig c;
+        try {
+            c = LlmcCheckpoint.readConfig(model);
+        } catch (IOException e) {
+            throw new CliException("cannot read the model " + model + ": " + io.accel4j.cli.IoMessages.describe(e,
+                    model), e);
+        }
+        long params = c.parameterCount() * Float.BYTES;
+        MemoryCheck.require("sampling from " + model + " (L=" + c.L() + ", C=" + c.C() + ", V=" + c.V() + ", maxT="
+                + c.maxT() + ")", List.of(new MemoryCheck.Part("the model file read", params),
+                        new MemoryCheck.Part("parameters", params), new MemoryCheck.Part("gradients", params),
+                        new MemoryCheck.Part("activations", Gpt2.activationBytes(c, 1, c.maxT(), Recompute.NONE)),
+                        new MemoryCheck.Part("sampling buffers", ((long) c.maxT() + c.V()) * Float.BYTES)),
+                "a smaller model or a machine with more memory");
+    }
+
+    /**
+     * Prints tokens as {@link #decode} does, as they come: bytes decoded as UTF-8 (a sequence split over tokens is
+     * held until it is complete), {@code <id>} for the others; nothing grows with the number of tokens.
+     */
+    static final class TokenPrinter implements java.util.function.IntConsumer {
+        private final PrintWriter out;
+        private final java.nio.charset.CharsetDecoder decoder = StandardCharsets.UTF_8.newDecoder()
+                .onMalformedInput(java.nio.charset.CodingErrorAction.REPLACE)
+                .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPLACE);
+        private final java.nio.ByteBuffer bytes = java.nio.ByteBuffer.allocate(16);
+        private final java.nio.CharBuffer chars = java.nio.CharBuffer.allocate(32);
+
+        TokenPrinter(PrintWriter out) {
+            this.out = out;
+        }
+
+        @Override
+        public void accept(int t) {
+            if (t >= 0 && t < 256) {
+                bytes.put((byte) t);
+                bytes.flip();
+                decoder.decode(bytes, chars, false);
+                bytes.compact();
+                drain();
+            } else {
+                finish();
+                out.print("<" + t + ">");
+            }
+            out.flush();
+        }
+
+        /** Decodes what is held (an incomplete sequence becomes U+FFFD). */
+        void finish() {
+            bytes.flip();
+            decoder.decode(bytes, chars, true);
+            decoder.flush(chars);
+            decoder.reset();
+            bytes.clear();
+            drain();
+        }
+
+        private void drain() {
+            chars.flip();
+            out.append(chars);
+            chars.clear();
+        }
+    }
+
     private Gpt2 load(CpuOps ops) throws IOException {
         return Gpt2.load(model, ops, 1, Integer.MAX_VALUE); // maxT capped at the checkpoint's max_seq_len
     }
 
     private void checkOptions() {
+        if (Files.isDirectory(model)) {
+            throw usage("--model " + model + " is a directory, not an llm.c model file (e.g. a run directory's "
+                    + "model_NNNNNNNN.bin)");
+        }
         if (!Files.isRegularFile(model)) {
             throw usage("--model " + model + " is not an existing file");
         }

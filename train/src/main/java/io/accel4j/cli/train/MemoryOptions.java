@@ -1,6 +1,7 @@
 package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
+import io.accel4j.cli.MemoryCheck;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.BatchSizeFinder;
@@ -9,17 +10,17 @@ import io.accel4j.train.TrainConfig;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import java.io.PrintWriter;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.function.Function;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.TypeConversionException;
 
 /**
  * {@code train}'s memory options: activation checkpointing, and the batch size found from a memory budget
- * ({@link BatchSizeFinder}).
+ * ({@link BatchSizeFinder}); and the refusal of a plan larger than the machine or the GPU ({@link MemoryCheck}).
  */
 final class MemoryOptions {
 
@@ -100,29 +101,69 @@ final class MemoryOptions {
                 allocated / 1048576.0, (System.nanoTime() - t0) / 1e6);
     }
 
+    /**
+     * Refuses, with one line, a run whose memory plan ({@link MemoryPlan}: every rank on this machine — in this process,
+     * or mpirun's local ranks, which share its memory —, plus the model file read beside the model when one is loaded)
+     * is more than this machine can give ({@link MemoryCheck}).
+     */
+    void checkHost(TrainConfig cfg, GptConfig model, boolean loadsFile, int localRanks, int worldRanks) {
+        MemoryCheck.require("this run" + (localRanks > 1 ? " (" + localRanks + " ranks on this machine)" : "")
+                + " at --batch " + cfg.batch() + " --seq " + cfg.seq(), planParts(cfg, model, loadsFile, localRanks,
+                worldRanks), HINT);
+    }
+
+    private static final String HINT = "a smaller --batch or --seq, --recompute layer, --find-batch-size "
+            + "--memory-budget SIZE, or a smaller model";
+
+    /**
+     * With --device cuda: refuses, with one line, a rank whose plan is more than its GPU's memory (the probe's total
+     * of device 0; what other processes hold there is not known before the context is made, so this is the bound
+     * that can be checked before anything is written).
+     */
+    static void checkGpu(List<MemoryCheck.Part> parts, TrainConfig cfg, io.accel4j.cuda.CudaProbe.Ready gpu) {
+        MemoryCheck.require("each rank at --batch " + cfg.batch() + " --seq " + cfg.seq() + " on the GPU", parts,
+                HINT, new MemoryCheck.Available(gpu.totalMemory(), "GPU 0 (" + gpu.deviceName().replace("%", "%%")
+                        + ") has %s in all"));
+    }
+
+    /** The plan's parts for {@code localRanks} ranks, and the model file read beside the model when one is loaded. */
+    List<MemoryCheck.Part> planParts(TrainConfig cfg, GptConfig model, boolean loadsFile, int localRanks,
+                                     int worldRanks) {
+        List<MemoryCheck.Part> parts = new ArrayList<>();
+        try {
+            MemoryPlan p = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(),
+                    worldRanks);
+            parts.add(new MemoryCheck.Part("parameters", times(p.parameters(), localRanks)));
+            parts.add(new MemoryCheck.Part("gradients", times(p.gradients(), localRanks)));
+            parts.add(new MemoryCheck.Part("AdamW state", times(p.optimizer(), localRanks)));
+            parts.add(new MemoryCheck.Part("ZeRO working buffers", times(p.working(), localRanks)));
+            parts.add(new MemoryCheck.Part("activations", times(Math.addExact(p.activations(), p.batch()),
+                    localRanks)));
+        } catch (ArithmeticException e) {
+            parts.add(new MemoryCheck.Part("activations", Long.MAX_VALUE));
+        }
+        if (loadsFile) {
+            parts.add(new MemoryCheck.Part("the model file read", times(model.parameterCount() * Float.BYTES,
+                    localRanks)));
+        }
+        return parts;
+    }
+
+    private static long times(long bytes, int n) {
+        try {
+            return Math.multiplyExact(bytes, n);
+        } catch (ArithmeticException e) {
+            return Long.MAX_VALUE;
+        }
+    }
+
     private static String indent(String lines) {
         return "  " + lines.replace("\n", "\n  ");
     }
 
     /** Parses {@code 123}, {@code 64k}, {@code 512M}, {@code 1.5g}, {@code 2GiB}, {@code 3gb}: powers of 1024. */
     static long parseBytes(String s) {
-        Matcher m = Pattern.compile("(\\d+(?:\\.\\d+)?)\\s*([kmgt]?)(?:i?b)?").matcher(s.trim().toLowerCase(Locale.ROOT));
-        if (!m.matches()) {
-            throw new IllegalArgumentException("'" + s + "' is not a size: a number with an optional unit k, m, g, "
-                    + "t (e.g. 512m, 1.5g)");
-        }
-        int shift = switch (m.group(2)) {
-            case "k" -> 10;
-            case "m" -> 20;
-            case "g" -> 30;
-            case "t" -> 40;
-            default -> 0;
-        };
-        double bytes = Double.parseDouble(m.group(1)) * (1L << shift);
-        if (!(bytes >= 1) || bytes >= 0x1p62) {
-            throw new IllegalArgumentException("'" + s + "' is not a usable size: between 1 byte and 4 EiB");
-        }
-        return (long) bytes;
+        return io.accel4j.cli.MemoryCheck.parseBytes(s);
     }
 
     /** {@link #parseBytes}, for picocli. */

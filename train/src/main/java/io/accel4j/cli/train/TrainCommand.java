@@ -1,6 +1,8 @@
 package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
+import io.accel4j.cli.IoMessages;
+import io.accel4j.cli.Threads;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.collectives.MpiCommunicator;
@@ -15,6 +17,7 @@ import io.accel4j.train.Precision;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.Trainer;
+import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import io.accel4j.train.data.DefaultDataset;
 import io.accel4j.train.data.SampleOrder;
@@ -35,7 +38,7 @@ import java.time.LocalDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Properties;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -133,11 +136,13 @@ public final class TrainCommand implements Callable<Integer> {
     PrecisionOptions precision;
     @Option(names = "--device", paramLabel = "cpu|cuda", defaultValue = "cpu", converter = Backend.Devices.class,
             description = "Where the kernels run: cpu (Vector API), or cuda (the GPU kernels in the GPU's memory, "
-                    + "fp32: device 0 for one rank; with --ranks N GPUs 0..N-1, under mpirun the local rank's GPU, "
+                    + "any --precision: device 0 for one rank; with --ranks N GPUs 0..N-1, under mpirun the local "
+                    + "rank's GPU, "
                     + "the gradients averaged with NCCL; an error when fewer GPUs are usable) "
                     + "(default: ${DEFAULT-VALUE}).")
     Backend.Device device;
-    @Option(names = "--threads", paramLabel = "N", description = "Kernel threads (default: all processors).")
+    @Option(names = "--threads", paramLabel = "N", description = "Kernel threads, at most the processors available "
+            + "(default: all of them).")
     Integer threads;
     @Option(names = "--ranks", paramLabel = "N", defaultValue = "1", description = "Data-parallel ranks in this "
             + "process, each with its own model and --batch sequences per micro-batch, gradients averaged every "
@@ -172,8 +177,22 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--save-every", paramLabel = "N", defaultValue = "0", description = "Checkpoint every N steps "
             + "as well as at the end; 0: only at the end (default: ${DEFAULT-VALUE}).")
     int saveEvery;
-    @Option(names = "--resume", paramLabel = "DIR", description = "Continue the run checkpointed in DIR.")
+    @Option(names = "--keep-checkpoints", paramLabel = "N", defaultValue = "3", description = "Checkpoints kept in "
+            + "the run directory, the newest N; older ones are removed as new ones are written "
+            + "(default: ${DEFAULT-VALUE}).")
+    int keepCheckpoints;
+    @Option(names = "--save-every-keep", paramLabel = "N", defaultValue = "0", description = "Also keep every "
+            + "checkpoint whose step is a multiple of N; 0: none (default: ${DEFAULT-VALUE}).")
+    int saveEveryKeep;
+    @Option(names = "--resume", paramLabel = "DIR", description = "Continue the run checkpointed in DIR, with the "
+            + "flags it was started with (saved in DIR/" + RunConfig.FILE + "). Flags given again must agree, except "
+            + "--steps, --val-every, --val-batches, --val-data, --save-every, --keep-checkpoints, --save-every-keep, "
+            + "--threads, --device, --recompute, --bucket-mb, --zero, --collective-timeout, --metrics-out, --samples and "
+            + "--eval-problems, which may change.")
     Path resume;
+    @Option(names = "--overwrite", description = "Start a new run in an --out directory that holds another run's "
+            + "checkpoint (removed) or metrics (replaced); without it that is an error.")
+    boolean overwrite;
     @Option(names = "--samples", paramLabel = "N", defaultValue = "5", description = "Sample completions to show "
             + "at the end, on the generated dataset (default: ${DEFAULT-VALUE}).")
     int samples;
@@ -181,6 +200,8 @@ public final class TrainCommand implements Callable<Integer> {
             + "the final accuracy is measured on, on the generated dataset (default: ${DEFAULT-VALUE}).")
     int evalProblems;
 
+    /** The run directory of the lead rank, null on the others. */
+    private RunDirectory runDirectory;
     /** What the last {@link #call} produced (for tests). */
     Report.Outcome outcome;
     /** The environment {@link Launch} reads (tests replace it to act as an mpirun rank). */
@@ -188,6 +209,24 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        if (overwrite && resume != null) {
+            throw usage("--overwrite starts a new run: it does not go with --resume");
+        }
+        Map<String, String> restored = Map.of();
+        if (resume != null && Files.isDirectory(resume)) {
+            try {
+                restored = RunConfig.restore(spec, resume, this::usage);
+            } catch (IOException e) {
+                throw new CliException("cannot resume " + resume + ": " + message(e), e);
+            }
+        }
+        if (keepCheckpoints < 1) {
+            throw usage("--keep-checkpoints must be >= 1 (the latest checkpoint is always kept), got "
+                    + keepCheckpoints);
+        }
+        if (saveEveryKeep < 0) {
+            throw usage("--save-every-keep must be >= 0 (0: none), got " + saveEveryKeep);
+        }
         TrainConfig asked = config();
         memory.check(this::usage);
         Launch launch = launch();
@@ -197,8 +236,15 @@ public final class TrainCommand implements Callable<Integer> {
                     + "--ranks 2 or more, or mpirun -np 2 or more");
         }
         checkDevice(launch, asked);
+        checkTokenFile("--train-data", trainData);
+        checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
+        Path runDir = out != null ? out : resume;
+        if (runDir != null && launch.lead()) {
+            RunDirectory.checkNotAnotherRun(runDir, resume != null && runDir.equals(resume), overwrite,
+                    metricsFile(runDir), metricsOut != null ? "--metrics-out " + metricsOut : null, this::usage);
+        }
         checkGpuFp8(modelConfig, asked);
         if (device == Backend.Device.CUDA) {
             Backend.check(device, launch.gpusNeeded(ranks), Cuda::probe, io.accel4j.cuda.CudaLibraries::nccl);
@@ -206,27 +252,52 @@ public final class TrainCommand implements Callable<Integer> {
         PrintWriter w = spec.commandLine().getOut();
         PrintWriter leadOut = launch.lead() ? w : new PrintWriter(Writer.nullWriter());
         TrainConfig cfg = memory.choose(asked, modelConfig, worldRanks, leadOut, this::usage);
-        int nThreads = launch.threads(threads);
+        if (device != Backend.Device.CUDA) {
+            memory.checkHost(cfg, modelConfig, modelFile != null, launch.gpusNeeded(ranks), worldRanks);
+        } else if (Cuda.probe() instanceof io.accel4j.cuda.CudaProbe.Ready gpu) {
+            MemoryOptions.checkGpu(memory.planParts(cfg, modelConfig, false, 1, worldRanks), cfg, gpu);
+        }
+        int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
         if (launch.lead()) {
             memory.trial(cfg, modelConfig, worldRanks, launch.mpi() ? nThreads : Math.max(1, nThreads / ranks), w);
         }
         MpiCommunicator world = launch.mpi() ? launch.connect(timeout()) : null;
         String now = LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss"));
-        Path dir = out != null ? out : resume != null ? resume : Path.of("runs",
-                world == null ? now : Launch.agree(world, now));
+        Path dir = runDir != null ? runDir : Path.of("runs", world == null ? now : Launch.agree(world, now));
+        RunDirectory run = launch.lead() ? RunDirectory.open(dir, overwrite, w) : null;
+        runDirectory = run;
+        boolean succeeded = false;
         try {
-            if (launch.lead()) {
-                Files.createDirectories(dir);
+            if (run != null) {
+                try {
+                    RunConfig.of(spec, restored).with("--batch", cfg.batch()).with("--grad-accum", cfg.gradAccum())
+                            .write(dir);
+                    if (resume == null) {
+                        run.generated(dir.resolve(RunConfig.FILE)); // a new run that fails leaves no flags behind
+                    }
+                } catch (IOException e) {
+                    throw new CliException("cannot save the run's flags in " + dir + ": " + message(e), e);
+                }
             }
-        } catch (IOException e) {
-            throw new CliException("cannot create the run directory " + dir + ": " + e.getMessage(), e);
+            trainIn(dir, run, world, launch, nThreads, cfg, modelFile, modelConfig, w);
+            succeeded = true;
+        } finally {
+            if (!succeeded && run != null) {
+                run.failed();
+            }
         }
+        return 0;
+    }
+
+    /** The run after its directory is set up: the data, then one rank or several. */
+    private void trainIn(Path dir, RunDirectory run, MpiCommunicator world, Launch launch, int nThreads,
+                         TrainConfig cfg, Path modelFile, GptConfig modelConfig, PrintWriter w) {
         DefaultDataset.Splits data = null;
         Path trainPath = trainData, valPath = valData;
         if (trainData == null) {
             trainPath = dir.resolve("train.bin");
             valPath = valData != null ? valData : dir.resolve("val.bin");
-            data = launch.lead() ? generate(trainPath, dir.resolve("val.bin"), w) : null;
+            data = launch.lead() ? GeneratedData.write(seed, trainPath, dir.resolve("val.bin"), run, w) : null;
         }
         if (world != null) {
             world.barrier(); // rank 0 has created the run directory and written the generated dataset
@@ -252,7 +323,11 @@ public final class TrainCommand implements Callable<Integer> {
                 });
             }
         }
-        return 0;
+    }
+
+    /** The metrics file of a run in {@code dir}: --metrics-out, or {@code dir/metrics.jsonl}. */
+    private Path metricsFile(Path dir) {
+        return metricsOut != null ? metricsOut : dir.resolve("metrics.jsonl");
     }
 
     /**
@@ -273,6 +348,7 @@ public final class TrainCommand implements Callable<Integer> {
              TokenFile val = valPath == null ? null : open(valPath, "validation");
              Trainer trainer = new Trainer(gpt, cfg, train, val, nccl != null ? nccl : host)) {
             Communicator comm = nccl != null ? nccl : host;
+            trainer.keepCheckpoints(new CheckpointFiles.Retention(keepCheckpoints, saveEveryKeep));
             w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
                     + " data-parallel ranks " + (host instanceof MpiCommunicator ? "under mpirun (Open MPI)"
                     : "in this process") + (nccl != null ? " over NCCL" : ""))
@@ -315,7 +391,7 @@ public final class TrainCommand implements Callable<Integer> {
             Progress progress = new Progress(w, cfg.steps(), trainer.step());
             int firstStep = trainer.step();
             long start = System.nanoTime();
-            List<StepMetrics> history = run(trainer, dir, progress);
+            List<StepMetrics> history = run(trainer, dir, runDirectory, progress);
             long runNanos = System.nanoTime() - start;
             trainer.gatherModel(true); // ZeRO-3: the report's samples run the model on this rank alone
             // taken before the report, whose sample completions also run the model
@@ -426,6 +502,9 @@ public final class TrainCommand implements Callable<Integer> {
         if (ranks < 1) {
             throw usage("--ranks must be >= 1, got " + ranks);
         }
+        if (seed < 0 || seed > 0xFFFF_FFFFL) {
+            throw usage("--seed must be in [0, 4294967295] (the Mersenne Twister's seed), got " + seed);
+        }
         if (!(bucketMb >= 0) || Double.isInfinite(bucketMb)) {
             throw usage("--bucket-mb must be finite and >= 0, got " + bucketMb);
         }
@@ -444,31 +523,31 @@ public final class TrainCommand implements Callable<Integer> {
         }
     }
 
-    /** The config's field names as the flags the user typed. */
-    private static String flagNames(String msg) {
-        return msg.replace("gradAccum", "--grad-accum").replace("batch ", "--batch ").replace("seq ", "--seq ")
-                .replace("steps ", "--steps ").replace("minLrFraction", "--min-lr-fraction").replace("lr ", "--lr ")
-                .replace("gradClip", "--grad-clip").replace("valEvery", "--val-every")
-                .replace("valBatches", "--val-batches").replace("saveEvery", "--save-every")
-                .replace("warmup", "--warmup").replace("weightDecay", "--weight-decay")
-                .replace("beta1", "--beta1").replace("beta2", "--beta2").replace("eps ", "--eps ");
+    /** {@link TrainConfig}'s field names and the flags that set them. */
+    private static final java.util.Map<String, String> FLAGS = java.util.Map.ofEntries(
+            java.util.Map.entry("batch", "--batch"), java.util.Map.entry("seq", "--seq"),
+            java.util.Map.entry("steps", "--steps"), java.util.Map.entry("gradAccum", "--grad-accum"),
+            java.util.Map.entry("lr", "--lr"), java.util.Map.entry("minLrFraction", "--min-lr-fraction"),
+            java.util.Map.entry("gradClip", "--grad-clip"), java.util.Map.entry("valEvery", "--val-every"),
+            java.util.Map.entry("valBatches", "--val-batches"), java.util.Map.entry("saveEvery", "--save-every"),
+            java.util.Map.entry("warmup", "--warmup"), java.util.Map.entry("weightDecay", "--weight-decay"),
+            java.util.Map.entry("beta1", "--beta1"), java.util.Map.entry("beta2", "--beta2"),
+            java.util.Map.entry("eps", "--eps"), java.util.Map.entry("bucketBytes", "--bucket-mb"),
+            java.util.Map.entry("zeroStage", "--zero"), java.util.Map.entry("seed", "--seed"));
+    /** A whole word of a message that may be one of {@link #FLAGS}' names (not a part of a word). */
+    private static final java.util.regex.Pattern WORD = java.util.regex.Pattern.compile("(?<![\\w-])[A-Za-z]\\w*");
+
+    /**
+     * The config's field names in {@code msg} as the flags the user typed: each whole word that is a field name is
+     * replaced (so "steps" becomes "--steps" and the "eps" inside it stays as it is).
+     */
+    static String flagNames(String msg) {
+        return WORD.matcher(msg).replaceAll(m -> java.util.regex.Matcher.quoteReplacement(
+                FLAGS.getOrDefault(m.group(), m.group())));
     }
 
     private ParameterException usage(String msg) {
         return new ParameterException(spec.commandLine(), msg);
-    }
-
-    private DefaultDataset.Splits generate(Path trainFile, Path valFile, PrintWriter w) {
-        DefaultDataset.Splits s = DefaultDataset.generate(seed, DEFAULT_TRAIN_TOKENS, DEFAULT_VAL_TOKENS);
-        try {
-            TokenFile.write(trainFile, s.train());
-            TokenFile.write(valFile, s.val());
-        } catch (IOException e) {
-            throw new CliException("cannot write the generated dataset: " + message(e), e);
-        }
-        w.printf("generated the default dataset (two-digit additions, byte tokens, seed %d): %s, %s%n", seed,
-                trainFile, valFile);
-        return s;
     }
 
     private static TokenFile open(Path p, String what) throws IOException {
@@ -482,17 +561,18 @@ public final class TrainCommand implements Callable<Integer> {
     /** The model file to start from: the checkpoint's when resuming, --model's; null for a preset. */
     private Path modelFile() {
         if (resume != null) {
-            Properties p = new Properties();
-            Path pointer = resume.resolve(Trainer.POINTER);
-            try (var in = Files.newBufferedReader(pointer, StandardCharsets.UTF_8)) {
-                p.load(in);
+            if (!Files.isDirectory(resume)) {
+                throw usage("--resume " + resume + (Files.exists(resume) ? " is not a directory" : " does not exist")
+                        + ": give the run directory of the run to continue");
+            }
+            try {
+                return CheckpointFiles.latest(resume).model();
             } catch (NoSuchFileException e) {
                 throw new CliException("no checkpoint to resume in " + resume + " (" + Trainer.POINTER
                         + " is missing)", e);
             } catch (IOException e) {
-                throw new CliException("cannot read " + pointer + ": " + message(e), e);
+                throw new CliException("cannot resume " + resume + ": " + message(e), e);
             }
-            return resume.resolve(p.getProperty("model", "model.bin"));
         }
         if (GptConfig.presetNames().contains(model)) {
             return null;
@@ -502,7 +582,25 @@ public final class TrainCommand implements Callable<Integer> {
             throw usage("--model " + model + " is neither a preset (" + String.join(", ", GptConfig.presetNames())
                     + ") nor an existing file");
         }
+        if (Files.isDirectory(file)) {
+            throw usage("--model " + model + " is a directory, not an llm.c model file (to continue a run directory, "
+                    + "use --resume)");
+        }
         return file;
+    }
+
+    /** A token file given by {@code flag}: a usage error unless it is an existing file. */
+    private void checkTokenFile(String flag, Path file) {
+        if (file == null) {
+            return;
+        }
+        if (!Files.exists(file)) {
+            throw usage(flag + " " + file + " does not exist");
+        }
+        if (Files.isDirectory(file)) {
+            throw usage(flag + " " + file + " is a directory, not a token file (e.g. DIR/train.bin from 'accel4j "
+                    + "prepare')");
+        }
     }
 
     /** The model's shape, checked against --seq before anything is written. */
@@ -537,36 +635,39 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /** The training loop with metrics, progress and checkpoints; returns every step's metrics. */
-    private List<StepMetrics> run(Trainer trainer, Path dir, Progress progress) throws IOException {
-        Path metrics = metricsOut != null ? metricsOut : dir.resolve("metrics.jsonl");
+    private List<StepMetrics> run(Trainer trainer, Path dir, RunDirectory runDir, Progress progress)
+            throws IOException {
+        Path metrics = metricsFile(dir);
         if (metrics.toAbsolutePath().getParent() != null) {
             Files.createDirectories(metrics.toAbsolutePath().getParent());
         }
-        List<StepMetrics> history = new ArrayList<>(resume != null ? earlierSteps(metrics, trainer.step())
-                : List.of());
+        // resuming: the records the interrupted run wrote after its checkpoint go, the resumed run writes them again
+        List<StepMetrics> history = new ArrayList<>(resume != null
+                ? RunDirectory.parse(RunDirectory.truncateMetrics(metrics, trainer.step())) : List.of());
+        int[] lastSaved = {resume != null && dir.equals(resume) ? trainer.step() : -1};
+        if (runDir != null) {
+            runDir.metrics(metrics);
+        }
         try (BufferedWriter json = Files.newBufferedWriter(metrics, StandardCharsets.UTF_8, StandardOpenOption.CREATE,
                 resume != null ? StandardOpenOption.APPEND : StandardOpenOption.TRUNCATE_EXISTING,
                 StandardOpenOption.WRITE)) {
             while (!trainer.done()) {
                 StepMetrics m = trainer.trainStep();
                 history.add(m);
-                json.write(m.toJson());
-                json.newLine();
-                json.flush();
+                RunDirectory.record(json, m, metrics, trainer, dir, lastSaved[0]);
                 progress.step(m);
                 if (savesAfterStep(trainer)) {
-                    trainer.save(dir);
+                    RunDirectory.save(trainer, dir, lastSaved);
                 }
             }
             double val = trainer.validate();
             if (Double.isFinite(val)) {
                 StepMetrics last = StepMetrics.validationOnly(trainer.step(), val);
                 history.add(last);
-                json.write(last.toJson());
-                json.newLine();
+                RunDirectory.record(json, last, metrics, trainer, dir, lastSaved[0]);
             }
         }
-        Path model = trainer.save(dir);
+        Path model = RunDirectory.save(trainer, dir, lastSaved);
         progress.done(model, metrics);
         return history;
     }
@@ -599,8 +700,9 @@ public final class TrainCommand implements Callable<Integer> {
         return earlier;
     }
 
+    /** {@code e} in words for the one error line ({@link IoMessages}: the file and the problem). */
     static String message(Throwable e) {
-        return e.getMessage() != null ? e.getMessage() : e.toString();
+        return IoMessages.describe(e);
     }
 
     /** {@code constant|cosine}, case-insensitive. */

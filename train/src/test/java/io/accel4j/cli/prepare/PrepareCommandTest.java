@@ -86,7 +86,7 @@ class PrepareCommandTest {
         Path empty = write("empty.txt", "");
         Result none = run("prepare", "--text", empty.toString(), "--out", out.toString());
         assertThat(none.code()).isEqualTo(1);
-        assertThat(none.err()).isEqualTo("accel4j: error: the text file is empty: nothing to prepare"
+        assertThat(none.err()).isEqualTo("accel4j: error: the text file " + empty + " is empty: nothing to prepare"
                 + System.lineSeparator());
 
         Result tiny = run("prepare", "--text", write("one.txt", "x").toString(), "--out", out.toString());

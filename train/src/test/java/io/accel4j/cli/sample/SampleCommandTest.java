@@ -152,4 +152,62 @@ class SampleCommandTest {
         assertThat(r.code()).isZero();
         assertThat(r.out()).contains("UTF-8 bytes", "<id>", "--top-k", "--temperature", "--seed");
     }
+
+    /**
+     * {@code --tokens 2000000000} streams: the first tokens are printed while generation goes on and nothing of the
+     * size of the request is allocated (it was a 8 GB int[] and a Java-heap OutOfMemoryError); the output stream that
+     * stops it stands for a user's Ctrl-C.
+     */
+    @Test
+    void aHugeTokenCountStreamsItsOutput() {
+        StringWriter seen = new StringWriter(), err = new StringWriter();
+        java.io.Writer stopping = new java.io.Writer() {
+            @Override
+            public void write(char[] c, int off, int len) {
+                seen.write(c, off, len);
+                if (seen.getBuffer().length() > 40) {
+                    throw new IllegalStateException("stopped by the reader after " + seen.getBuffer().length()
+                            + " chars");
+                }
+            }
+
+            @Override
+            public void flush() {}
+
+            @Override
+            public void close() {}
+        };
+        CommandLine cl = Main.commandLine();
+        cl.setOut(new PrintWriter(stopping, false));
+        cl.setErr(new PrintWriter(err, true));
+        int code = cl.execute("sample", "--model", checkpoint.toString(), "--prompt", "ab", "--threads", "1",
+                "--tokens", "2000000000", "--temperature", "0");
+        assertThat(code).isEqualTo(1);
+        assertThat(err.toString()).contains("stopped by the reader").doesNotContain("OutOfMemoryError");
+        assertThat(seen.toString()).startsWith("ab").hasSizeGreaterThan(40);
+    }
+
+    @Test
+    void theStreamingPrinterDecodesAsDecodeDoes() {
+        int[][] cases = {{104, 105}, {0xC3, 0xA9, 300, 0xE2, 0x82}, {0xE2, 0x82, 0xAC, 256, 65}, {0xFF, 66}, {}};
+        for (int[] tokens : cases) {
+            StringWriter w = new StringWriter();
+            SampleCommand.TokenPrinter p = new SampleCommand.TokenPrinter(new PrintWriter(w, true));
+            for (int t : tokens) {
+                p.accept(t);
+            }
+            p.finish();
+            assertThat(w.toString()).as(java.util.Arrays.toString(tokens)).isEqualTo(SampleCommand.decode(tokens));
+        }
+    }
+
+    @Test
+    void aModelLargerThanMemoryIsRefusedInOneLine() throws IOException {
+        Path huge = io.accel4j.cli.HugeModelFile.write(tmp.resolve("huge.bin"));
+        Result r = run("sample", "--model", huge.toString(), "--prompt", "a", "--threads", "1");
+        assertThat(r.code()).isEqualTo(1);
+        assertThat(r.err().lines().toList()).singleElement().asString().startsWith("accel4j: error: sampling from "
+                + huge + " (L=1, C=768, V=100000000, maxT=64) needs ").contains("(the model file read 286.",
+                "available; try a smaller model");
+    }
 }

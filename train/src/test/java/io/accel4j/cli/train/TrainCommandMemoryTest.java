@@ -84,4 +84,52 @@ class TrainCommandMemoryTest {
         return java.util.stream.Stream.concat(java.util.stream.Stream.of(a), java.util.stream.Stream.of(b))
                 .toArray(String[]::new);
     }
+
+    /**
+     * Inputs whose memory plan is more than any machine has are refused in one line before anything is allocated or
+     * written (they ended in an OutOfMemoryError with a stack trace): a huge batch, a huge model file.
+     */
+    @Test
+    void aPlanLargerThanMemoryIsRefusedInOneLine() throws IOException {
+        Path dir = tmp.resolve("big");
+        Result r = run("train", "--out", dir.toString(), "--batch", "10000000", "--steps", "1");
+        assertThat(r.code()).as(r.err()).isEqualTo(1);
+        assertThat(r.err().lines().toList()).singleElement().asString().startsWith("accel4j: error: this run at "
+                + "--batch 10000000 --seq 64 needs ").contains("(parameters ", ", activations ", " available; try "
+                + "a smaller --batch or --seq");
+        assertThat(dir).doesNotExist();
+
+        Path huge = io.accel4j.cli.HugeModelFile.write(tmp.resolve("huge.bin"));
+        r = run("train", "--out", dir.toString(), "--model", huge.toString(), "--steps", "1", "--batch", "1");
+        assertThat(r.code()).as(r.err()).isEqualTo(1);
+        assertThat(r.err().lines().toList()).singleElement().asString().startsWith("accel4j: error: this run at "
+                + "--batch 1 --seq 64 needs ").contains("(parameters 286.", "AdamW state 572.",
+                "the model file read 286.");
+        assertThat(dir).doesNotExist();
+    }
+
+    @Test
+    void theRefusalAddsThePartsAndNamesTheLimit() {
+        var parts = List.of(new io.accel4j.cli.MemoryCheck.Part("parameters", 3L << 30),
+                new io.accel4j.cli.MemoryCheck.Part("none", 0), new io.accel4j.cli.MemoryCheck.Part("activations",
+                        1L << 29));
+        assertThatThrownBy(() -> io.accel4j.cli.MemoryCheckAccess.require(parts, 2L << 30)).hasMessage("x needs "
+                + "3.5 GiB (parameters 3.0 GiB, activations 512.0 MiB), this machine has 2.0 GiB available; try y");
+        io.accel4j.cli.MemoryCheckAccess.require(parts, 4L << 30); // fits
+        assertThatThrownBy(() -> io.accel4j.cli.MemoryCheckAccess.require(List.of(
+                new io.accel4j.cli.MemoryCheck.Part("a", Long.MAX_VALUE), new io.accel4j.cli.MemoryCheck.Part("b",
+                        Long.MAX_VALUE)), Long.MAX_VALUE)).hasMessageStartingWith("x needs more than 8 EiB");
+    }
+
+    @Test
+    void aRankLargerThanItsGpuIsRefused() {
+        var gpu = new io.accel4j.cuda.CudaProbe.Ready("Test GPU", 90, 132, 1L << 30, 13000, 1, "libcuda.so.1");
+        var cfg = io.accel4j.train.TrainConfig.builder().batch(64).seq(1024).build();
+        var parts = List.of(new io.accel4j.cli.MemoryCheck.Part("activations", 2L << 30));
+        assertThatThrownBy(() -> MemoryOptions.checkGpu(parts, cfg, gpu)).hasMessage("each rank at --batch 64 "
+                + "--seq 1024 on the GPU needs 2.0 GiB (activations 2.0 GiB), GPU 0 (Test GPU) has 1.0 GiB in all; "
+                + "try a smaller --batch or --seq, --recompute layer, --find-batch-size --memory-budget SIZE, or a "
+                + "smaller model");
+        MemoryOptions.checkGpu(List.of(new io.accel4j.cli.MemoryCheck.Part("activations", 1L << 29)), cfg, gpu);
+    }
 }

@@ -61,8 +61,8 @@ class TrainCommandTest {
         assertThat(r.out()).contains("using cpu: ", "step     4/4", "done: 4 steps", "accuracy on 3 held-out problems");
         try (Stream<Path> files = Files.list(dir)) {
             assertThat(files.map(p -> p.getFileName().toString()).sorted().toList()).containsExactly(
-                    "checkpoint.properties", "loss.png", "metrics.jsonl", "model_00000004.bin", "state_00000004.bin",
-                    "train.bin", "val.bin");
+                    "checkpoint.properties", "loss.png", "metrics.jsonl", "model_00000002.bin", "model_00000004.bin",
+                    "run.properties", "state_00000002.bin", "state_00000004.bin", "train.bin", "val.bin");
         }
         List<String> lines = Files.readAllLines(dir.resolve("metrics.jsonl"));
         assertThat(lines).hasSize(5);
@@ -209,11 +209,12 @@ class TrainCommandTest {
     }
 
     @Test
-    void aMissingDataFileIsARuntimeError() {
+    void aMissingDataFileIsAUsageErrorLikeAMissingModel() {
         Result r = run("train", "--out", tmp.resolve("m").toString(), "--train-data", tmp.resolve("no.bin").toString());
-        assertThat(r.code()).isEqualTo(1);
-        assertThat(r.err().lines().toList()).containsExactly("accel4j: error: the train token file "
-                + tmp.resolve("no.bin") + " does not exist");
+        assertThat(r.code()).isEqualTo(2);
+        assertThat(r.err().lines().toList()).containsExactly("accel4j: error: --train-data "
+                + tmp.resolve("no.bin") + " does not exist (see 'accel4j train --help')");
+        assertThat(tmp.resolve("m")).as("nothing written").doesNotExist();
     }
 
     @Test

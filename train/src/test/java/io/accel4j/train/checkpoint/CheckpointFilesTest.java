@@ -48,8 +48,28 @@ class CheckpointFilesTest {
     void aMissingOrCorruptPointerIsNamed() throws Exception {
         assertThatThrownBy(() -> CheckpointFiles.latest(dir)).isInstanceOf(NoSuchFileException.class)
                 .hasMessageContaining("no checkpoint in " + dir).hasMessageContaining(CheckpointFiles.POINTER);
+        Files.writeString(dir.resolve("model_00000004.bin"), "m");
         Files.writeString(dir.resolve(CheckpointFiles.POINTER), "step=4\nmodel=model_00000004.bin\n");
         assertThatThrownBy(() -> CheckpointFiles.latest(dir)).isInstanceOf(FileFormatException.class)
-                .hasMessageContaining("model/state").hasMessageContaining("corrupt");
+                .hasMessageContaining("state is missing").hasMessageContaining("corrupt");
+    }
+
+    @Test
+    void retentionKeepsTheNewestAndEveryMultipleAndDropsLaterSteps() throws Exception {
+        for (int step : new int[] {2, 4, 6, 8, 10, 12, 14}) {
+            CheckpointFiles f = CheckpointFiles.of(dir, step);
+            Files.writeString(f.model(), "m");
+            Files.writeString(f.state(), "s");
+        }
+        Files.createDirectories(dir.resolve("model_00000016.bin")); // not ours to delete
+        CheckpointFiles.of(dir, 10).commit(10, new CheckpointFiles.Retention(3, 4));
+        try (Stream<Path> files = Files.list(dir)) {
+            assertThat(files.map(p -> p.getFileName().toString()).filter(n -> n.startsWith("model"))).as(
+                    "10 and the two before it, the multiples of 4, not the steps after 10 (a run that started over)")
+                    .containsExactlyInAnyOrder("model_00000004.bin", "model_00000006.bin", "model_00000008.bin",
+                            "model_00000010.bin", "model_00000016.bin");
+        }
+        assertThat(dir.resolve("state_00000006.bin")).exists();
+        assertThat(dir.resolve("state_00000002.bin")).doesNotExist();
     }
 }
