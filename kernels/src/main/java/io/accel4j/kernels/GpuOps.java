@@ -15,6 +15,7 @@ import io.accel4j.cuda.CudaKernel.Dim;
 import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaModule;
 import io.accel4j.cuda.DeviceBuffer;
+import io.accel4j.cuda.HostCopy;
 import io.accel4j.cuda.bindings.cuda_h;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -209,7 +210,7 @@ public final class GpuOps implements Ops, AutoCloseable {
     /** Copies {@code bytes} from the device address of {@code src} into {@code host} (synchronous). */
     private void copyToHost(MemorySegment host, MemorySegment src, long bytes) {
         context.makeCurrent();
-        CudaException.check("cuMemcpyDtoH_v2", cuda_h.cuMemcpyDtoH_v2(host, src.address(), bytes));
+        HostCopy.toHost(host, src.address(), bytes);
     }
 
     // ---- encoder
