@@ -13,18 +13,14 @@ import io.accel4j.cuda.CudaException;
 import io.accel4j.cuda.CudaKernel;
 import io.accel4j.cuda.CudaKernel.Dim;
 import io.accel4j.cuda.CudaLibraries;
-import io.accel4j.cuda.CudaModule;
 import io.accel4j.cuda.DeviceBuffer;
 import io.accel4j.cuda.HostCopy;
 import io.accel4j.cuda.bindings.cuda_h;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import org.slf4j.Logger;
@@ -32,7 +28,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The GPU backend of the kernel contract (PTX from {@code kernels/src/main/cuda}, JIT-compiled by the driver for the
- * device at construction).
+ * device, a module at a time, when one of its kernels is first used).
  *
  * <p><b>Every {@link MemorySegment} passed is a device view</b>: a segment whose address is a device address and
  * whose size is the buffer's (see {@link #device(DeviceBuffer)}, or allocate through {@link #memory()}, whose copies
@@ -71,8 +67,8 @@ public final class GpuOps implements Ops, AutoCloseable {
     private final CudaMemory memory;
     /** The PTX set loaded ({@link Kernels#ptxArch}). */
     private final String ptxArch;
-    private final List<CudaModule> modules = new ArrayList<>();
-    private final Map<String, CudaKernel> kernels = new HashMap<>();
+    /** The PTX modules, each loaded on first use of one of its kernels. */
+    private final KernelModules modules;
     private final DeviceBuffer partials;
     /** attention_backward_d's D (B,NH,T), grown to the largest call so far. */
     private final ScratchBuffer attentionD;
@@ -88,41 +84,55 @@ public final class GpuOps implements Ops, AutoCloseable {
     private final String matmulMissing;
 
     /**
-     * Loads every PTX module into {@code context} (which stays the caller's to close, after this), the sm_90a PTX on
-     * a device of compute capability 9.0 and the portable sm_80 PTX on any other ({@link Kernels#ptxArch}), and, when
-     * {@code libcublasLt} is found, creates a cuBLASLt handle and workspace for the matmuls.
+     * Prepares the kernels of {@code context} (which stays the caller's to close, after this): each PTX module is
+     * loaded the first time one of its kernels runs ({@link KernelModules}: a module the driver cannot JIT fails only
+     * its own ops, and {@link #moduleLoads()} says what happened), the sm_90a PTX on a device of compute capability
+     * 9.0 and the portable sm_80 PTX on any other ({@link Kernels#ptxArch}); and, when {@code libcublasLt} is found,
+     * creates a cuBLASLt handle and workspace for the matmuls (loading the modules they use: a failure there leaves
+     * matmul unavailable, saying why, and the other ops working).
      */
     public GpuOps(CudaContext context) {
         this.context = Objects.requireNonNull(context, "context");
         this.memory = new CudaMemory(context);
         this.ptxArch = Kernels.ptxArch(context.computeCapability());
         this.attentionD = ScratchBuffer.of(context);
-        try {
-            for (String name : Kernels.MODULES) {
-                modules.add(context.loadPtx(Kernels.ptx(name, ptxArch)));
-            }
-            for (KernelSignature s : Kernels.ALL) {
-                kernels.put(s.entry(), modules.get(Kernels.MODULES.indexOf(s.module())).function(s.entry()));
-            }
-            partials = context.allocate(8L * MAX_BLOCKS);
-        } catch (RuntimeException e) {
-            modules.forEach(CudaModule::close);
-            throw e;
-        }
+        this.modules = new KernelModules(context, ptxArch);
+        partials = context.allocate(8L * MAX_BLOCKS);
         CudaLibraries.Search cublasLt = CudaLibraries.cublasLt();
+        GpuMatmul mm = null;
+        String missing;
         if (cublasLt.found()) {
             try {
-                matmul = new GpuMatmul(context, s -> kernels.get(s.entry()), List.of());
+                mm = new GpuMatmul(context, modules::kernel, List.of());
+                missing = null;
+            } catch (CudaException e) {
+                if (!e.call().contains("(module ")) {
+                    partials.close();
+                    modules.close();
+                    throw e;
+                }
+                missing = "a module it needs did not load: " + e.getMessage().lines().findFirst().orElse("");
+                LOG.warn("matmul on the GPU is unavailable: {}", missing);
             } catch (RuntimeException e) {
                 partials.close();
-                modules.forEach(CudaModule::close);
+                modules.close();
                 throw e;
             }
-            matmulMissing = null;
         } else {
-            matmul = null;
-            matmulMissing = cublasLt.notFoundMessage();
+            missing = cublasLt.notFoundMessage();
         }
+        matmul = mm;
+        matmulMissing = missing;
+    }
+
+    /** Every PTX module load so far (module, outcome, JIT time and log), in order. */
+    public List<KernelModules.Load> moduleLoads() {
+        return modules.loads();
+    }
+
+    /** Loads every module not yet loaded, recording each outcome (the GPU check's first phase); returns them all. */
+    public List<KernelModules.Load> loadAllModules() {
+        return modules.loadAll();
     }
 
     /** A device view of {@code buffer}: what every segment argument of this class must be. */
@@ -155,7 +165,7 @@ public final class GpuOps implements Ops, AutoCloseable {
             matmul.close();
         }
         partials.close();
-        modules.forEach(CudaModule::close);
+        modules.close();
     }
 
     /** The context the kernels live in (for the launchers beside this class, e.g. {@link AttentionBf16Gpu}). */
@@ -165,16 +175,16 @@ public final class GpuOps implements Ops, AutoCloseable {
 
     /** The loaded kernel of {@code s} (for the launchers beside this class). */
     CudaKernel kernel(KernelSignature s) {
-        return Objects.requireNonNull(kernels.get(s.entry()), s.entry());
+        return modules.kernel(s);
     }
 
     private void launch(KernelSignature s, Dim grid, Dim block, Object... args) {
         launchShared(s, grid, block, 0, args);
     }
 
-    /** A launch with {@code sharedBytes} of dynamic shared memory (at most 48 KiB: no opt-in attribute is set). */
+    /** A launch with {@code sharedBytes} of dynamic shared memory (opted in by {@link CudaKernel#launch}). */
     private void launchShared(KernelSignature s, Dim grid, Dim block, int sharedBytes, Object... args) {
-        s.launch(kernels.get(s.entry()), grid, block, sharedBytes, null, args);
+        s.launch(modules.kernel(s), grid, block, sharedBytes, null, args);
     }
 
     /** A 1-D grid-stride launch over n elements (n ≥ 1). */

@@ -82,6 +82,21 @@ class KernelPtxTest {
         }
     }
 
+    /**
+     * Issue 18, item 1: the driver floor ({@link io.accel4j.cuda.Cuda#REQUIRED_DRIVER_VERSION}, 12.0) rests on the
+     * PTX ISA of every committed module being {@link io.accel4j.cuda.Cuda#PTX_ISA}, the one a 12.0 driver JITs.
+     */
+    @Test
+    void everyModuleIsThePtxIsaTheDriverFloorAssumes() {
+        for (String arch : Kernels.ARCHS) {
+            for (String module : Kernels.MODULES) {
+                Matcher m = Pattern.compile("(?m)^\\.version (\\S+)$").matcher(Kernels.ptx(module, arch));
+                assertThat(m.find()).as("%s/%s has a .version", arch, module).isTrue();
+                assertThat(m.group(1)).as("%s/%s", arch, module).isEqualTo(io.accel4j.cuda.Cuda.PTX_ISA);
+            }
+        }
+    }
+
     @Test
     void hopperPtxOnlyForComputeCapability90() {
         assertThat(Kernels.ptxArch(90)).isEqualTo("sm_90a");
