@@ -150,7 +150,8 @@ run() {
     tests_rc=0
     # shellcheck disable=SC2086
     limited "$TEST_TIMEOUT" "$java" $flags $NO_TMA -cp "$cp" io.accel4j.cuda.GpuCheck \
-        $(printf -- '--class %s ' $GPU_TESTS) $require_gpu 2>&1 | tee "$dir/tests.log" || tests_rc=$?
+        $(printf -- '--class %s ' $GPU_TESTS) $require_gpu --tsv "$dir/tests.tsv" 2>&1 | tee "$dir/tests.log" \
+        || tests_rc=$?
   fi
   if [ -z "$skip_bench" ]; then
     echo "== gpu-check: benchmarks (at most $BENCH_TIMEOUT s, measuring for $BENCH_BUDGET s) =="
@@ -174,7 +175,8 @@ run() {
     tma_tests_rc=0
     # shellcheck disable=SC2086
     limited "$TMA_TEST_TIMEOUT" "$java" $flags -cp "$cp" io.accel4j.cuda.GpuCheck \
-        --classes-only --class io.accel4j.kernels.AttentionBf16GpuTest 2>&1 | tee "$dir/tma-tests.log" \
+        --classes-only --class io.accel4j.kernels.AttentionBf16GpuTest --tsv "$dir/tma-tests.tsv" 2>&1 \
+        | tee "$dir/tma-tests.log" \
         || tma_tests_rc=$?
     tma_bench_rc=0
     rm -rf "$dir/bench-tma"
@@ -191,7 +193,8 @@ run() {
     skipped) echo "tests: not run (--skip-tests)" ;;
     0) echo "tests: $(grep -E '^[0-9]+ tests:' "$dir/tests.log" | tail -1)" ;;
     3) echo "tests: $(grep -E '^[0-9]+ tests:' "$dir/tests.log" | tail -1); --require-gpu: no usable GPU"; rc=3 ;;
-    124|137) echo "tests: TIMED OUT after $TEST_TIMEOUT s (see tests.log)"; rc=1 ;;
+    124|137) echo "tests: TIMED OUT: $(grep -m1 '^TIMEOUT:' "$dir/tests.log" || echo "after $TEST_TIMEOUT s") (rows"\
+                  "so far in tests.tsv)"; rc=1 ;;
     *) echo "tests: FAILED (exit $tests_rc): $(grep -E '^[0-9]+ tests:' "$dir/tests.log" | tail -1)"; rc=1 ;;
   esac
   case "$bench_rc" in
@@ -207,6 +210,7 @@ run() {
     3) if [ -z "$no_gpu" ]; then
          no_gpu=$(grep -m1 'no GPU:' "$dir/train.log" | sed 's/^gpu-train: //' || true); no_gpu=${no_gpu:-no GPU}
        fi ;;
+    4) echo "training step: $(grep -m1 'skipped:' "$dir/train.log" | sed 's/^gpu-train: //')" ;;
     124|137) echo "training step: TIMED OUT after $TRAIN_TIMEOUT s (the rows measured are in train.log)"; rc=1 ;;
     *) echo "training step: FAILED (exit $train_rc; see train.log)"; rc=1 ;;
   esac
