@@ -33,7 +33,8 @@ cd "$(dirname "$0")/.."
 pkg=panama-cuda/target/gpu-check
 modules="core panama-cuda kernels vector-cpu collectives train"
 GPU_TESTS="io.accel4j.kernels.GpuOpsTest io.accel4j.kernels.GpuMatmulTest io.accel4j.kernels.AttentionBf16GpuTest
-  io.accel4j.kernels.CudaMemoryTest io.accel4j.collectives.NcclCommunicatorGpuTest io.accel4j.train.GpuTrainerTest
+  io.accel4j.kernels.CudaMemoryTest io.accel4j.kernels.CastTransposeGpuTest io.accel4j.collectives.NcclCommunicatorGpuTest
+  io.accel4j.train.GpuTrainerTest
   io.accel4j.cli.train.TrainCommandDeviceTest io.accel4j.cli.bench.GpuTrainStepTest"
 carry_limit=$((64 * 1024 * 1024))
 flags=$(sed -n 's:.*<accel4j.jvm.flags>\(.*\)</accel4j.jvm.flags>.*:\1:p' pom.xml)

@@ -76,6 +76,8 @@ public final class GpuOps implements Ops, AutoCloseable {
     private final Set<String> unfusedGeluLogged = new HashSet<>();
     /** The multi-range AdamW's launcher and table; null until the first multi-range call. */
     private AdamWGpu adamwRanges;
+    /** The FP8 cast-transpose ({@link CastTransposeGpu}: its partials); null until the first call. */
+    private CastTransposeGpu castTranspose;
     /** The BF16 attention ({@link AttentionBf16Gpu}: its bf16 copies); null until the first BF16 call. */
     private AttentionBf16Gpu attentionBf16;
 
@@ -159,6 +161,9 @@ public final class GpuOps implements Ops, AutoCloseable {
         }
         if (attentionBf16 != null) {
             attentionBf16.close();
+        }
+        if (castTranspose != null) {
+            castTranspose.close();
         }
         attentionD.close();
         if (matmul != null) {
@@ -767,6 +772,18 @@ public final class GpuOps implements Ops, AutoCloseable {
             case FP16 -> launchN(Kernels.CAST_F16_TO_F32, n, dst, src, n);
             default -> launchN(Kernels.CAST_FP8_TO_F32, n, dst, src, n, scaleInv, srcType == DType.FP8_E4M3 ? 1 : 0);
         }
+    }
+
+    /**
+     * {@link GpuMatmul#castTransposeToFp8}'s cast-transpose (FP8 codes of {@code src (R,C)} and of its transpose, the
+     * amax returned), which needs no cuBLAS: available where cuBLASLt is missing too.
+     */
+    public float castTransposeToFp8(MemorySegment dst, MemorySegment dstT, DType fp8Type, MemorySegment src, int R,
+                                    int C, float scale) {
+        if (castTranspose == null) {
+            castTranspose = new CastTransposeGpu(context, modules.kernel(Kernels.CAST_TRANSPOSE_F32_TO_FP8));
+        }
+        return castTranspose.castTransposeToFp8(dst, dstT, fp8Type, src, R, C, scale);
     }
 
     private static void castCheck(MemorySegment dst, DType dstType, MemorySegment src, DType srcType, long n) {

@@ -81,7 +81,7 @@ class CastEmuTest {
     @Test
     void moreTilesThanBlocksMatchCpu() throws Exception {
         int side = 33 * 32 - 5; // 33·33 = 1089 tiles > the 1024 blocks of the grid
-        assertThat(GpuMatmul.castTransposeGrid(side, side + 2)).isLessThan(33 * 33);
+        assertThat(CastTransposeGpu.grid(side, side + 2)).isLessThan(33 * 33);
         check(DType.FP8_E4M3, side, side + 2, 0.5f, false);
     }
 
@@ -222,9 +222,9 @@ class CastEmuTest {
     private void amaxToSlot(MemorySegment slot, DType type, MemorySegment src, int R, int C, float scale,
                             float scaleInv, boolean first) throws Exception {
         long n = (long) R * C;
-        int grid = GpuMatmul.castTransposeGrid(R, C);
+        int grid = CastTransposeGpu.grid(R, C);
         MemorySegment partial = poisonedPartials(grid);
-        Emulator.launch(exe, tmp, "cast_transpose_f32_to_fp8", Dim.of(grid), GpuMatmul.CAST_TRANSPOSE_BLOCK,
+        Emulator.launch(exe, tmp, "cast_transpose_f32_to_fp8", Dim.of(grid), CastTransposeGpu.BLOCK,
                 Emulator.buffers("dst", arena.allocate(n), "dstT", arena.allocate(n), "partial", partial, "src",
                         src), R, C, scale, type == DType.FP8_E4M3 ? 1 : 0);
         Emulator.launch(exe, tmp, "fp8_amax_to_slot", Dim.of(1), Dim.of(Fp8AmaxSlots.REDUCE_BLOCK),
@@ -248,10 +248,10 @@ class CastEmuTest {
             }
         }
 
-        int grid = GpuMatmul.castTransposeGrid(R, C);
+        int grid = CastTransposeGpu.grid(R, C);
         MemorySegment dst = arena.allocate(n).fill(POISON), dstT = arena.allocate(n).fill(POISON);
         MemorySegment partial = poisonedPartials(grid);
-        Emulator.launch(exe, tmp, "cast_transpose_f32_to_fp8", Dim.of(grid), GpuMatmul.CAST_TRANSPOSE_BLOCK,
+        Emulator.launch(exe, tmp, "cast_transpose_f32_to_fp8", Dim.of(grid), CastTransposeGpu.BLOCK,
                 Emulator.buffers("dst", dst, "dstT", dstT, "partial", partial, "src", src), R, C, scale,
                 type == DType.FP8_E4M3 ? 1 : 0);
 

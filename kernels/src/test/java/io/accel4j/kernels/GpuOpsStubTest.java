@@ -147,4 +147,22 @@ class GpuOpsStubTest {
             assertThat(l.block()).containsExactly(GpuOps.BLOCK, 1, 1);
         }
     }
+
+    /** Issue 18, item 5: the FP8 cast-transpose needs no cuBLAS, and is there where cuBLASLt is missing. */
+    @Test
+    void theFp8CastTransposeNeedsNoCublas() {
+        try (GpuOps gpu = new GpuOps(ctx); DeviceArena arena = gpu.memory().arena()) {
+            int R = 40, C = 70;
+            MemorySegment src = arena.allocate(4L * R * C), dst = arena.allocate((long) R * C);
+            MemorySegment dstT = arena.allocate((long) R * C);
+            gpu.castTransposeToFp8(dst, dstT, DType.FP8_E4M3, src, R, C, 8f);
+            StubDriver.Launch l = StubDriver.lastLaunch().orElseThrow();
+            assertThat(l.kernel()).isEqualTo("cast_transpose_f32_to_fp8");
+            assertThat(l.grid()).containsExactly(CastTransposeGpu.grid(R, C), 1, 1);
+            assertThat(l.intParam(4)).isEqualTo(R);
+            assertThat(l.intParam(5)).isEqualTo(C);
+            assertThat(l.floatParam(6)).isEqualTo(8f);
+            assertThat(l.intParam(7)).as("E4M3").isEqualTo(1);
+        }
+    }
 }
