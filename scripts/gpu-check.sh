@@ -48,15 +48,15 @@ carry_limit=$((64 * 1024 * 1024))
 flags=$(sed -n 's:.*<accel4j.jvm.flags>\(.*\)</accel4j.jvm.flags>.*:\1:p' pom.xml)
 # The defaults add up to at most 6 minutes (with the JVM start-ups), so that a second, targeted call (--only …) fits
 # in a 10-minute device session.
-MODULES_TIMEOUT=${MODULES_TIMEOUT:-40}
-TEST_TIMEOUT=${TEST_TIMEOUT:-100}
+MODULES_TIMEOUT=${MODULES_TIMEOUT:-30}
+TEST_TIMEOUT=${TEST_TIMEOUT:-90}
 TEST_CASE_TIMEOUT=${TEST_CASE_TIMEOUT:-60}
-BENCH_TIMEOUT=${BENCH_TIMEOUT:-85}
-BENCH_BUDGET=${BENCH_BUDGET:-65}
-TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-60}
-TMA_TEST_TIMEOUT=${TMA_TEST_TIMEOUT:-25}
-TMA_BENCH_TIMEOUT=${TMA_BENCH_TIMEOUT:-30}
-TMA_BENCH_BUDGET=${TMA_BENCH_BUDGET:-18}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-110}
+BENCH_BUDGET=${BENCH_BUDGET:-90}
+TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-55}
+TMA_TEST_TIMEOUT=${TMA_TEST_TIMEOUT:-20}
+TMA_BENCH_TIMEOUT=${TMA_BENCH_TIMEOUT:-25}
+TMA_BENCH_BUDGET=${TMA_BENCH_BUDGET:-15}
 # at most 1.2 s a case (warm-up and measurement; the rest is set-up); the budgets end a group early, keeping the
 # rows measured
 BENCH_CASE_S=${BENCH_CASE_S:-1.2}
