@@ -43,15 +43,15 @@ final class CastTransposeGpu implements AutoCloseable {
         if (!fp8Type.isFp8()) {
             throw new IllegalArgumentException("castTransposeToFp8 writes FP8_E4M3 or FP8_E5M2, got " + fp8Type);
         }
-        GpuOps.positive("R", R); GpuOps.positive("C", C);
+        GpuLaunch.positive("R", R); GpuLaunch.positive("C", C);
         GpuMatmul.scaleFactor("scale", scale);
         long n = (long) R * C;
-        GpuOps.need("dst", dst, n, 1); GpuOps.need("dstT", dstT, n, 1); GpuOps.need("src", src, n, 4);
+        GpuLaunch.need("dst", dst, n, 1); GpuLaunch.need("dstT", dstT, n, 1); GpuLaunch.need("src", src, n, 4);
         int tiles = launch(dst, dstT, fp8Type, src, R, C, scale);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment host = arena.allocate(ValueLayout.JAVA_INT, tiles);
             partials.copyTo(host); // synchronous: after the kernel
-            return GpuOps.maxBitsOfPartials(host, tiles);
+            return CastGpu.maxBitsOfPartials(host, tiles);
         }
     }
 

@@ -262,11 +262,11 @@ public final class GpuMatmul implements AutoCloseable {
     private static void checkForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
                                      int N, int C, int OC, DType operands) {
         MatmulOps.checkOperands(operands);
-        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
-        GpuOps.need("out", out, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
-        GpuOps.need("weight", weight, (long) OC * C, 4);
+        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
+        GpuLaunch.need("out", out, (long) N * OC, 4); GpuLaunch.need("inp", inp, (long) N * C, 4);
+        GpuLaunch.need("weight", weight, (long) OC * C, 4);
         if (bias != null) {
-            GpuOps.need("bias", bias, OC, 4);
+            GpuLaunch.need("bias", bias, OC, 4);
         }
     }
 
@@ -275,12 +275,12 @@ public final class GpuMatmul implements AutoCloseable {
                                       MemorySegment dout, MemorySegment inp, MemorySegment weight, int N, int C,
                                       int OC, DType operands) {
         MatmulOps.checkOperands(operands);
-        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
-        GpuOps.need("dinp", dinp, (long) N * C, 4); GpuOps.need("dweight", dweight, (long) OC * C, 4);
-        GpuOps.need("dout", dout, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
-        GpuOps.need("weight", weight, (long) OC * C, 4);
+        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
+        GpuLaunch.need("dinp", dinp, (long) N * C, 4); GpuLaunch.need("dweight", dweight, (long) OC * C, 4);
+        GpuLaunch.need("dout", dout, (long) N * OC, 4); GpuLaunch.need("inp", inp, (long) N * C, 4);
+        GpuLaunch.need("weight", weight, (long) OC * C, 4);
         if (dbias != null) {
-            GpuOps.need("dbias", dbias, OC, 4);
+            GpuLaunch.need("dbias", dbias, OC, 4);
         }
     }
 
@@ -360,7 +360,7 @@ public final class GpuMatmul implements AutoCloseable {
     public boolean forwardGelu(MemorySegment out, MemorySegment pre, MemorySegment inp, MemorySegment weight,
                                MemorySegment bias, int N, int C, int OC, DType operands) {
         checkForward(out, inp, weight, bias, N, C, OC, operands);
-        GpuOps.need("pre", pre, (long) N * OC, 4);
+        GpuLaunch.need("pre", pre, (long) N * OC, 4);
         refuseAux(pre, OC);
         Operands r = roundForward(inp, weight, N, C, OC, operands);
         MemorySegment w = r.w, x = r.x;
@@ -393,9 +393,9 @@ public final class GpuMatmul implements AutoCloseable {
                                 MemorySegment dout, MemorySegment inp, MemorySegment pre, MemorySegment weight,
                                 int N, int C, int OC, DType operands) {
         checkBackward(dpre, dweight, dbias, dout, inp, weight, N, C, OC, operands);
-        GpuOps.need("pre", pre, (long) N * C, 4);
+        GpuLaunch.need("pre", pre, (long) N * C, 4);
         if (dpreBias != null) {
-            GpuOps.need("dpreBias", dpreBias, C, 4);
+            GpuLaunch.need("dpreBias", dpreBias, C, 4);
         }
         refuseAux(pre, C);
         Operands r = roundBackward(dout, inp, weight, N, C, OC, operands);
@@ -517,11 +517,11 @@ public final class GpuMatmul implements AutoCloseable {
     public void fp8Forward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias, int N,
                            int C, int OC, Fp8Scaling fp8) {
         Objects.requireNonNull(fp8, "fp8");
-        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
         if (bias != null) {
-            GpuOps.need("bias", bias, OC, 4);
+            GpuLaunch.need("bias", bias, OC, 4);
         }
-        GpuOps.need("inp", inp, (long) N * C, 4); GpuOps.need("weight", weight, (long) OC * C, 4);
+        GpuLaunch.need("inp", inp, (long) N * C, 4); GpuLaunch.need("weight", weight, (long) OC * C, 4);
         long nInp = (long) N * C, nW = (long) OC * C;
         long inpAt = 0, inpT = slice(nInp, 1), wAt = 2 * inpT, wT = wAt + slice(nW, 1);
         MemorySegment base = fp8Codes.view(wT + slice(nW, 1));
@@ -551,12 +551,12 @@ public final class GpuMatmul implements AutoCloseable {
     public void fp8Backward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                             MemorySegment inp, MemorySegment weight, int N, int C, int OC, Fp8Scaling fp8) {
         Objects.requireNonNull(fp8, "fp8");
-        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
         if (dbias != null) {
-            GpuOps.need("dbias", dbias, OC, 4);
+            GpuLaunch.need("dbias", dbias, OC, 4);
         }
-        GpuOps.need("dout", dout, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
-        GpuOps.need("weight", weight, (long) OC * C, 4);
+        GpuLaunch.need("dout", dout, (long) N * OC, 4); GpuLaunch.need("inp", inp, (long) N * C, 4);
+        GpuLaunch.need("weight", weight, (long) OC * C, 4);
         long nInp = (long) N * C, nW = (long) OC * C, nDout = (long) N * OC;
         long inpAt = 0, inpT = slice(nInp, 1), wAt = 2 * inpT, wT = wAt + slice(nW, 1), gAt = wT + slice(nW, 1);
         long gT = gAt + slice(nDout, 1);
@@ -612,7 +612,7 @@ public final class GpuMatmul implements AutoCloseable {
         Objects.requireNonNull(outType, "outType");
         Objects.requireNonNull(aType, "aType");
         Objects.requireNonNull(bType, "bType");
-        GpuOps.positive("M", M); GpuOps.positive("N", N); GpuOps.positive("K", K);
+        GpuLaunch.positive("M", M); GpuLaunch.positive("N", N); GpuLaunch.positive("K", K);
         if (!aType.isFp8() || !bType.isFp8()) {
             throw new IllegalArgumentException("fp8 takes FP8_E4M3 or FP8_E5M2 operands, got a " + aType + ", b "
                     + bType);
@@ -633,13 +633,13 @@ public final class GpuMatmul implements AutoCloseable {
         }
         scaleFactor("aScaleInv", aScaleInv);
         scaleFactor("bScaleInv", bScaleInv);
-        GpuOps.need("a", a, (long) M * K, 1); GpuOps.need("b", b, (long) N * K, 1);
-        GpuOps.need("out", out, (long) M * N, outType.byteSize());
+        GpuLaunch.need("a", a, (long) M * K, 1); GpuLaunch.need("b", b, (long) N * K, 1);
+        GpuLaunch.need("out", out, (long) M * N, outType.byteSize());
         aligned16("a", a);
         aligned16("b", b);
         aligned16("out", out);
         if (amaxOut != null) {
-            GpuOps.need("amaxOut", amaxOut, 1, 4);
+            GpuLaunch.need("amaxOut", amaxOut, 1, 4);
         }
     }
 

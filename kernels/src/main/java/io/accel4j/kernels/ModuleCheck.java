@@ -126,7 +126,7 @@ public final class ModuleCheck {
         m.put("norm", z -> gpu.sumOfSquares(s(z, 0), 1));
         m.put("residual", z -> gpu.residualForward(s(z, 0), s(z, 1), s(z, 2), 1));
         m.put("ring", z -> Kernels.RING_DIVIDE_F32.launch(gpu.kernel(Kernels.RING_DIVIDE_F32), Dim.of(1),
-                Dim.of(GpuOps.BLOCK), 0, null, s(z, 0), 1L, 2f));
+                Dim.of(GpuLaunch.BLOCK), 0, null, s(z, 0), 1L, 2f));
         return m;
     }
 

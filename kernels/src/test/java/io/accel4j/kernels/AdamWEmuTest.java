@@ -106,7 +106,7 @@ class AdamWEmuTest {
         for (int i = 0; i < 4; i++) {
             Emulator.write(dir.resolve(names[i] + ".f32"), in[i]);
         }
-        float[] c = GpuOps.adamwCoefficients(AdamWRangesCase.CONFIG, AdamWRangesCase.STEP);
+        float[] c = AdamWGpu.adamwCoefficients(AdamWRangesCase.CONFIG, AdamWRangesCase.STEP);
         var k = AdamWRangesCase.CONFIG;
         List<String> cmd = new ArrayList<>(List.of(bf16 ? "1" : "0", Long.toString(n),
                 dir.resolve("table.bin").toString()));

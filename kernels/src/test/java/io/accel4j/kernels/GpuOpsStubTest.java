@@ -144,7 +144,7 @@ class GpuOpsStubTest {
             assertThat(l.longParam(2)).isEqualTo(b.address());
             assertThat(l.longParam(3)).isEqualTo(100L);
             assertThat(l.grid()).containsExactly(1, 1, 1);
-            assertThat(l.block()).containsExactly(GpuOps.BLOCK, 1, 1);
+            assertThat(l.block()).containsExactly(GpuLaunch.BLOCK, 1, 1);
         }
     }
 
