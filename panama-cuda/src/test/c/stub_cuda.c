@@ -7,7 +7,8 @@
  *   - "device" memory is malloc'd host memory (a CUdeviceptr is its host address); every copy, fill and free is
  *     checked against the live allocations and refused with CUDA_ERROR_INVALID_VALUE when out of range;
  *   - streams and events are no-ops, events record the host clock (so elapsed times are real, small and >= 0);
- *   - cuModuleLoadDataEx parses the PTX's .entry names and .param lists; cuModuleGetFunction finds an entry;
+ *   - cuModuleLoadDataEx parses the PTX's .entry names and .param lists (a cubin it refuses with
+ *     CUDA_ERROR_INVALID_IMAGE, as a driver older than the ptxas that wrote it does); cuModuleGetFunction finds an entry;
  *     cuLaunchKernel checks the kernelParams array against the parsed list (one non-NULL pointer per parameter),
  *     the dynamic shared memory against 48 KiB or the opt-in attribute, and records the launch (name, dims, the
  *     parameter bytes) for the test to read back;
@@ -579,6 +580,10 @@ CUresult cuModuleLoadDataEx(void **pmod, const void *image, unsigned int n, int 
         return inj;
     }
     if (!pmod || !image) return CUDA_ERROR_INVALID_VALUE;
+    if (memcmp(image, "\177ELF", 4) == 0) { /* a cubin: what a driver older than its ptxas answers */
+        if (err && err_size) snprintf(err, err_size, "stub: loads PTX text only, not a cubin");
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
     struct module *m = calloc(1, sizeof *m);
     m->magic = MODULE_MAGIC;
     char message[256] = "";

@@ -4,16 +4,20 @@ import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaException;
 import io.accel4j.cuda.CudaKernel;
 import io.accel4j.cuda.CudaModule;
+import io.accel4j.cuda.bindings.cuda_h;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
 
 /**
- * The PTX modules of one context, each loaded (JIT-compiled by the driver) the first time one of its kernels is
- * asked for, so that a module the driver cannot compile (the sm_90a wgmma attention on a driver whose JIT rejects it)
+ * The PTX modules of one context, each loaded the first time one of its kernels is asked for (on compute capability
+ * 9.0 ptxas's cubin first, which needs no JIT; the PTX, JIT-compiled by the driver, where there is none or the
+ * driver refuses it), so that a module the driver cannot compile (the sm_90a wgmma attention on a driver whose JIT rejects it)
  * fails only the kernel family that lives in it, not every op. Every load is recorded ({@link #loads()}: the module,
  * the outcome, the JIT's time and log, whose verbose form lists each kernel's registers and spills); a failed load
  * is remembered and every later request for one of its kernels fails the same way at once, without a second JIT.
@@ -22,14 +26,23 @@ import java.util.Objects;
 public final class KernelModules implements AutoCloseable {
 
     /**
-     * One module load: {@code status} is {@code "ok"} or the error's name ({@code CUDA_ERROR_INVALID_PTX}, …),
-     * {@code rc} the {@code CUresult} (0 when loaded), {@code log} the JIT's info log (ok) or the error message.
+     * One module load: {@code image} what was loaded ({@code "cubin"}, {@code "ptx"}, or {@code "ptx (cubin: <why
+     * not>)"} when the driver refused the cubin), {@code status} {@code "ok"} or the error's name
+     * ({@code CUDA_ERROR_INVALID_PTX}, …), {@code rc} the {@code CUresult} (0 when loaded), {@code log} the JIT's info
+     * log (ok) or the error message.
      */
-    public record Load(String module, String arch, String status, int rc, long jitMillis, String log) {
+    public record Load(String module, String arch, String image, String status, int rc, long jitMillis, String log) {
         public boolean ok() {
             return rc == 0;
         }
     }
+
+    /**
+     * What a driver answers to a cubin it cannot use (older than the ptxas that wrote it, or another device): then the
+     * PTX is JIT-compiled instead.
+     */
+    static final Set<Integer> CUBIN_REFUSALS = Set.of(cuda_h.CUDA_ERROR_INVALID_IMAGE,
+            cuda_h.CUDA_ERROR_NO_BINARY_FOR_GPU, cuda_h.CUDA_ERROR_UNSUPPORTED_PTX_VERSION, cuda_h.CUDA_ERROR_INVALID_PTX);
 
     private final CudaContext context;
     private final String arch;
@@ -72,20 +85,40 @@ public final class KernelModules implements AutoCloseable {
             throw earlier;
         }
         long t0 = System.nanoTime();
-        try {
-            m = context.loadPtx(Kernels.ptx(name, arch));
-        } catch (CudaException e) {
-            long ms = (System.nanoTime() - t0) / 1_000_000;
-            CudaException named = new CudaException(e.call() + " (module " + name + ", " + arch + ")", e.status(),
-                    e.errorName(), messageOf(e));
-            loads.add(new Load(name, arch, e.errorName(), e.status(), ms, e.getMessage()));
-            failed.put(name, named);
-            throw named;
+        String image = "ptx";
+        Optional<byte[]> cubin = Kernels.cubin(name, arch);
+        if (cubin.isPresent()) {
+            try {
+                m = context.loadCubin(cubin.get());
+                image = "cubin";
+            } catch (CudaException e) {
+                if (!CUBIN_REFUSALS.contains(e.status())) {
+                    throw recordFailure(name, "cubin", e, t0);
+                }
+                image = "ptx (cubin: " + e.errorName() + ")";
+            }
+        }
+        if (m == null) {
+            try {
+                m = context.loadPtx(Kernels.ptx(name, arch));
+            } catch (CudaException e) {
+                throw recordFailure(name, image, e, t0);
+            }
         }
         long ms = (System.nanoTime() - t0) / 1_000_000;
-        loads.add(new Load(name, arch, "ok", 0, ms, m.infoLog()));
+        loads.add(new Load(name, arch, image, "ok", 0, ms, m.infoLog()));
         loaded.put(name, m);
         return m;
+    }
+
+    /** Records a failed load of {@code name} and returns the exception naming the module, to throw. */
+    private CudaException recordFailure(String name, String image, CudaException e, long t0) {
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        CudaException named = new CudaException(e.call() + " (module " + name + ", " + arch + ")", e.status(),
+                e.errorName(), messageOf(e));
+        loads.add(new Load(name, arch, image, e.errorName(), e.status(), ms, e.getMessage()));
+        failed.put(name, named);
+        return named;
     }
 
     /** The driver's message of {@code e} (after {@code "call failed: NAME (rc): "}). */

@@ -32,7 +32,7 @@ import java.util.regex.Pattern;
  */
 public final class ModuleCheck {
 
-    static final String HEADER = "module\tarch\tload\trc\tjit_ms\tregisters\tlaunch\tlaunch_ms\tdetail";
+    static final String HEADER = "module\tarch\timage\tload\trc\tjit_ms\tregisters\tlaunch\tlaunch_ms\tdetail";
     private static final Pattern REGISTERS =
             Pattern.compile("[Ff]unction properties for (\\w+)|Used (\\d+) registers");
 
@@ -88,7 +88,7 @@ public final class ModuleCheck {
                 if (!l.ok() || launch.equals("FAILED")) {
                     rc = 1;
                 }
-                String row = String.join("\t", module, l.arch(), l.status(), Integer.toString(l.rc()),
+                String row = String.join("\t", module, l.arch(), l.image(), l.status(), Integer.toString(l.rc()),
                         Long.toString(l.jitMillis()), registers(l.log()), launch, Long.toString(launchMs), detail);
                 w.write(row + "\n");
                 w.flush();

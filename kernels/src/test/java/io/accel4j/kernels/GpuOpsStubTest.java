@@ -61,10 +61,12 @@ class GpuOpsStubTest {
             long loads = moduleLoads();
             gpu.geluForward(y, x, 64);
             gpu.geluForward(y, x, 64);
-            assertThat(moduleLoads()).as("gelu's module, once").isEqualTo(loads + 1);
+            assertThat(moduleLoads()).as("gelu's module, once: its cubin (which the stub refuses), then its PTX")
+                    .isEqualTo(loads + 2);
             KernelModules.Load gelu = gpu.moduleLoads().getLast();
             assertThat(gelu.module()).isEqualTo("gelu");
             assertThat(gelu.arch()).isEqualTo("sm_90a");
+            assertThat(gelu.image()).isEqualTo("ptx (cubin: CUDA_ERROR_INVALID_IMAGE)");
             assertThat(gelu.ok()).isTrue();
             assertThat(gelu.status()).isEqualTo("ok");
             assertThat(gelu.log()).startsWith("stub: ").contains("entries parsed");

@@ -128,6 +128,26 @@ class KernelPtxTest {
         }
     }
 
+    /**
+     * The committed sm_90a cubins (issue 18: loaded before the PTX on compute capability 9.0, no JIT) are ptxas's
+     * output of the committed sm_90a PTX, byte for byte (ptxas is deterministic); skipped without ptxas.
+     */
+    @Test
+    void committedCubinsAreFresh(@TempDir Path tmp) throws Exception {
+        Path ptxas = findTool("ptxas");
+        assumeTrue(ptxas != null, "ptxas not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): cubins not checked");
+        for (String m : Kernels.MODULES) {
+            Path cubin = tmp.resolve(m + ".cubin");
+            run(List.of(ptxas.toString(), "-arch=sm_90a", "-o", cubin.toString(),
+                    COMMITTED.resolve(ptxFile(Kernels.HOPPER_ARCH, m)).toString()), Map.of());
+            byte[] committed = Kernels.cubin(m, Kernels.HOPPER_ARCH).orElseThrow(
+                    () -> new AssertionError("no committed cubin for " + m + ": run kernels/build-ptx.sh"));
+            assertThat(java.util.Arrays.equals(committed, Files.readAllBytes(cubin)))
+                    .as("%s.cubin is stale: run kernels/build-ptx.sh and commit it", m).isTrue();
+        }
+        assertThat(Kernels.cubin("gelu", Kernels.PORTABLE_ARCH)).as("no cubin for sm_80").isEmpty();
+    }
+
     /** Whether the build compiled every module's PTX after the last change to any CUDA source. */
     private static boolean builtIsCurrent() throws IOException {
         long newestSource = 0;

@@ -56,10 +56,11 @@ class ModuleCheckStubTest {
                 .containsExactlyElementsOf(Kernels.MODULES);
         for (String row : lines.subList(1, lines.size())) {
             String[] f = row.split("\t", -1);
-            assertThat(f).as(row).hasSize(9);
+            assertThat(f).as(row).hasSize(10);
             assertThat(f[1]).as(row).isEqualTo("sm_90a");
-            assertThat(f[2]).as(row).isEqualTo("ok");
-            assertThat(f[6]).as(row).isEqualTo("ok");
+            assertThat(f[2]).as("the stub refuses cubins: %s", row).isEqualTo("ptx (cubin: CUDA_ERROR_INVALID_IMAGE)");
+            assertThat(f[3]).as(row).isEqualTo("ok");
+            assertThat(f[7]).as(row).isEqualTo("ok");
         }
     }
 
@@ -70,7 +71,8 @@ class ModuleCheckStubTest {
         int rc = ModuleCheck.run(ctx, tsv, new PrintWriter(new StringWriter(), true));
         assertThat(rc).isEqualTo(1);
         String gelu = Files.readAllLines(tsv).stream().filter(l -> l.startsWith("gelu\t")).findFirst().orElseThrow();
-        assertThat(gelu).startsWith("gelu\tsm_90a\tCUDA_ERROR_INVALID_PTX\t218\t").contains("\tskipped\t0\t")
+        assertThat(gelu).startsWith("gelu\tsm_90a\tptx (cubin: CUDA_ERROR_INVALID_IMAGE)\tCUDA_ERROR_INVALID_PTX\t218\t")
+                .contains("\tskipped\t0\t")
                 .contains("stub: injected failure 218");
         assertThat(Files.readAllLines(tsv)).filteredOn(l -> l.startsWith("layernorm\t")).singleElement()
                 .asString().contains("\tok\t");

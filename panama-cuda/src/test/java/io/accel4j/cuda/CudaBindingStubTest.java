@@ -195,4 +195,14 @@ class CudaBindingStubTest {
             assertThat(StubDriver.calls("cuEventElapsedTime")).isEqualTo(1);
         }
     }
+
+    @Test
+    void aCubinIsPassedAsItIsAndTheDriversRefusalNamed() {
+        byte[] elf = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+        assertThatThrownBy(() -> ctx.loadCubin(elf)).isInstanceOf(CudaException.class)
+                .hasMessageStartingWith("cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_IMAGE (200)")
+                .hasMessageContaining("stub: loads PTX text only, not a cubin");
+        assertThatThrownBy(() -> ctx.loadCubin(new byte[] {'.', 'v'})).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("not a cubin");
+    }
 }
