@@ -26,7 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
  * g++ -ffp-contract=off) against the CPU kernel called once per range: params, m, v and the bf16 copy must agree bit
  * for bit (the kernel does the CPU's operations in the CPU's order, each rounded), and the elements no range covers
  * must stay as they were. This checks the table, the block-to-row mapping, both load paths and the
- * stochastic-rounding index without a GPU; {@link GpuOpsTest} runs the same case on one. Skipped without g++.
+ * stochastic-rounding index without a GPU; {@link AdamWGpuTest} runs the same case on one. Skipped without g++.
  */
 class AdamWEmuTest {
 

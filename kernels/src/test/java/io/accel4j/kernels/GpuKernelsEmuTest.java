@@ -25,12 +25,12 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The training step's element-wise, normalisation and reduction kernels (layernorm.cu, gelu.cu, residual.cu,
- * encoder.cu, classifier.cu, matmul.cu's dbias, norm.cu: the very sources, run on the CPU by
- * {@code src/test/cuda/kernels_emu.cpp} through {@code cuda_emu.h}) against {@link CpuOps}, each launched with the
- * grid, block and arguments {@link GpuOps} (and {@link GpuMatmul}) use, taken from their constants. Odd sizes, outputs
+ * encoder.cu, classifier.cu, matmul.cu's dbias, norm.cu: the very sources, run on the CPU by {@code
+ * src/test/cuda/kernels_emu.cpp} through {@code cuda_emu.h}) against {@link CpuOps}, each launched with the grid,
+ * block and arguments {@link GpuOps} (and {@link GpuMatmul}) use, taken from their constants. Odd sizes, outputs
  * poisoned (NaN) where a kernel writes, pre-filled with the same random values on both sides where it adds. This
- * checks indexing, boundaries and the block reductions without a GPU; {@link GpuOpsTest} runs them on one.
- * Skipped without g++.
+ * checks indexing, boundaries and the block reductions without a GPU; the family tests ({@link PointwiseGpuTest},
+ * {@link LayerNormGpuTest}, …) run them on one. Skipped without g++.
  */
 class GpuKernelsEmuTest {
 
