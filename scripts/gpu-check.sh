@@ -11,48 +11,62 @@
 #       the folder itself is ~80 MiB, too big to carry). Nothing else under */target is needed. prepare prints the
 #       sizes and fails when the archive is over 64 MiB.
 #
-#   scripts/gpu-check.sh [run] [--require-gpu] [--skip-tests] [--skip-bench] [--skip-train] [--skip-tma] [--out DIR]
-#                        [-- GpuBench options]
-#       On the GPU machine, from the repository root: runs every panama-cuda test and the GPU tests of the other
-#       modules (GPU_TESTS below: kernels against the CPU ones, bf16/fp8 GEMMs, bf16 attention, device memory, one NCCL
-#       rank, the trainer on --device cuda) (io.accel4j.cuda.GpuCheck, at most $TEST_TIMEOUT s), then the benchmarks (io.accel4j.kernels.bench.GpuBench,
-#       at most $BENCH_TIMEOUT s, measuring for $BENCH_BUDGET s), then GPT-2 training steps on the GPU
-#       (io.accel4j.cli.bench.GpuTrainStep: the 124M model, B=4, T=1024, fp32, bf16 then fp8, ms/step and
-#       tokens/s; at most $TRAIN_TIMEOUT s), then the TMA attention forward on its own (AttentionBf16GpuTest with it,
-#       at most $TMA_TEST_TIMEOUT s, and GpuBench's group tma, at most $TMA_BENCH_TIMEOUT s: a kernel new to hardware
-#       that hangs stalls only these two processes; the earlier ones run with -Daccel4j.attention.tma=false), and
-#       prints the benchmark tables and the training rows last. Writes under DIR (default: $OUT when set, else
-#       panama-cuda/target/gpu-check-out): tests.log, bench.log, train.log, tma-tests.log, bench-tma.log and
-#       bench{,-tma}/{bench.tsv,bench.json,table.txt} (bench.tsv is written row by row, so it survives a timeout).
-#       At most TEST_TIMEOUT + BENCH_TIMEOUT + TRAIN_TIMEOUT + TMA_TEST_TIMEOUT + TMA_BENCH_TIMEOUT + start-ups
-#       = 9.5 minutes with the defaults: one 10-minute device call.
-#       Exit: 0 done (also when there is no GPU: everything is skipped, saying why), 1 a test, a benchmark or the
-#       training step failed or timed out, 2 usage error or no prepared runtime, 3 no usable GPU and --require-gpu.
+#   scripts/gpu-check.sh [run] [--require-gpu] [--only PHASES] [--skip-tests] [--skip-bench] [--skip-train]
+#                        [--skip-tma] [--out DIR] [-- GpuBench options]
+#       On the GPU machine, from the repository root, in phases (PHASES: a comma list of these names; default all):
+#         (0) inventory  inventory.txt: nvidia-smi -q, the driver version, the loader's cuda/cublas/nccl, pip's NVIDIA
+#                        wheels, accel4j doctor; first, before anything can hang;
+#         (1) modules    modules.tsv: every PTX module loaded on its own and launched once (io.accel4j.kernels
+#                        .ModuleCheck: outcome, JIT ms, registers), at most $MODULES_TIMEOUT s;
+#         (2) tests      tests.tsv, a row per test as it finishes: every panama-cuda test and the GPU tests of the
+#                        other modules (GPU_TESTS below) (io.accel4j.cuda.GpuCheck, at most $TEST_TIMEOUT s, and
+#                        $TEST_CASE_TIMEOUT s a test: its watchdog names a hanging test);
+#         (3) bench      the benchmarks (io.accel4j.kernels.bench.GpuBench, at most $BENCH_TIMEOUT s, measuring for
+#                        $BENCH_BUDGET s): bench/{bench.tsv,bench.json,table.txt}, bench.tsv row by row;
+#         (4) train      GPT-2 training steps (io.accel4j.cli.bench.GpuTrainStep: the 124M model, B=4, T=1024, fp32,
+#                        bf16 then fp8, ms/step and tokens/s; at most $TRAIN_TIMEOUT s): train.log;
+#         (5) tma        the TMA attention forward last and on its own (AttentionBf16GpuTest with it, at most
+#                        $TMA_TEST_TIMEOUT s, and GpuBench's group tma, at most $TMA_BENCH_TIMEOUT s: a kernel new to
+#                        hardware that hangs stalls only these processes; the earlier ones run with
+#                        -Daccel4j.attention.tma=false).
+#       summary.txt (a line per phase) is rewritten after every phase, so a session cut short still has it. Writes
+#       under DIR (default: $OUT when set, else panama-cuda/target/gpu-check-out), also each phase's .log. The
+#       defaults add up to at most 6 minutes, so that a second, targeted call (--only tests,train) fits in a
+#       10-minute session. --skip-X drops phase X (kept for older instructions).
+#       Exit: 0 done (also when there is no GPU: everything is skipped, saying why), 1 a module, a test, a benchmark
+#       or the training step failed or timed out, 2 usage error or no prepared runtime, 3 no usable GPU and
+#       --require-gpu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkg=panama-cuda/target/gpu-check
 modules="core panama-cuda kernels vector-cpu collectives train"
-GPU_TESTS="io.accel4j.kernels.GpuOpsTest io.accel4j.kernels.GpuMatmulTest io.accel4j.kernels.AttentionBf16GpuTest
-  io.accel4j.kernels.CudaMemoryTest io.accel4j.collectives.NcclCommunicatorGpuTest io.accel4j.train.GpuTrainerTest
-  io.accel4j.cli.train.TrainCommandDeviceTest io.accel4j.cli.bench.GpuTrainStepTest"
+GPU_TESTS="io.accel4j.kernels.GpuOpsTest io.accel4j.kernels.PointwiseGpuTest io.accel4j.kernels.EncoderGpuTest
+  io.accel4j.kernels.LayerNormGpuTest io.accel4j.kernels.ClassifierGpuTest io.accel4j.kernels.AdamWGpuTest
+  io.accel4j.kernels.ReductionsGpuTest io.accel4j.kernels.AttentionGpuTest io.accel4j.kernels.MatmulGpuOpsTest
+  io.accel4j.kernels.CastGpuTest io.accel4j.kernels.GpuMatmulTest io.accel4j.kernels.AttentionBf16GpuTest
+  io.accel4j.kernels.CudaMemoryTest io.accel4j.kernels.CastTransposeGpuTest io.accel4j.collectives.NcclCommunicatorGpuTest
+  io.accel4j.train.GpuTrainerTest io.accel4j.cli.train.TrainCommandDeviceTest io.accel4j.cli.bench.GpuTrainStepTest"
 carry_limit=$((64 * 1024 * 1024))
 flags=$(sed -n 's:.*<accel4j.jvm.flags>\(.*\)</accel4j.jvm.flags>.*:\1:p' pom.xml)
-TEST_TIMEOUT=${TEST_TIMEOUT:-180}
-BENCH_TIMEOUT=${BENCH_TIMEOUT:-190}
-BENCH_BUDGET=${BENCH_BUDGET:-150}
-TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-80}
-TMA_TEST_TIMEOUT=${TMA_TEST_TIMEOUT:-40}
-TMA_BENCH_TIMEOUT=${TMA_BENCH_TIMEOUT:-50}
-TMA_BENCH_BUDGET=${TMA_BENCH_BUDGET:-32}
-# 109 cases (gemm, adamw, attention), then 24 (tma), at most 1.2 s each (warm-up and measurement; the rest is
-# set-up): inside the budgets
+# The defaults add up to at most 6 minutes (with the JVM start-ups), so that a second, targeted call (--only …) fits
+# in a 10-minute device session.
+MODULES_TIMEOUT=${MODULES_TIMEOUT:-30}
+TEST_TIMEOUT=${TEST_TIMEOUT:-90}
+TEST_CASE_TIMEOUT=${TEST_CASE_TIMEOUT:-60}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-110}
+BENCH_BUDGET=${BENCH_BUDGET:-90}
+TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-55}
+TMA_TEST_TIMEOUT=${TMA_TEST_TIMEOUT:-20}
+TMA_BENCH_TIMEOUT=${TMA_BENCH_TIMEOUT:-25}
+TMA_BENCH_BUDGET=${TMA_BENCH_BUDGET:-15}
+# at most 1.2 s a case (warm-up and measurement; the rest is set-up); the budgets end a group early, keeping the
+# rows measured
 BENCH_CASE_S=${BENCH_CASE_S:-1.2}
 NO_TMA=-Daccel4j.attention.tma=false
 
 usage() {
-  echo "usage: scripts/gpu-check.sh prepare | run [--require-gpu] [--skip-tests] [--skip-bench] [--skip-train]" \
-       "[--skip-tma] [--out DIR]" \
-       "[-- GpuBench options]" >&2
+  echo "usage: scripts/gpu-check.sh prepare | run [--require-gpu] [--only inventory,modules,tests,bench,train,tma]" \
+       "[--skip-tests] [--skip-bench] [--skip-train] [--skip-tma] [--out DIR] [-- GpuBench options]" >&2
   exit 2
 }
 
@@ -113,22 +127,113 @@ unpack() {
   fi
 }
 
+# One line per phase, what it gave so far; the exit code in $summary_rc. Phases not reached say "pending".
+summarize() {
+  local dir=$1 rc=0 no_gpu="" line
+  summary_lines=()
+  add() { summary_lines+=("$1"); }
+  case "$inventory_rc" in
+    skipped) add "inventory: not run" ;;
+    pending) add "inventory: pending" ;;
+    *) add "inventory: inventory.txt ($(grep -m1 -E '^driver:' "$dir/inventory.txt" 2>/dev/null || echo 'no driver line'))" ;;
+  esac
+  case "$modules_rc" in
+    skipped) add "modules: not run" ;;
+    pending) add "modules: pending" ;;
+    0) add "modules: every module loaded and launched (modules.tsv)" ;;
+    3) no_gpu=$(grep -m1 'no GPU:' "$dir/modules.log" | sed 's/^module-check: //' || true); no_gpu=${no_gpu:-no GPU}
+       add "modules: $no_gpu" ;;
+    124|137) add "modules: TIMED OUT after $MODULES_TIMEOUT s (rows so far in modules.tsv)"; rc=1 ;;
+    *) add "modules: FAILED: $(awk -F'\t' 'NR > 1 && ($3 != "ok" || $7 == "FAILED") {printf "%s%s", s, $1; s=", "}' \
+           "$dir/modules.tsv" 2>/dev/null) (see modules.tsv)"; rc=1 ;;
+  esac
+  case "$tests_rc" in
+    skipped) add "tests: not run" ;;
+    pending) add "tests: pending" ;;
+    0) add "tests: $(grep -E '^[0-9]+ tests:' "$dir/tests.log" | tail -1)" ;;
+    3) add "tests: $(grep -E '^[0-9]+ tests:' "$dir/tests.log" | tail -1); --require-gpu: no usable GPU"; rc=3 ;;
+    124|137) add "tests: TIMED OUT: $(grep -m1 '^TIMEOUT:' "$dir/tests.log" || echo "after $TEST_TIMEOUT s") (rows so far in tests.tsv)"; rc=1 ;;
+    *) add "tests: FAILED (exit $tests_rc): $(grep -E '^[0-9]+ tests:' "$dir/tests.log" | tail -1) (tests.tsv)"; rc=1 ;;
+  esac
+  case "$bench_rc" in
+    skipped) add "benchmarks: not run" ;;
+    pending) add "benchmarks: pending" ;;
+    0) add "benchmarks: done (bench/table.txt)" ;;
+    3) add "benchmarks: no GPU" ;;
+    124|137) add "benchmarks: TIMED OUT after $BENCH_TIMEOUT s (the rows measured are in bench/bench.tsv)"; rc=1 ;;
+    *) add "benchmarks: FAILED or a case failed (exit $bench_rc; see bench.log)"; rc=1 ;;
+  esac
+  case "$train_rc" in
+    skipped) add "training step: not run" ;;
+    pending) add "training step: pending" ;;
+    0) add "training step: done (train.log)" ;;
+    3) add "training step: no GPU" ;;
+    4) add "training step: $(grep -m1 'skipped:' "$dir/train.log" | sed 's/^gpu-train: //')" ;;
+    124|137) add "training step: TIMED OUT after $TRAIN_TIMEOUT s (the rows measured are in train.log)"; rc=1 ;;
+    *) add "training step: FAILED (exit $train_rc; see train.log)"; rc=1 ;;
+  esac
+  case "$tma_tests_rc" in
+    skipped) add "TMA attention: not run" ;;
+    pending) add "TMA attention: pending" ;;
+    0|3) add "TMA attention tests (AttentionBf16GpuTest with it): $(grep -E '^[0-9]+ tests:' "$dir/tma-tests.log" | tail -1)" ;;
+    124|137) add "TMA attention tests: TIMED OUT after $TMA_TEST_TIMEOUT s (a hang? see tma-tests.log)"; rc=1 ;;
+    *) add "TMA attention tests: FAILED (exit $tma_tests_rc): $(grep -E '^[0-9]+ tests:' "$dir/tma-tests.log" | tail -1)"; rc=1 ;;
+  esac
+  case "$tma_bench_rc" in
+    skipped|pending|0|3) ;;
+    124|137) add "TMA attention benchmarks: TIMED OUT after $TMA_BENCH_TIMEOUT s (rows in bench-tma/bench.tsv)"; rc=1 ;;
+    *) add "TMA attention benchmarks: FAILED or a case failed (exit $tma_bench_rc; see bench-tma.log)"; rc=1 ;;
+  esac
+  if [ -n "$no_gpu" ]; then
+    add "gpu-check: $no_gpu: the GPU tests were skipped, the benchmarks and the training step not run"
+    [ -n "$require_gpu" ] && rc=3
+  fi
+  summary_rc=$rc
+  { for line in "${summary_lines[@]}"; do echo "$line"; done; } > "$dir/summary.txt.tmp"
+  mv "$dir/summary.txt.tmp" "$dir/summary.txt"
+}
+
+# Phase 0: what the machine has, before anything can hang.
+inventory() {
+  local dir=$1 java=$2 cp=$3
+  {
+    echo "date: $(date -u +%FT%TZ)"
+    echo "driver: $(nvidia-smi --query-gpu=driver_version,name --format=csv,noheader 2>/dev/null | head -1 || echo 'nvidia-smi: not found')"
+    echo "== nvidia-smi -q"
+    limited 10 nvidia-smi -q 2>&1 || echo "(nvidia-smi failed or is missing)"
+    echo "== ldconfig -p (cuda, cublas, nccl)"
+    ldconfig -p 2>/dev/null | grep -E 'libcuda|libcublas|libnccl' || echo "(none in the loader cache)"
+    echo "== pip's NVIDIA wheels"
+    { python3 -m pip list 2>/dev/null || pip list 2>/dev/null; } | grep -i nvidia || echo "(none, or no pip)"
+    echo "== accel4j doctor"
+    # shellcheck disable=SC2086
+    limited 20 "$java" $flags -cp "$cp" io.accel4j.cli.Main doctor 2>&1 || echo "(doctor failed)"
+  } > "$dir/inventory.txt" 2>&1
+}
+
 run() {
-  local require_gpu="" skip_tests="" skip_bench="" skip_train="" skip_tma="" dir=${OUT:-panama-cuda/target/gpu-check-out}
+  local dir=${OUT:-panama-cuda/target/gpu-check-out} only="inventory,modules,tests,bench,train,tma"
+  require_gpu=""
   local bench_args=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --require-gpu) require_gpu=--require-gpu ;;
-      --skip-tests) skip_tests=1 ;;
-      --skip-bench) skip_bench=1 ;;
-      --skip-train) skip_train=1 ;;
-      --skip-tma) skip_tma=1 ;;
+      --only) [ $# -ge 2 ] || usage; only=$2; shift ;;
+      --skip-tests) only=${only//tests/} ;;
+      --skip-bench) only=${only//bench/} ;;
+      --skip-train) only=${only//train/} ;;
+      --skip-tma) only=${only//tma/} ;;
       --out) [ $# -ge 2 ] || usage; dir=$2; shift ;;
       --) shift; bench_args=("$@"); break ;;
       *) usage ;;
     esac
     shift
   done
+  local phase
+  for phase in ${only//,/ }; do
+    case "$phase" in inventory|modules|tests|bench|train|tma) ;; *) echo "gpu-check: unknown phase $phase" >&2; usage ;; esac
+  done
+  wants() { [[ ",$only," == *",$1,"* ]]; }
   unpack
   local java=${ACCEL4J_JAVA:-$pkg/jre/bin/java}
   if [ ! -x "$java" ] || [ ! -d "$pkg/classes" ]; then
@@ -143,87 +248,81 @@ run() {
   done
   cp="${cp#:}:$pkg/lib/*"
   mkdir -p "$dir"
+  # One GPU: NCCL's single-rank checks stay on the loopback interface and say only what went wrong; the JIT cache
+  # lives in the package, so a second call on a warm machine does not JIT the PTX again.
+  export NCCL_DEBUG=${NCCL_DEBUG:-WARN} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
+  export CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-$PWD/$pkg/cuda-cache}
 
-  local tests_rc=skipped bench_rc=skipped train_rc=skipped tma_tests_rc=skipped tma_bench_rc=skipped
-  if [ -z "$skip_tests" ]; then
-    echo "== gpu-check: tests (at most $TEST_TIMEOUT s) =="
+  inventory_rc=skipped modules_rc=skipped tests_rc=skipped bench_rc=skipped train_rc=skipped
+  tma_tests_rc=skipped tma_bench_rc=skipped
+  wants inventory && inventory_rc=pending
+  wants modules && modules_rc=pending
+  wants tests && tests_rc=pending
+  wants bench && bench_rc=pending
+  wants train && train_rc=pending
+  wants tma && tma_tests_rc=pending tma_bench_rc=pending
+  summarize "$dir"
+  if wants inventory; then
+    echo "== gpu-check: (0) inventory (inventory.txt) =="
+    inventory "$dir" "$java" "$cp"
+    inventory_rc=0
+    summarize "$dir"
+  fi
+  if wants modules; then
+    echo "== gpu-check: (1) every PTX module loaded and launched once (modules.tsv, at most $MODULES_TIMEOUT s) =="
+    modules_rc=0
+    # shellcheck disable=SC2086
+    limited "$MODULES_TIMEOUT" "$java" $flags $NO_TMA -cp "$cp" io.accel4j.kernels.ModuleCheck "$dir/modules.tsv" \
+        2>&1 | tee "$dir/modules.log" || modules_rc=$?
+    summarize "$dir"
+  fi
+  if wants tests; then
+    echo "== gpu-check: (2) tests (tests.tsv, at most $TEST_TIMEOUT s, $TEST_CASE_TIMEOUT s a test) =="
     tests_rc=0
     # shellcheck disable=SC2086
     limited "$TEST_TIMEOUT" "$java" $flags $NO_TMA -cp "$cp" io.accel4j.cuda.GpuCheck \
-        $(printf -- '--class %s ' $GPU_TESTS) $require_gpu 2>&1 | tee "$dir/tests.log" || tests_rc=$?
+        $(printf -- '--class %s ' $GPU_TESTS) $require_gpu --tsv "$dir/tests.tsv" \
+        --test-timeout "$TEST_CASE_TIMEOUT" 2>&1 | tee "$dir/tests.log" || tests_rc=$?
+    summarize "$dir"
   fi
-  if [ -z "$skip_bench" ]; then
-    echo "== gpu-check: benchmarks (at most $BENCH_TIMEOUT s, measuring for $BENCH_BUDGET s) =="
+  if wants bench; then
+    echo "== gpu-check: (3) benchmarks (at most $BENCH_TIMEOUT s, measuring for $BENCH_BUDGET s) =="
     bench_rc=0
     rm -rf "$dir/bench"
     # shellcheck disable=SC2086
     limited "$BENCH_TIMEOUT" "$java" $flags $NO_TMA -cp "$cp" io.accel4j.kernels.bench.GpuBench --out "$dir/bench" \
         --budget-s "$BENCH_BUDGET" --case-s "$BENCH_CASE_S" --only gemm,adamw,attention \
         ${bench_args[@]+"${bench_args[@]}"} 2>&1 | tee "$dir/bench.log" || bench_rc=$?
+    summarize "$dir"
   fi
-  if [ -z "$skip_train" ]; then
-    echo "== gpu-check: GPT-2 training steps on the GPU (at most $TRAIN_TIMEOUT s) =="
+  if wants train; then
+    echo "== gpu-check: (4) GPT-2 training steps on the GPU (at most $TRAIN_TIMEOUT s) =="
     train_rc=0
     # shellcheck disable=SC2086
     limited "$TRAIN_TIMEOUT" "$java" $flags $NO_TMA -cp "$cp" io.accel4j.cli.bench.GpuTrainStep 2>&1 \
         | tee "$dir/train.log" || train_rc=$?
+    summarize "$dir"
   fi
-  if [ -z "$skip_tma" ]; then
-    echo "== gpu-check: the TMA attention forward on its own (tests at most $TMA_TEST_TIMEOUT s, benchmarks at most" \
-         "$TMA_BENCH_TIMEOUT s) =="
+  if wants tma; then
+    echo "== gpu-check: (5) the TMA attention forward on its own (tests at most $TMA_TEST_TIMEOUT s, benchmarks at" \
+         "most $TMA_BENCH_TIMEOUT s) =="
     tma_tests_rc=0
     # shellcheck disable=SC2086
     limited "$TMA_TEST_TIMEOUT" "$java" $flags -cp "$cp" io.accel4j.cuda.GpuCheck \
-        --classes-only --class io.accel4j.kernels.AttentionBf16GpuTest 2>&1 | tee "$dir/tma-tests.log" \
-        || tma_tests_rc=$?
+        --classes-only --class io.accel4j.kernels.AttentionBf16GpuTest --tsv "$dir/tma-tests.tsv" \
+        --test-timeout "$TEST_CASE_TIMEOUT" 2>&1 | tee "$dir/tma-tests.log" || tma_tests_rc=$?
     tma_bench_rc=0
     rm -rf "$dir/bench-tma"
     # shellcheck disable=SC2086
     limited "$TMA_BENCH_TIMEOUT" "$java" $flags -cp "$cp" io.accel4j.kernels.bench.GpuBench --out "$dir/bench-tma" \
         --budget-s "$TMA_BENCH_BUDGET" --case-s "$BENCH_CASE_S" --only tma 2>&1 | tee "$dir/bench-tma.log" \
         || tma_bench_rc=$?
+    summarize "$dir"
   fi
 
   echo
-  echo "== gpu-check: summary (files under $dir) =="
-  local rc=0 no_gpu=""
-  case "$tests_rc" in
-    skipped) echo "tests: not run (--skip-tests)" ;;
-    0) echo "tests: $(grep -E '^[0-9]+ tests:' "$dir/tests.log" | tail -1)" ;;
-    3) echo "tests: $(grep -E '^[0-9]+ tests:' "$dir/tests.log" | tail -1); --require-gpu: no usable GPU"; rc=3 ;;
-    124|137) echo "tests: TIMED OUT after $TEST_TIMEOUT s (see tests.log)"; rc=1 ;;
-    *) echo "tests: FAILED (exit $tests_rc): $(grep -E '^[0-9]+ tests:' "$dir/tests.log" | tail -1)"; rc=1 ;;
-  esac
-  case "$bench_rc" in
-    skipped) echo "benchmarks: not run (--skip-bench)" ;;
-    0) echo "benchmarks: done" ;;
-    3) no_gpu=$(grep -m1 'no GPU:' "$dir/bench.log" | sed 's/^gpu-bench: //' || true); no_gpu=${no_gpu:-no GPU} ;;
-    124|137) echo "benchmarks: TIMED OUT after $BENCH_TIMEOUT s (the rows measured are in bench/bench.tsv)"; rc=1 ;;
-    *) echo "benchmarks: FAILED or a case failed (exit $bench_rc; see bench.log)"; rc=1 ;;
-  esac
-  case "$train_rc" in
-    skipped) echo "training step: not run (--skip-train)" ;;
-    0) echo "training step: done" ;;
-    3) if [ -z "$no_gpu" ]; then
-         no_gpu=$(grep -m1 'no GPU:' "$dir/train.log" | sed 's/^gpu-train: //' || true); no_gpu=${no_gpu:-no GPU}
-       fi ;;
-    124|137) echo "training step: TIMED OUT after $TRAIN_TIMEOUT s (the rows measured are in train.log)"; rc=1 ;;
-    *) echo "training step: FAILED (exit $train_rc; see train.log)"; rc=1 ;;
-  esac
-  case "$tma_tests_rc" in
-    skipped) echo "TMA attention: not run (--skip-tma)" ;;
-    0|3) echo "TMA attention tests (AttentionBf16GpuTest with it): $(grep -E '^[0-9]+ tests:' "$dir/tma-tests.log" \
-             | tail -1)" ;;
-    124|137) echo "TMA attention tests: TIMED OUT after $TMA_TEST_TIMEOUT s (a hang? see tma-tests.log)"; rc=1 ;;
-    *) echo "TMA attention tests: FAILED (exit $tma_tests_rc): $(grep -E '^[0-9]+ tests:' "$dir/tma-tests.log" \
-           | tail -1)"; rc=1 ;;
-  esac
-  case "$tma_bench_rc" in
-    skipped|0|3) ;;
-    124|137) echo "TMA attention benchmarks: TIMED OUT after $TMA_BENCH_TIMEOUT s (rows in bench-tma/bench.tsv)"
-             rc=1 ;;
-    *) echo "TMA attention benchmarks: FAILED or a case failed (exit $tma_bench_rc; see bench-tma.log)"; rc=1 ;;
-  esac
+  echo "== gpu-check: summary (summary.txt; files under $dir) =="
+  cat "$dir/summary.txt"
   if [ -f "$dir/bench/table.txt" ]; then
     echo
     cat "$dir/bench/table.txt"
@@ -238,13 +337,7 @@ run() {
     echo "GPT-2 124M training step on the GPU (B=4, T=1024; median/best ms per step, tokens/s):"
     grep -E '^gpu-train: accel4j|^ *threads|^ *cuda ' "$dir/train.log" | sed 's/^gpu-train: accel4j .*--precision \([a-z0-9]*\).*/\1:/'
   fi
-  if [ -n "$no_gpu" ]; then
-    echo "gpu-check: $no_gpu: the GPU tests were skipped, the benchmarks and the training step not run"
-    if [ -n "$require_gpu" ]; then
-      rc=3
-    fi
-  fi
-  exit "$rc"
+  exit "$summary_rc"
 }
 
 case "${1:-run}" in

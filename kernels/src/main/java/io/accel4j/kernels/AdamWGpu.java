@@ -2,6 +2,7 @@ package io.accel4j.kernels;
 
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
+import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaKernel.Dim;
 import io.accel4j.cuda.DeviceBuffer;
 import java.lang.foreign.Arena;
@@ -11,7 +12,8 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * The whole AdamW step in one launch (adamw.cu's {@code adamw_f32_multi}, {@code adamw_bf16_multi}): a table of
+ * adamw.cu: AdamW over one range of the buffers ({@code adamw_f32}, {@code adamw_bf16}: grid-stride, a launch per
+ * range), and the whole step in one launch (adamw.cu's {@code adamw_f32_multi}, {@code adamw_bf16_multi}): a table of
  * {@link AdamWRange} rows (start, offset, length, first block, weight decay; 32 bytes each, the CUDA struct
  * {@code AdamwRange}) in device memory, and a grid of ⌈length / {@link #CHUNK}⌉ blocks per row, each block updating
  * {@link #CHUNK} consecutive elements of its row with 16-byte loads and stores where the four buffers are aligned for
@@ -30,7 +32,7 @@ final class AdamWGpu implements AutoCloseable {
     /** Bytes of one table row (sizeof(AdamwRange)). */
     static final int ROW_BYTES = 32;
 
-    private final GpuOps ops;
+    private final GpuLaunch gpu;
     private final ScratchBuffer table;
     /** A device view of {@link #table} holding the rows last uploaded; null before the first upload. */
     private MemorySegment uploaded;
@@ -38,17 +40,56 @@ final class AdamWGpu implements AutoCloseable {
     private float uploadedDecay;
     private int grid;
 
-    AdamWGpu(GpuOps ops) {
-        this.ops = Objects.requireNonNull(ops, "ops");
-        this.table = ScratchBuffer.of(ops.context());
+    /** The launcher of {@code context}'s kernels; the table is allocated on the first multi-range call. */
+    AdamWGpu(GpuLaunch gpu, CudaContext context) {
+        this.gpu = Objects.requireNonNull(gpu, "gpu");
+        this.table = ScratchBuffer.of(context);
+    }
+
+    /** adamw_f32 over {@code [offset, offset + length)} of the buffers. */
+    void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v, long offset, long length,
+               AdamWConfig config, int step, float gradScale) {
+        check(params, "params", grads, m, v, offset, length, config, step);
+        if (length > 0) {
+            float[] c = adamwCoefficients(config, step);
+            gpu.launchN(Kernels.ADAMW_F32, length, params, grads, m, v, length, config.lr(), config.beta1(),
+                    config.beta2(), config.eps(), config.weightDecay(), c[0], c[1], gradScale);
+        }
+    }
+
+    /** adamw_bf16 over one range: fp32 master weights, the bf16 copy rounded stochastically from {@code seed}. */
+    void adamwBf16(MemorySegment paramsBf16, MemorySegment master, MemorySegment grads, MemorySegment m,
+                   MemorySegment v, long offset, long length, AdamWConfig config, int step, float gradScale,
+                   long seed) {
+        check(master, "master", grads, m, v, offset, length, config, step);
+        GpuLaunch.need("paramsBf16", paramsBf16, length, 2);
+        if (length > 0) {
+            float[] c = adamwCoefficients(config, step);
+            gpu.launchN(Kernels.ADAMW_BF16, length, paramsBf16, master, grads, m, v, offset, length, config.lr(),
+                    config.beta1(), config.beta2(), config.eps(), config.weightDecay(), c[0], c[1], gradScale, seed);
+        }
+    }
+
+    private static void check(MemorySegment p, String pName, MemorySegment grads, MemorySegment m, MemorySegment v,
+                              long offset, long length, AdamWConfig config, int step) {
+        Objects.requireNonNull(config, "config");
+        GpuLaunch.nonNegative("offset", offset); GpuLaunch.nonNegative("length", length);
+        GpuLaunch.positive("step", step);
+        GpuLaunch.need(pName, p, length, 4); GpuLaunch.need("grads", grads, length, 4);
+        GpuLaunch.need("m", m, length, 4); GpuLaunch.need("v", v, length, 4);
+    }
+
+    /** The bias corrections {@code 1/(1−β1ᵗ)}, {@code 1/(1−β2ᵗ)} in float64 rounded to fp32, as the CPU kernel. */
+    static float[] adamwCoefficients(AdamWConfig k, int t) {
+        return new float[] {(float) (1 / (1 - Math.pow(k.beta1(), t))), (float) (1 / (1 - Math.pow(k.beta2(), t)))};
     }
 
     /** adamw_f32_multi over {@code ranges} of the buffers (device views holding every range's elements). */
     void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v, List<AdamWRange> ranges,
                AdamWConfig config, int step, float gradScale) {
         if (prepare(params, "params", grads, m, v, ranges, config, step)) {
-            float[] c = GpuOps.adamwCoefficients(config, step);
-            Kernels.ADAMW_F32_MULTI.launch(ops.kernel(Kernels.ADAMW_F32_MULTI), Dim.of(grid), Dim.of(THREADS), 0,
+            float[] c = adamwCoefficients(config, step);
+            Kernels.ADAMW_F32_MULTI.launch(gpu.kernel(Kernels.ADAMW_F32_MULTI), Dim.of(grid), Dim.of(THREADS), 0,
                     null, params, grads, m, v, uploaded, ranges.size(), config.lr(), config.beta1(),
                     config.beta2(), config.eps(), c[0], c[1], gradScale);
         }
@@ -59,9 +100,9 @@ final class AdamWGpu implements AutoCloseable {
                    MemorySegment v, List<AdamWRange> ranges, AdamWConfig config, int step, float gradScale,
                    long seed) {
         if (prepare(master, "master", grads, m, v, ranges, config, step)) {
-            GpuOps.need("paramsBf16", paramsBf16, AdamWRange.check(ranges), 2);
-            float[] c = GpuOps.adamwCoefficients(config, step);
-            Kernels.ADAMW_BF16_MULTI.launch(ops.kernel(Kernels.ADAMW_BF16_MULTI), Dim.of(grid), Dim.of(THREADS), 0,
+            GpuLaunch.need("paramsBf16", paramsBf16, AdamWRange.check(ranges), 2);
+            float[] c = adamwCoefficients(config, step);
+            Kernels.ADAMW_BF16_MULTI.launch(gpu.kernel(Kernels.ADAMW_BF16_MULTI), Dim.of(grid), Dim.of(THREADS), 0,
                     null, paramsBf16, master, grads, m, v, uploaded, ranges.size(), config.lr(),
                     config.beta1(), config.beta2(), config.eps(), c[0], c[1], gradScale, seed);
         }
@@ -71,10 +112,10 @@ final class AdamWGpu implements AutoCloseable {
     private boolean prepare(MemorySegment p, String pName, MemorySegment grads, MemorySegment m, MemorySegment v,
                             List<AdamWRange> ranges, AdamWConfig config, int step) {
         Objects.requireNonNull(config, "config");
-        GpuOps.positive("step", step);
+        GpuLaunch.positive("step", step);
         long elements = AdamWRange.check(ranges);
-        GpuOps.need(pName, p, elements, 4); GpuOps.need("grads", grads, elements, 4);
-        GpuOps.need("m", m, elements, 4); GpuOps.need("v", v, elements, 4);
+        GpuLaunch.need(pName, p, elements, 4); GpuLaunch.need("grads", grads, elements, 4);
+        GpuLaunch.need("m", m, elements, 4); GpuLaunch.need("v", v, elements, 4);
         if (elements == 0) {
             return false;
         }

@@ -325,7 +325,7 @@ public final class AttentionBf16Gpu implements AutoCloseable {
         ops.castFromFp32(o, DType.BF16, out, btc);
         backward(dq, g, q, o, lse, B, T, C, NH, true);
         Kernels.ATTENTION_BF16_ACCUMULATE.launch(ops.kernel(Kernels.ATTENTION_BF16_ACCUMULATE),
-                Dim.of(GpuOps.blocks(3 * btc)), Dim.of(GpuOps.BLOCK), 0, null, dqkv, dq, 3 * btc);
+                Dim.of(GpuLaunch.blocks(3 * btc)), Dim.of(GpuLaunch.BLOCK), 0, null, dqkv, dq, 3 * btc);
     }
 
     @Override

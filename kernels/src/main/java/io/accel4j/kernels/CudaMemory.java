@@ -6,6 +6,7 @@ import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.DeviceBuffer;
+import io.accel4j.cuda.HostCopy;
 import io.accel4j.cuda.bindings.cuda_h;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -15,7 +16,8 @@ import java.util.Objects;
 /**
  * {@link DeviceMemory} on one CUDA device: allocations are {@link DeviceBuffer}s handed out as device views
  * ({@link GpuOps#device}: segments whose address is the device address, never dereferenced on the host), copies
- * and fills are the driver's synchronous {@code cuMemcpy*} / {@code cuMemsetD8} on the legacy default stream, so
+ * and fills are the driver's synchronous {@code cuMemcpy*} / {@code cuMemsetD8} on the legacy default stream (a heap
+ * host segment staged through native memory by {@link HostCopy}), so
  * they are ordered with {@link GpuOps}'s kernels, which run there too. Device addresses are 256-byte aligned.
  */
 public final class CudaMemory implements DeviceMemory {
@@ -83,7 +85,7 @@ public final class CudaMemory implements DeviceMemory {
         DeviceMemory.checkCopy("host", host, "device", device, n);
         if (n > 0) {
             context.makeCurrent();
-            check("cuMemcpyHtoD_v2", cuda_h.cuMemcpyHtoD_v2(device.address(), host, n));
+            HostCopy.toDevice(device.address(), host, n);
         }
     }
 
@@ -93,7 +95,7 @@ public final class CudaMemory implements DeviceMemory {
         DeviceMemory.checkCopy("device", device, "host", host, n);
         if (n > 0) {
             context.makeCurrent();
-            check("cuMemcpyDtoH_v2", cuda_h.cuMemcpyDtoH_v2(host, device.address(), n));
+            HostCopy.toHost(host, device.address(), n);
         }
     }
 

@@ -103,8 +103,6 @@ public final class GpuMatmul implements AutoCloseable {
     private static final int CAST_BLOCK = 256;
     /** matmul_backward_bias's block: 32 columns × 8 row phases (the kernel assumes this shape); grid ceil(OC / 32). */
     static final Dim BIAS_BLOCK = Dim.of(32, 8);
-    /** cast_transpose_f32_to_fp8's block: a tile's 32 columns × CAST_BLOCK / 32 row phases. */
-    static final Dim CAST_TRANSPOSE_BLOCK = Dim.of(32, CAST_BLOCK / 32);
     private static final int CAST_MAX_BLOCKS = 1024;
 
     private enum Kind { FORWARD, DINP, DWEIGHT, FP8, FORWARD_GELU, DINP_DGELU }
@@ -128,9 +126,8 @@ public final class GpuMatmul implements AutoCloseable {
     private final CudaKernel biasKernel;
     private final CudaKernel toBf16;
     private final CudaKernel toF16;
-    private final CudaKernel castTranspose;
-    /** cast_transpose_f32_to_fp8's per-block amax partials ({@value #CAST_MAX_BLOCKS} uints). */
-    private final DeviceBuffer partials;
+    /** cast_transpose_f32_to_fp8, with its amax partials. */
+    private final CastTransposeGpu castTranspose;
     /** The amaxes of {@link #fp8Forward}/{@link #fp8Backward}'s casts, until {@link #flushAmaxes}. */
     private final Fp8AmaxSlots amaxSlots;
     /** The rounded operands of a BF16/FP16 product, grown to the largest call so far. */
@@ -193,7 +190,7 @@ public final class GpuMatmul implements AutoCloseable {
         this.biasKernel = kernels.apply(Kernels.MATMUL_BACKWARD_BIAS);
         this.toBf16 = kernels.apply(Kernels.CAST_F32_TO_BF16);
         this.toF16 = kernels.apply(Kernels.CAST_F32_TO_F16);
-        this.castTranspose = kernels.apply(Kernels.CAST_TRANSPOSE_F32_TO_FP8);
+        CudaKernel castTransposeKernel = kernels.apply(Kernels.CAST_TRANSPOSE_F32_TO_FP8);
         this.amaxSlots = new Fp8AmaxSlots(context, kernels.apply(Kernels.FP8_AMAX_TO_SLOT));
         this.computeCapability = context.computeCapability();
         this.lt = CublasLtHandle.create(context);
@@ -201,7 +198,6 @@ public final class GpuMatmul implements AutoCloseable {
         try {
             made.add(context.allocate(WORKSPACE_BYTES));
             made.add(context.allocate(8));
-            made.add(context.allocate(4L * CAST_MAX_BLOCKS));
         } catch (RuntimeException e) {
             made.forEach(DeviceBuffer::close);
             lt.close();
@@ -209,7 +205,15 @@ public final class GpuMatmul implements AutoCloseable {
         }
         this.workspace = made.get(0);
         this.fp8Scales = made.get(1);
-        this.partials = made.get(2);
+        CastTransposeGpu ct;
+        try {
+            ct = new CastTransposeGpu(context, castTransposeKernel);
+        } catch (RuntimeException e) {
+            made.forEach(DeviceBuffer::close);
+            lt.close();
+            throw e;
+        }
+        this.castTranspose = ct;
     }
 
     /** {@code "cuBLASLt 120605"}. */
@@ -258,11 +262,11 @@ public final class GpuMatmul implements AutoCloseable {
     private static void checkForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
                                      int N, int C, int OC, DType operands) {
         MatmulOps.checkOperands(operands);
-        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
-        GpuOps.need("out", out, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
-        GpuOps.need("weight", weight, (long) OC * C, 4);
+        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
+        GpuLaunch.need("out", out, (long) N * OC, 4); GpuLaunch.need("inp", inp, (long) N * C, 4);
+        GpuLaunch.need("weight", weight, (long) OC * C, 4);
         if (bias != null) {
-            GpuOps.need("bias", bias, OC, 4);
+            GpuLaunch.need("bias", bias, OC, 4);
         }
     }
 
@@ -271,12 +275,12 @@ public final class GpuMatmul implements AutoCloseable {
                                       MemorySegment dout, MemorySegment inp, MemorySegment weight, int N, int C,
                                       int OC, DType operands) {
         MatmulOps.checkOperands(operands);
-        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
-        GpuOps.need("dinp", dinp, (long) N * C, 4); GpuOps.need("dweight", dweight, (long) OC * C, 4);
-        GpuOps.need("dout", dout, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
-        GpuOps.need("weight", weight, (long) OC * C, 4);
+        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
+        GpuLaunch.need("dinp", dinp, (long) N * C, 4); GpuLaunch.need("dweight", dweight, (long) OC * C, 4);
+        GpuLaunch.need("dout", dout, (long) N * OC, 4); GpuLaunch.need("inp", inp, (long) N * C, 4);
+        GpuLaunch.need("weight", weight, (long) OC * C, 4);
         if (dbias != null) {
-            GpuOps.need("dbias", dbias, OC, 4);
+            GpuLaunch.need("dbias", dbias, OC, 4);
         }
     }
 
@@ -356,7 +360,7 @@ public final class GpuMatmul implements AutoCloseable {
     public boolean forwardGelu(MemorySegment out, MemorySegment pre, MemorySegment inp, MemorySegment weight,
                                MemorySegment bias, int N, int C, int OC, DType operands) {
         checkForward(out, inp, weight, bias, N, C, OC, operands);
-        GpuOps.need("pre", pre, (long) N * OC, 4);
+        GpuLaunch.need("pre", pre, (long) N * OC, 4);
         refuseAux(pre, OC);
         Operands r = roundForward(inp, weight, N, C, OC, operands);
         MemorySegment w = r.w, x = r.x;
@@ -389,9 +393,9 @@ public final class GpuMatmul implements AutoCloseable {
                                 MemorySegment dout, MemorySegment inp, MemorySegment pre, MemorySegment weight,
                                 int N, int C, int OC, DType operands) {
         checkBackward(dpre, dweight, dbias, dout, inp, weight, N, C, OC, operands);
-        GpuOps.need("pre", pre, (long) N * C, 4);
+        GpuLaunch.need("pre", pre, (long) N * C, 4);
         if (dpreBias != null) {
-            GpuOps.need("dpreBias", dpreBias, C, 4);
+            GpuLaunch.need("dpreBias", dpreBias, C, 4);
         }
         refuseAux(pre, C);
         Operands r = roundBackward(dout, inp, weight, N, C, OC, operands);
@@ -498,34 +502,7 @@ public final class GpuMatmul implements AutoCloseable {
      */
     public float castTransposeToFp8(MemorySegment dst, MemorySegment dstT, DType fp8Type, MemorySegment src, int R,
                                     int C, float scale) {
-        Objects.requireNonNull(fp8Type, "fp8Type");
-        if (!fp8Type.isFp8()) {
-            throw new IllegalArgumentException("castTransposeToFp8 writes FP8_E4M3 or FP8_E5M2, got " + fp8Type);
-        }
-        GpuOps.positive("R", R); GpuOps.positive("C", C);
-        scaleFactor("scale", scale);
-        long n = (long) R * C;
-        GpuOps.need("dst", dst, n, 1); GpuOps.need("dstT", dstT, n, 1); GpuOps.need("src", src, n, 4);
-        int tiles = launchCastTranspose(dst, dstT, fp8Type, src, R, C, scale);
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment host = arena.allocate(ValueLayout.JAVA_INT, tiles);
-            partials.copyTo(host); // synchronous: after the kernel
-            return GpuOps.maxBitsOfPartials(host, tiles);
-        }
-    }
-
-    /** Queues cast_transpose_f32_to_fp8 (arguments checked), its amax partials into {@link #partials}; the grid. */
-    private int launchCastTranspose(MemorySegment dst, MemorySegment dstT, DType fp8Type, MemorySegment src, int R,
-                                    int C, float scale) {
-        int tiles = castTransposeGrid(R, C);
-        Kernels.CAST_TRANSPOSE_F32_TO_FP8.launch(castTranspose, Dim.of(tiles), CAST_TRANSPOSE_BLOCK, 0, null,
-                dst, dstT, GpuOps.device(partials), src, R, C, scale, fp8Type == DType.FP8_E4M3 ? 1 : 0);
-        return tiles;
-    }
-
-    /** cast_transpose_f32_to_fp8's grid: a block per 32×32 tile of (R, C), at most CAST_MAX_BLOCKS (grid-stride). */
-    static int castTransposeGrid(int R, int C) {
-        return (int) Math.min(CAST_MAX_BLOCKS, ((R + 31L) / 32) * ((C + 31L) / 32));
+        return castTranspose.castTransposeToFp8(dst, dstT, fp8Type, src, R, C, scale);
     }
 
     /**
@@ -540,11 +517,11 @@ public final class GpuMatmul implements AutoCloseable {
     public void fp8Forward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias, int N,
                            int C, int OC, Fp8Scaling fp8) {
         Objects.requireNonNull(fp8, "fp8");
-        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
         if (bias != null) {
-            GpuOps.need("bias", bias, OC, 4);
+            GpuLaunch.need("bias", bias, OC, 4);
         }
-        GpuOps.need("inp", inp, (long) N * C, 4); GpuOps.need("weight", weight, (long) OC * C, 4);
+        GpuLaunch.need("inp", inp, (long) N * C, 4); GpuLaunch.need("weight", weight, (long) OC * C, 4);
         long nInp = (long) N * C, nW = (long) OC * C;
         long inpAt = 0, inpT = slice(nInp, 1), wAt = 2 * inpT, wT = wAt + slice(nW, 1);
         MemorySegment base = fp8Codes.view(wT + slice(nW, 1));
@@ -574,12 +551,12 @@ public final class GpuMatmul implements AutoCloseable {
     public void fp8Backward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                             MemorySegment inp, MemorySegment weight, int N, int C, int OC, Fp8Scaling fp8) {
         Objects.requireNonNull(fp8, "fp8");
-        GpuOps.positive("N", N); GpuOps.positive("C", C); GpuOps.positive("OC", OC);
+        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
         if (dbias != null) {
-            GpuOps.need("dbias", dbias, OC, 4);
+            GpuLaunch.need("dbias", dbias, OC, 4);
         }
-        GpuOps.need("dout", dout, (long) N * OC, 4); GpuOps.need("inp", inp, (long) N * C, 4);
-        GpuOps.need("weight", weight, (long) OC * C, 4);
+        GpuLaunch.need("dout", dout, (long) N * OC, 4); GpuLaunch.need("inp", inp, (long) N * C, 4);
+        GpuLaunch.need("weight", weight, (long) OC * C, 4);
         long nInp = (long) N * C, nW = (long) OC * C, nDout = (long) N * OC;
         long inpAt = 0, inpT = slice(nInp, 1), wAt = 2 * inpT, wT = wAt + slice(nW, 1), gAt = wT + slice(nW, 1);
         long gT = gAt + slice(nDout, 1);
@@ -611,8 +588,8 @@ public final class GpuMatmul implements AutoCloseable {
      */
     private void cast(AmaxHistory h, MemorySegment base, long at, long atT, MemorySegment src, int R, int C) {
         long n = (long) R * C;
-        int tiles = launchCastTranspose(base.asSlice(at, n), base.asSlice(atT, n), h.format(), src, R, C, h.scale());
-        amaxSlots.record(h, GpuOps.device(partials), tiles, h.scaleInv());
+        int tiles = castTranspose.launch(base.asSlice(at, n), base.asSlice(atT, n), h.format(), src, R, C, h.scale());
+        amaxSlots.record(h, castTranspose.partials(), tiles, h.scaleInv());
     }
 
     /**
@@ -635,7 +612,7 @@ public final class GpuMatmul implements AutoCloseable {
         Objects.requireNonNull(outType, "outType");
         Objects.requireNonNull(aType, "aType");
         Objects.requireNonNull(bType, "bType");
-        GpuOps.positive("M", M); GpuOps.positive("N", N); GpuOps.positive("K", K);
+        GpuLaunch.positive("M", M); GpuLaunch.positive("N", N); GpuLaunch.positive("K", K);
         if (!aType.isFp8() || !bType.isFp8()) {
             throw new IllegalArgumentException("fp8 takes FP8_E4M3 or FP8_E5M2 operands, got a " + aType + ", b "
                     + bType);
@@ -656,13 +633,13 @@ public final class GpuMatmul implements AutoCloseable {
         }
         scaleFactor("aScaleInv", aScaleInv);
         scaleFactor("bScaleInv", bScaleInv);
-        GpuOps.need("a", a, (long) M * K, 1); GpuOps.need("b", b, (long) N * K, 1);
-        GpuOps.need("out", out, (long) M * N, outType.byteSize());
+        GpuLaunch.need("a", a, (long) M * K, 1); GpuLaunch.need("b", b, (long) N * K, 1);
+        GpuLaunch.need("out", out, (long) M * N, outType.byteSize());
         aligned16("a", a);
         aligned16("b", b);
         aligned16("out", out);
         if (amaxOut != null) {
-            GpuOps.need("amaxOut", amaxOut, 1, 4);
+            GpuLaunch.need("amaxOut", amaxOut, 1, 4);
         }
     }
 
@@ -677,7 +654,7 @@ public final class GpuMatmul implements AutoCloseable {
         };
     }
 
-    private static void scaleFactor(String name, float v) {
+    static void scaleFactor(String name, float v) {
         if (!(v > 0 && v < Float.POSITIVE_INFINITY)) {
             throw new IllegalArgumentException(name + " must be finite and > 0, got " + v);
         }
@@ -732,7 +709,7 @@ public final class GpuMatmul implements AutoCloseable {
         zeros.close();
         amaxSlots.close();
         biasGrad.close();
-        partials.close();
+        castTranspose.close();
         fp8Scales.close();
         workspace.close();
         lt.close();

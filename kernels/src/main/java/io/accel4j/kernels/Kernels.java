@@ -145,6 +145,22 @@ public final class Kernels {
         return computeCapability == 90 ? HOPPER_ARCH : PORTABLE_ARCH;
     }
 
+    /**
+     * ptxas's cubin of {@code module} for {@code arch} ({@code ptx/sm_90a/<module>.cubin}, built beside the PTX by
+     * build-ptx.sh), if one ships: only for {@link #HOPPER_ARCH}. Tried before the PTX; a driver older than the ptxas
+     * that wrote it refuses it, and the PTX is JIT-compiled instead ({@link KernelModules}).
+     */
+    public static java.util.Optional<byte[]> cubin(String module, String arch) {
+        if (!arch.equals(HOPPER_ARCH)) {
+            return java.util.Optional.empty();
+        }
+        try (var in = Kernels.class.getResourceAsStream("ptx/" + arch + "/" + module + ".cubin")) {
+            return in == null ? java.util.Optional.empty() : java.util.Optional.of(in.readAllBytes());
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
     /** The portable ({@link #PORTABLE_ARCH}) PTX text of {@code module}, from the class path. */
     public static String ptx(String module) {
         return ptx(module, PORTABLE_ARCH);

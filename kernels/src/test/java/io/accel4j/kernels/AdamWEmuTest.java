@@ -26,7 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
  * g++ -ffp-contract=off) against the CPU kernel called once per range: params, m, v and the bf16 copy must agree bit
  * for bit (the kernel does the CPU's operations in the CPU's order, each rounded), and the elements no range covers
  * must stay as they were. This checks the table, the block-to-row mapping, both load paths and the
- * stochastic-rounding index without a GPU; {@link GpuOpsTest} runs the same case on one. Skipped without g++.
+ * stochastic-rounding index without a GPU; {@link AdamWGpuTest} runs the same case on one. Skipped without g++.
  */
 class AdamWEmuTest {
 
@@ -106,7 +106,7 @@ class AdamWEmuTest {
         for (int i = 0; i < 4; i++) {
             Emulator.write(dir.resolve(names[i] + ".f32"), in[i]);
         }
-        float[] c = GpuOps.adamwCoefficients(AdamWRangesCase.CONFIG, AdamWRangesCase.STEP);
+        float[] c = AdamWGpu.adamwCoefficients(AdamWRangesCase.CONFIG, AdamWRangesCase.STEP);
         var k = AdamWRangesCase.CONFIG;
         List<String> cmd = new ArrayList<>(List.of(bf16 ? "1" : "0", Long.toString(n),
                 dir.resolve("table.bin").toString()));

@@ -5,7 +5,7 @@ import io.accel4j.core.ops.AdamWRange;
 import java.util.List;
 
 /**
- * The multi-range AdamW case that {@link AdamWEmuTest} (adamw.cu on the CPU) and {@link GpuOpsTest} (on a GPU) both
+ * The multi-range AdamW case that {@link AdamWEmuTest} (adamw.cu on the CPU) and {@link AdamWGpuTest} (on a GPU) both
  * run: rows that cover the kernel's paths — several blocks of one row ({@link AdamWGpu#CHUNK} = 4096 elements), a
  * row of 3, a row starting at an element that is not a multiple of 4 (no 16-byte loads: the element-wise path), an
  * empty row, a gap of untouched elements, a last row with a partial quad — with and without weight decay, and

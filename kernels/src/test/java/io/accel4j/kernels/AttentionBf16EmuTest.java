@@ -138,11 +138,11 @@ class AttentionBf16EmuTest {
                 cmd.add(Long.toString(v));
             }
             cmd.addAll(List.of(qf.toString(), df.toString(), dir.toString(), acc.toString(),
-                    Integer.toString(GpuOps.blocks(n3)), Integer.toString(GpuOps.BLOCK)));
+                    Integer.toString(GpuLaunch.blocks(n3)), Integer.toString(GpuLaunch.BLOCK)));
             Emulator.run(exe, cmd);
             MemorySegment o16 = Emulator.read(arena, dir.resolve("out.bf16"));
             MemorySegment out = AttentionBf16OpsCheck.nan(arena, btc);
-            Emulator.launch(cast, tmp, "cast_bf16_to_f32", Dim.of(GpuOps.blocks(btc)), Dim.of(GpuOps.BLOCK),
+            Emulator.launch(cast, tmp, "cast_bf16_to_f32", Dim.of(GpuLaunch.blocks(btc)), Dim.of(GpuLaunch.BLOCK),
                     Emulator.buffers("dst", out, "src", o16), btc);
             // backward casts the widened out again: exact, so the harness's own bf16 out is what its kernels read
             assertThat(toBf16(cast, arena, out, btc).mismatch(o16)).as("bf16(widened out) = out, " + c)
@@ -152,10 +152,10 @@ class AttentionBf16EmuTest {
         }
     }
 
-    /** cast_f32_to_bf16 of n floats as castFromFp32 launches it (GpuOps.blocks(n) blocks of GpuOps.BLOCK). */
+    /** cast_f32_to_bf16 of n floats as castFromFp32 launches it (GpuLaunch.blocks(n) blocks of GpuLaunch.BLOCK). */
     private static MemorySegment toBf16(Path cast, Arena arena, MemorySegment src, long n) throws Exception {
         MemorySegment dst = arena.allocate(2 * n, 16).fill((byte) 0xFF); // NaN as bf16
-        Emulator.launch(cast, tmp, "cast_f32_to_bf16", Dim.of(GpuOps.blocks(n)), Dim.of(GpuOps.BLOCK),
+        Emulator.launch(cast, tmp, "cast_f32_to_bf16", Dim.of(GpuLaunch.blocks(n)), Dim.of(GpuLaunch.BLOCK),
                 Emulator.buffers("dst", dst, "src", src), n);
         return dst;
     }

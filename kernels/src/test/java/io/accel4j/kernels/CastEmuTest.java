@@ -81,7 +81,7 @@ class CastEmuTest {
     @Test
     void moreTilesThanBlocksMatchCpu() throws Exception {
         int side = 33 * 32 - 5; // 33·33 = 1089 tiles > the 1024 blocks of the grid
-        assertThat(GpuMatmul.castTransposeGrid(side, side + 2)).isLessThan(33 * 33);
+        assertThat(CastTransposeGpu.grid(side, side + 2)).isLessThan(33 * 33);
         check(DType.FP8_E4M3, side, side + 2, 0.5f, false);
     }
 
@@ -92,13 +92,13 @@ class CastEmuTest {
         src.setAtIndex(JAVA_FLOAT, 5, Float.POSITIVE_INFINITY);
         src.setAtIndex(JAVA_FLOAT, 6, -0f);
         src.setAtIndex(JAVA_FLOAT, 7, Float.MIN_VALUE);
-        int grid = GpuOps.blocks(n);
+        int grid = GpuLaunch.blocks(n);
         // no NaN for bf16 and fp16: the JDK's fp16 NaN payload varies (CastHostCheckTest); fp8's NaN is added below
         for (DType t : new DType[] {DType.BF16, DType.FP16}) {
             MemorySegment dst = arena.allocate(2 * n).fill(POISON), cDst = arena.allocate(2 * n).fill(POISON);
             cpu.castFromFp32(cDst, t, src, n);
             Emulator.launch(exe, tmp, t == DType.BF16 ? "cast_f32_to_bf16" : "cast_f32_to_f16", Dim.of(grid),
-                    Dim.of(GpuOps.BLOCK), Emulator.buffers("dst", dst, "src", src), n);
+                    Dim.of(GpuLaunch.BLOCK), Emulator.buffers("dst", dst, "src", src), n);
             assertThat(dst.mismatch(cDst)).as("%s codes: first differing byte (-1 = none)", t).isEqualTo(-1L);
         }
         src.setAtIndex(JAVA_FLOAT, n - 1, Float.NaN);
@@ -107,7 +107,7 @@ class CastEmuTest {
             MemorySegment dst = arena.allocate(n).fill(POISON), cDst = arena.allocate(n).fill(POISON);
             float cAmax = cpu.castToFp8(cDst, t, src, n, scale);
             MemorySegment partial = poisonedPartials(grid);
-            Emulator.launch(exe, tmp, "cast_f32_to_fp8", Dim.of(grid), Dim.of(GpuOps.BLOCK),
+            Emulator.launch(exe, tmp, "cast_f32_to_fp8", Dim.of(grid), Dim.of(GpuLaunch.BLOCK),
                     Emulator.buffers("dst", dst, "partial", partial, "src", src), n, scale,
                     t == DType.FP8_E4M3 ? 1 : 0);
             assertThat(dst.mismatch(cDst)).as("%s codes: first differing byte (-1 = none)", t).isEqualTo(-1L);
@@ -131,13 +131,13 @@ class CastEmuTest {
             float scaleInv = t.isFp8() ? 0.75f : 1f;
             MemorySegment dst = arena.allocate(JAVA_FLOAT, n).fill(POISON), cDst = arena.allocate(JAVA_FLOAT, n);
             cpu.castToFp32(cDst, codes, t, n, scaleInv);
-            int grid = GpuOps.blocks(n);
+            int grid = GpuLaunch.blocks(n);
             if (t.isFp8()) {
-                Emulator.launch(exe, tmp, "cast_fp8_to_f32", Dim.of(grid), Dim.of(GpuOps.BLOCK),
+                Emulator.launch(exe, tmp, "cast_fp8_to_f32", Dim.of(grid), Dim.of(GpuLaunch.BLOCK),
                         Emulator.buffers("dst", dst, "src", codes), n, scaleInv, t == DType.FP8_E4M3 ? 1 : 0);
             } else {
                 Emulator.launch(exe, tmp, t == DType.BF16 ? "cast_bf16_to_f32" : "cast_f16_to_f32", Dim.of(grid),
-                        Dim.of(GpuOps.BLOCK), Emulator.buffers("dst", dst, "src", codes), n);
+                        Dim.of(GpuLaunch.BLOCK), Emulator.buffers("dst", dst, "src", codes), n);
             }
             for (long c = 0; c < n; c++) {
                 int e = dst.getAtIndex(JAVA_INT, c), x = cDst.getAtIndex(JAVA_INT, c);
@@ -222,9 +222,9 @@ class CastEmuTest {
     private void amaxToSlot(MemorySegment slot, DType type, MemorySegment src, int R, int C, float scale,
                             float scaleInv, boolean first) throws Exception {
         long n = (long) R * C;
-        int grid = GpuMatmul.castTransposeGrid(R, C);
+        int grid = CastTransposeGpu.grid(R, C);
         MemorySegment partial = poisonedPartials(grid);
-        Emulator.launch(exe, tmp, "cast_transpose_f32_to_fp8", Dim.of(grid), GpuMatmul.CAST_TRANSPOSE_BLOCK,
+        Emulator.launch(exe, tmp, "cast_transpose_f32_to_fp8", Dim.of(grid), CastTransposeGpu.BLOCK,
                 Emulator.buffers("dst", arena.allocate(n), "dstT", arena.allocate(n), "partial", partial, "src",
                         src), R, C, scale, type == DType.FP8_E4M3 ? 1 : 0);
         Emulator.launch(exe, tmp, "fp8_amax_to_slot", Dim.of(1), Dim.of(Fp8AmaxSlots.REDUCE_BLOCK),
@@ -248,10 +248,10 @@ class CastEmuTest {
             }
         }
 
-        int grid = GpuMatmul.castTransposeGrid(R, C);
+        int grid = CastTransposeGpu.grid(R, C);
         MemorySegment dst = arena.allocate(n).fill(POISON), dstT = arena.allocate(n).fill(POISON);
         MemorySegment partial = poisonedPartials(grid);
-        Emulator.launch(exe, tmp, "cast_transpose_f32_to_fp8", Dim.of(grid), GpuMatmul.CAST_TRANSPOSE_BLOCK,
+        Emulator.launch(exe, tmp, "cast_transpose_f32_to_fp8", Dim.of(grid), CastTransposeGpu.BLOCK,
                 Emulator.buffers("dst", dst, "dstT", dstT, "partial", partial, "src", src), R, C, scale,
                 type == DType.FP8_E4M3 ? 1 : 0);
 
@@ -266,7 +266,7 @@ class CastEmuTest {
         for (int b = 0; b < grid; b++) {
             assertThat(partial.getAtIndex(JAVA_INT, b)).as("%s partial %d", what, b).isBetween(0, 0x7F80_0000);
         }
-        assertThat(Float.floatToRawIntBits(GpuOps.maxBitsOfPartials(partial, grid))).as("%s amax", what)
+        assertThat(Float.floatToRawIntBits(CastGpu.maxBitsOfPartials(partial, grid))).as("%s amax", what)
                 .isEqualTo(Float.floatToRawIntBits(cAmax));
     }
 

@@ -26,7 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
  * cast.cu's element conversions, compiled for the host by nvcc ({@code src/test/cuda/cast_host_check.cu}), against
  * the CPU casts ({@link CpuOps}, i.e. core's {@link DType#encode}) bit for bit: no GPU needed. The fp8 code runs the
  * same software path as the sm_80 PTX; bf16/fp16 run the CUDA headers' host emulation of {@code cvt.rn} (the device
- * instruction itself is checked by {@code GpuOpsTest} on a GPU). Skipped without nvcc.
+ * instruction itself is checked by {@code CastGpuTest} on a GPU). Skipped without nvcc.
  */
 class CastHostCheckTest {
 

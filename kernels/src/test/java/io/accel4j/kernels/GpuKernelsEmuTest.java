@@ -25,12 +25,12 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The training step's element-wise, normalisation and reduction kernels (layernorm.cu, gelu.cu, residual.cu,
- * encoder.cu, classifier.cu, matmul.cu's dbias, norm.cu: the very sources, run on the CPU by
- * {@code src/test/cuda/kernels_emu.cpp} through {@code cuda_emu.h}) against {@link CpuOps}, each launched with the
- * grid, block and arguments {@link GpuOps} (and {@link GpuMatmul}) use, taken from their constants. Odd sizes, outputs
+ * encoder.cu, classifier.cu, matmul.cu's dbias, norm.cu: the very sources, run on the CPU by {@code
+ * src/test/cuda/kernels_emu.cpp} through {@code cuda_emu.h}) against {@link CpuOps}, each launched with the grid,
+ * block and arguments {@link GpuOps} (and {@link GpuMatmul}) use, taken from their constants. Odd sizes, outputs
  * poisoned (NaN) where a kernel writes, pre-filled with the same random values on both sides where it adds. This
- * checks indexing, boundaries and the block reductions without a GPU; {@link GpuOpsTest} runs them on one.
- * Skipped without g++.
+ * checks indexing, boundaries and the block reductions without a GPU; the family tests ({@link PointwiseGpuTest},
+ * {@link LayerNormGpuTest}, …) run them on one. Skipped without g++.
  */
 class GpuKernelsEmuTest {
 
@@ -97,7 +97,7 @@ class GpuKernelsEmuTest {
             MemorySegment out = nan(N * C), mean = nan(N), rstd = nan(N);
             MemorySegment cOut = nan(N * C), cMean = nan(N), cRstd = nan(N);
             cpu.layernormForward(cOut, cMean, cRstd, inp, weight, bias, N, C);
-            launch("layernorm_forward", Dim.of((N + GpuOps.WARP_ROWS - 1) / GpuOps.WARP_ROWS), Dim.of(GpuOps.BLOCK),
+            launch("layernorm_forward", Dim.of((N + LayerNormGpu.WARP_ROWS - 1) / LayerNormGpu.WARP_ROWS), Dim.of(GpuLaunch.BLOCK),
                     buffers("out", out, "mean", mean, "rstd", rstd, "inp", inp, "weight", weight, "bias", bias),
                     N, C, LayerNormOps.EPS);
             // the mean of values in [3, 7): Σ|x|/C ≈ |mean|; rstd and out to a few roundings of their own size
@@ -119,11 +119,11 @@ class GpuKernelsEmuTest {
             MemorySegment dinp = floats(N * C, -1, 1), dweight = floats(C, -1, 1), dbias = floats(C, -1, 1);
             MemorySegment cDinp = copy(dinp), cDweight = copy(dweight), cDbias = copy(dbias);
             cpu.layernormBackward(cDinp, cDweight, cDbias, dout, inp, weight, mean, rstd, N, C);
-            launch("layernorm_backward_dinp", Dim.of((N + GpuOps.WARP_ROWS - 1) / GpuOps.WARP_ROWS),
-                    Dim.of(GpuOps.BLOCK), buffers("dinp", dinp, "dout", dout, "inp", inp, "weight", weight,
+            launch("layernorm_backward_dinp", Dim.of((N + LayerNormGpu.WARP_ROWS - 1) / LayerNormGpu.WARP_ROWS),
+                    Dim.of(GpuLaunch.BLOCK), buffers("dinp", dinp, "dout", dout, "inp", inp, "weight", weight,
                             "mean", mean, "rstd", rstd), N, C);
-            launch("layernorm_backward_params", Dim.of((C + GpuOps.COLUMN_BLOCK - 1) / GpuOps.COLUMN_BLOCK),
-                    Dim.of(GpuOps.COLUMN_BLOCK), buffers("dweight", dweight, "dbias", dbias, "dout", dout,
+            launch("layernorm_backward_params", Dim.of((C + GpuLaunch.COLUMN_BLOCK - 1) / GpuLaunch.COLUMN_BLOCK),
+                    Dim.of(GpuLaunch.COLUMN_BLOCK), buffers("dweight", dweight, "dbias", dbias, "dout", dout,
                             "inp", inp, "mean", mean, "rstd", rstd), N, C);
             // dinp's terms: the previous value, and rstd·(g, mean g, x̂·mean(g·x̂)) with |g|, |x̂| ~ 1
             check("layernorm dinp", dinp, cDinp, (long) N * C, SUM_TOL,
@@ -142,12 +142,12 @@ class GpuKernelsEmuTest {
         MemorySegment inp = floats(n, -6, 6), dout = floats(n, -1, 1);
         MemorySegment out = nan(n), cOut = nan(n);
         cpu.geluForward(cOut, inp, n);
-        launch("gelu_forward", Dim.of(GpuOps.blocks(n)), Dim.of(GpuOps.BLOCK), buffers("out", out, "inp", inp), n);
+        launch("gelu_forward", Dim.of(GpuLaunch.blocks(n)), Dim.of(GpuLaunch.BLOCK), buffers("out", out, "inp", inp), n);
         check("gelu out", out, cOut, n, GELU_TOL, i -> Math.abs(inp.getAtIndex(JAVA_FLOAT, i)));
 
         MemorySegment dinp = floats(n, -1, 1), cDinp = copy(dinp);
         cpu.geluBackward(cDinp, inp, dout, n);
-        launch("gelu_backward", Dim.of(GpuOps.blocks(n)), Dim.of(GpuOps.BLOCK),
+        launch("gelu_backward", Dim.of(GpuLaunch.blocks(n)), Dim.of(GpuLaunch.BLOCK),
                 buffers("dinp", dinp, "inp", inp, "dout", dout), n);
         // an error δt in t moves gelu' by δt·(0.5 + x·t·√(2/π)·(1 + 0.134·x²)) ≤ δt·(1 + |x|·(1 + x²/8))
         check("gelu dinp", dinp, cDinp, n, GELU_TOL, i -> {
@@ -160,19 +160,19 @@ class GpuKernelsEmuTest {
     void residualMatchesCpuBitForBit() throws Exception {
         // the second size has more elements than MAX_BLOCKS blocks have threads: the grid-stride loop goes round
         // again (forward only: each such launch takes seconds in the emulator)
-        for (long n : new long[] {37 * 67, (long) GpuOps.MAX_BLOCKS * GpuOps.BLOCK + 333}) {
+        for (long n : new long[] {37 * 67, (long) GpuLaunch.MAX_BLOCKS * GpuLaunch.BLOCK + 333}) {
             MemorySegment a = floats(n, -1, 1), b = floats(n, -1, 1), dout = floats(n, -1, 1);
             MemorySegment out = nan(n), cOut = nan(n);
             cpu.residualForward(cOut, a, b, n);
-            launch("residual_forward", Dim.of(GpuOps.blocks(n)), Dim.of(GpuOps.BLOCK),
+            launch("residual_forward", Dim.of(GpuLaunch.blocks(n)), Dim.of(GpuLaunch.BLOCK),
                     buffers("out", out, "inp1", a, "inp2", b), n);
             check("residual out", out, cOut, n, EXACT, i -> 0);
-            if (n > GpuOps.MAX_BLOCKS * GpuOps.BLOCK) {
+            if (n > GpuLaunch.MAX_BLOCKS * GpuLaunch.BLOCK) {
                 continue;
             }
             MemorySegment d1 = floats(n, -1, 1), d2 = floats(n, -1, 1), c1 = copy(d1), c2 = copy(d2);
             cpu.residualBackward(c1, c2, dout, n);
-            launch("residual_backward", Dim.of(GpuOps.blocks(n)), Dim.of(GpuOps.BLOCK),
+            launch("residual_backward", Dim.of(GpuLaunch.blocks(n)), Dim.of(GpuLaunch.BLOCK),
                     buffers("dinp1", d1, "dinp2", d2, "dout", dout), n);
             check("residual dinp1", d1, c1, n, EXACT, i -> 0);
             check("residual dinp2", d2, c2, n, EXACT, i -> 0);
@@ -188,7 +188,7 @@ class GpuKernelsEmuTest {
             MemorySegment inp = tokens(BT, V), wte = floats((long) V * C, -1, 1), wpe = floats((long) T * C, -1, 1);
             MemorySegment out = nan((long) BT * C), cOut = nan((long) BT * C);
             cpu.encoderForward(cOut, inp, wte, wpe, B, T, C, V);
-            launch("encoder_forward", Dim.of(GpuOps.blocks((long) BT * C)), Dim.of(GpuOps.BLOCK),
+            launch("encoder_forward", Dim.of(GpuLaunch.blocks((long) BT * C)), Dim.of(GpuLaunch.BLOCK),
                     buffers("out", out, "inp", inp, "wte", wte, "wpe", wpe), B, T, C);
             check("encoder out", out, cOut, (long) BT * C, EXACT, i -> 0);
 
@@ -197,11 +197,11 @@ class GpuKernelsEmuTest {
             MemorySegment dwte = floats((long) V * C, -1, 1), dwpe = floats((long) T * C, -1, 1);
             MemorySegment cDwte = copy(dwte), cDwpe = copy(dwpe);
             cpu.encoderBackward(cDwte, cDwpe, dout, inp, B, T, C, V);
-            launch("encoder_backward_wpe", Dim.of(GpuOps.blocks((long) T * C)), Dim.of(GpuOps.BLOCK),
+            launch("encoder_backward_wpe", Dim.of(GpuLaunch.blocks((long) T * C)), Dim.of(GpuLaunch.BLOCK),
                     buffers("dwpe", dwpe, "dout", dout), B, T, C);
             launch("encoder_backward_wte",
-                    Dim.of((C + GpuOps.COLUMN_BLOCK - 1) / GpuOps.COLUMN_BLOCK, GpuOps.WTE_BUCKETS),
-                    Dim.of(GpuOps.COLUMN_BLOCK), buffers("dwte", dwte, "dout", dout, "inp", inp), BT, C);
+                    Dim.of((C + GpuLaunch.COLUMN_BLOCK - 1) / GpuLaunch.COLUMN_BLOCK, EncoderGpu.WTE_BUCKETS),
+                    Dim.of(GpuLaunch.COLUMN_BLOCK), buffers("dwte", dwte, "dout", dout, "inp", inp), BT, C);
             check("encoder dwpe", dwpe, cDwpe, (long) T * C, EXACT, i -> 0);
             check("encoder dwte", dwte, cDwte, (long) V * C, EXACT, i -> 0);
         }
@@ -229,7 +229,7 @@ class GpuKernelsEmuTest {
                 } else {
                     cpu.classifierForward(cLosses, cX, targets, N, V, Vp);
                 }
-                launch("classifier_forward_backward", Dim.of(N), Dim.of(GpuOps.CLASSIFIER_BLOCK),
+                launch("classifier_forward_backward", Dim.of(N), Dim.of(ClassifierGpu.BLOCK),
                         buffers("logits", x, "losses", losses, "targets", targets), N, V, Vp,
                         backward ? scale : 0f, backward ? 1 : 0);
                 // the loss log S + M − x[t]: log S's error (absolute) and a few roundings of the loss
@@ -268,12 +268,12 @@ class GpuKernelsEmuTest {
     void sumOfSquaresMatchesCpu() throws Exception {
         // (the grid-stride loop's second round, beyond MAX_BLOCKS·BLOCK elements, is residual_forward's test: 1024
         // emulated blocks of warp shuffles take 15 s here)
-        for (long n : new long[] {37 * 67, 1, 255, 5 * GpuOps.BLOCK}) {
+        for (long n : new long[] {37 * 67, 1, 255, 5 * GpuLaunch.BLOCK}) {
             MemorySegment x = floats(n, -3, 3);
-            int grid = GpuOps.blocks(n);
+            int grid = GpuLaunch.blocks(n);
             MemorySegment partial = arena.allocate(JAVA_DOUBLE, grid).fill((byte) 0xFF); // NaN
-            launch("sum_of_squares", Dim.of(grid), Dim.of(GpuOps.BLOCK), buffers("partial", partial, "x", x), n);
-            double emulated = GpuOps.sumOfPartials(partial, grid), expected = cpu.sumOfSquares(x, n);
+            launch("sum_of_squares", Dim.of(grid), Dim.of(GpuLaunch.BLOCK), buffers("partial", partial, "x", x), n);
+            double emulated = ReductionsGpu.sumOfPartials(partial, grid), expected = cpu.sumOfSquares(x, n);
             report("sum_of_squares n=" + n, Math.abs(emulated - expected) / expected);
             assertThat(emulated).as("sum of squares, n %d", n)
                     .isCloseTo(expected, org.assertj.core.data.Offset.offset(SQUARES_TOL * expected));
@@ -292,17 +292,17 @@ class GpuKernelsEmuTest {
                 if (pos >= 0) {
                     x.setAtIndex(JAVA_FLOAT, pos, v);
                 }
-                int grid = GpuOps.blocks(n);
+                int grid = GpuLaunch.blocks(n);
                 MemorySegment partial = arena.allocate(JAVA_FLOAT, grid).fill((byte) 0xBF); // −1.49: no amax
-                launch("amax", Dim.of(grid), Dim.of(GpuOps.BLOCK), buffers("partial", partial, "x", x), n);
-                assertThat(Float.floatToIntBits(GpuOps.maxOfPartials(partial, grid))).as("amax, %s at %d", v, pos)
+                launch("amax", Dim.of(grid), Dim.of(GpuLaunch.BLOCK), buffers("partial", partial, "x", x), n);
+                assertThat(Float.floatToIntBits(ReductionsGpu.maxOfPartials(partial, grid))).as("amax, %s at %d", v, pos)
                         .isEqualTo(Float.floatToIntBits(cpu.amax(x, n)));
                 MemorySegment flags = arena.allocate(JAVA_INT, grid).fill((byte) 0x7F); // neither 0 nor 1
-                launch("has_non_finite", Dim.of(grid), Dim.of(GpuOps.BLOCK), buffers("partial", flags, "x", x), n);
+                launch("has_non_finite", Dim.of(grid), Dim.of(GpuLaunch.BLOCK), buffers("partial", flags, "x", x), n);
                 for (int b = 0; b < grid; b++) {
                     assertThat(flags.getAtIndex(JAVA_INT, b)).as("has_non_finite partial %d", b).isIn(0, 1);
                 }
-                assertThat(GpuOps.anyPartial(flags, grid)).as("has_non_finite, %s at %d", v, pos)
+                assertThat(ReductionsGpu.anyPartial(flags, grid)).as("has_non_finite, %s at %d", v, pos)
                         .isEqualTo(cpu.hasNonFinite(x, n)).isEqualTo(pos >= 0);
             }
         }
@@ -325,23 +325,23 @@ class GpuKernelsEmuTest {
             return;
         }
         int N = 3, V = 600, Vp = 640;
-        launch(tsan, "classifier_forward_backward", Dim.of(N), Dim.of(GpuOps.CLASSIFIER_BLOCK),
+        launch(tsan, "classifier_forward_backward", Dim.of(N), Dim.of(ClassifierGpu.BLOCK),
                 buffers("logits", floats((long) N * Vp, -4, 4), "losses", nan(N), "targets", tokens(N, V)),
                 N, V, Vp, 1f / N, 1);
         launch(tsan, "matmul_backward_bias", Dim.of(2), GpuMatmul.BIAS_BLOCK,
                 buffers("dbias", floats(40, -1, 1), "dout", floats(13 * 40, -1, 1)), 13, 40);
-        long n = 3 * GpuOps.BLOCK + 7;
+        long n = 3 * GpuLaunch.BLOCK + 7;
         MemorySegment x = floats(n, -1, 1);
-        int grid = GpuOps.blocks(n);
-        launch(tsan, "sum_of_squares", Dim.of(grid), Dim.of(GpuOps.BLOCK),
+        int grid = GpuLaunch.blocks(n);
+        launch(tsan, "sum_of_squares", Dim.of(grid), Dim.of(GpuLaunch.BLOCK),
                 buffers("partial", arena.allocate(JAVA_DOUBLE, grid), "x", x), n);
-        launch(tsan, "amax", Dim.of(grid), Dim.of(GpuOps.BLOCK),
+        launch(tsan, "amax", Dim.of(grid), Dim.of(GpuLaunch.BLOCK),
                 buffers("partial", arena.allocate(JAVA_FLOAT, grid), "x", x), n);
-        launch(tsan, "has_non_finite", Dim.of(grid), Dim.of(GpuOps.BLOCK),
+        launch(tsan, "has_non_finite", Dim.of(grid), Dim.of(GpuLaunch.BLOCK),
                 buffers("partial", arena.allocate(JAVA_INT, grid), "x", x), n);
         int rows = 11, C = 45;
-        launch(tsan, "layernorm_forward", Dim.of((rows + GpuOps.WARP_ROWS - 1) / GpuOps.WARP_ROWS),
-                Dim.of(GpuOps.BLOCK), buffers("out", nan(rows * C), "mean", nan(rows), "rstd", nan(rows),
+        launch(tsan, "layernorm_forward", Dim.of((rows + LayerNormGpu.WARP_ROWS - 1) / LayerNormGpu.WARP_ROWS),
+                Dim.of(GpuLaunch.BLOCK), buffers("out", nan(rows * C), "mean", nan(rows), "rstd", nan(rows),
                         "inp", floats(rows * C, -1, 1), "weight", floats(C, -1, 1), "bias", floats(C, -1, 1)),
                 rows, C, LayerNormOps.EPS);
     }

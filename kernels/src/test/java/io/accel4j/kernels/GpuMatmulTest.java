@@ -41,7 +41,7 @@ class GpuMatmulTest {
     private static final long SEED = 20261203L;
     /**
      * BF16/FP16 operands: both sides multiply the same rounded values (cast.cu is bit-identical to the CPU's rounding)
-     * and differ only in the order of the fp32 additions, as the fp32 matmul of GpuOpsTest: K ≤ 203 terms of |a·b| ≤ 1,
+     * and differ only in the order of the fp32 additions, as the fp32 matmul of MatmulGpuOpsTest: K ≤ 203 terms of |a·b| ≤ 1,
      * worst case K·2⁻²⁴·Σ|a·b| ≈ 6e-4, typically ~1e-5; 2e-4·(1 + |ref|). Rounding the operands differently (say
      * truncating) would be off by ~2⁻⁹·√K ≈ 3e-2 and fail.
      */

@@ -82,6 +82,21 @@ class KernelPtxTest {
         }
     }
 
+    /**
+     * Issue 18, item 1: the driver floor ({@link io.accel4j.cuda.Cuda#REQUIRED_DRIVER_VERSION}, 12.0) rests on the
+     * PTX ISA of every committed module being {@link io.accel4j.cuda.Cuda#PTX_ISA}, the one a 12.0 driver JITs.
+     */
+    @Test
+    void everyModuleIsThePtxIsaTheDriverFloorAssumes() {
+        for (String arch : Kernels.ARCHS) {
+            for (String module : Kernels.MODULES) {
+                Matcher m = Pattern.compile("(?m)^\\.version (\\S+)$").matcher(Kernels.ptx(module, arch));
+                assertThat(m.find()).as("%s/%s has a .version", arch, module).isTrue();
+                assertThat(m.group(1)).as("%s/%s", arch, module).isEqualTo(io.accel4j.cuda.Cuda.PTX_ISA);
+            }
+        }
+    }
+
     @Test
     void hopperPtxOnlyForComputeCapability90() {
         assertThat(Kernels.ptxArch(90)).isEqualTo("sm_90a");
@@ -111,6 +126,26 @@ class KernelPtxTest {
                 checkSame(ptxFile(arch, m), fresh.resolve(ptxFile(arch, m)));
             }
         }
+    }
+
+    /**
+     * The committed sm_90a cubins (issue 18: loaded before the PTX on compute capability 9.0, no JIT) are ptxas's
+     * output of the committed sm_90a PTX, byte for byte (ptxas is deterministic); skipped without ptxas.
+     */
+    @Test
+    void committedCubinsAreFresh(@TempDir Path tmp) throws Exception {
+        Path ptxas = findTool("ptxas");
+        assumeTrue(ptxas != null, "ptxas not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): cubins not checked");
+        for (String m : Kernels.MODULES) {
+            Path cubin = tmp.resolve(m + ".cubin");
+            run(List.of(ptxas.toString(), "-arch=sm_90a", "-o", cubin.toString(),
+                    COMMITTED.resolve(ptxFile(Kernels.HOPPER_ARCH, m)).toString()), Map.of());
+            byte[] committed = Kernels.cubin(m, Kernels.HOPPER_ARCH).orElseThrow(
+                    () -> new AssertionError("no committed cubin for " + m + ": run kernels/build-ptx.sh"));
+            assertThat(java.util.Arrays.equals(committed, Files.readAllBytes(cubin)))
+                    .as("%s.cubin is stale: run kernels/build-ptx.sh and commit it", m).isTrue();
+        }
+        assertThat(Kernels.cubin("gelu", Kernels.PORTABLE_ARCH)).as("no cubin for sm_80").isEmpty();
     }
 
     /** Whether the build compiled every module's PTX after the last change to any CUDA source. */

@@ -16,10 +16,15 @@ import org.slf4j.LoggerFactory;
 public final class Cuda {
 
     /**
-     * The oldest driver accepted ({@code cuDriverGetVersion} form: 1000·major + 10·minor). 12.8: the newest
-     * versioned symbol bound, {@code cuEventElapsedTime_v2}, is not in older drivers.
+     * The oldest driver accepted ({@code cuDriverGetVersion} form: 1000·major + 10·minor): 12.0, what the kernels
+     * and the bound functions need: the PTX is ISA {@value #PTX_ISA} (CUDA 12.0's), {@code cuTensorMapEncodeTiled}
+     * is 12.0+, and {@code cuEventElapsedTime_v2} (12.8+) is used only where the driver has it ({@link Event}).
+     * R525 and later drivers, so the R550/R560 drivers common on H100/H200 machines too.
      */
-    public static final int REQUIRED_DRIVER_VERSION = 12080;
+    public static final int REQUIRED_DRIVER_VERSION = 12000;
+
+    /** The PTX ISA version of the committed kernels ({@code .version} in their PTX); a 12.0 driver JITs it. */
+    public static final String PTX_ISA = "8.0";
 
     private static final Logger LOG = LoggerFactory.getLogger(Cuda.class);
 

@@ -104,6 +104,11 @@ public final class CudaContext extends NativeResource {
         return CudaModule.loadPtx(this, ptx);
     }
 
+    /** Loads a cubin (ptxas's ELF output for this device's architecture; no JIT). */
+    public CudaModule loadCubin(byte[] cubin) {
+        return CudaModule.loadCubin(this, cubin);
+    }
+
     @Override
     String describe() {
         return "CudaContext(device " + ordinal + ")";

@@ -39,6 +39,8 @@ public final class CudaKernel {
     private final CudaContext context;
     private final String name;
     private final MemorySegment function;
+    /** The dynamic shared memory this kernel's launches may take (the attribute last set; 0 until set). */
+    private int sharedOptIn;
 
     CudaKernel(CudaModule module, CudaContext context, String name, MemorySegment function) {
         this.module = module;
@@ -54,12 +56,19 @@ public final class CudaKernel {
     /**
      * Queues the kernel on {@code stream} ({@code null}: the default stream) with {@code sharedBytes} of dynamic
      * shared memory. Returns once queued; errors inside the kernel surface at the next synchronisation.
+     *
+     * <p>Any dynamic shared memory is opted in first ({@link #setMaxDynamicSharedBytes}, once per larger size): without
+     * the attribute a launch may take only 48 KiB less the kernel's static shared memory, so one at exactly 48 KiB
+     * (the fp32 and wmma attention at head size 128) would have no headroom.
      */
     public void launch(Dim grid, Dim block, int sharedBytes, Stream stream, Object... args) {
         if (sharedBytes < 0) {
             throw new IllegalArgumentException("sharedBytes must be >= 0, got " + sharedBytes);
         }
         module.ensureOpen();
+        if (sharedBytes > optedIn()) {
+            setMaxDynamicSharedBytes(sharedBytes);
+        }
         MemorySegment streamHandle = Stream.handle(stream);
         context.makeCurrent();
         try (Arena arena = Arena.ofConfined()) {
@@ -104,6 +113,13 @@ public final class CudaKernel {
         context.makeCurrent();
         check("cuFuncSetAttribute(" + name + ", MAX_DYNAMIC_SHARED_SIZE_BYTES, " + bytes + ")",
                 cuda_h.cuFuncSetAttribute(function, cuda_h.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes));
+        synchronized (this) {
+            sharedOptIn = bytes;
+        }
+    }
+
+    private synchronized int optedIn() {
+        return sharedOptIn;
     }
 
     /** How many blocks of {@code blockSize} threads fit on one multiprocessor at once. */

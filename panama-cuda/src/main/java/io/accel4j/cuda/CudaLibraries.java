@@ -67,11 +67,42 @@ public final class CudaLibraries {
     }
 
     private static final class CublasHolder {
-        static final Search SEARCH = find(CUBLAS, System.getenv(), defaultFolders(System.getenv()));
+        static final Search SEARCH =
+                find(forDriver(CUBLAS, driverVersion()), System.getenv(), defaultFolders(System.getenv()));
     }
 
     private static final class CublasLtHolder {
-        static final Search SEARCH = find(CUBLASLT, System.getenv(), defaultFolders(System.getenv()));
+        static final Search SEARCH =
+                find(forDriver(CUBLASLT, driverVersion()), System.getenv(), defaultFolders(System.getenv()));
+    }
+
+    /** The driver's {@code cuDriverGetVersion}, or 0 when there is no driver or it fails. */
+    private static int driverVersion() {
+        if (!driver().found()) {
+            return 0;
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            var v = arena.allocate(java.lang.foreign.ValueLayout.JAVA_INT);
+            return io.accel4j.cuda.bindings.cuda_h.cuDriverGetVersion(v) == 0
+                    ? v.get(java.lang.foreign.ValueLayout.JAVA_INT, 0) : 0;
+        } catch (RuntimeException e) {
+            return 0;
+        }
+    }
+
+    /**
+     * {@code names} (a CUDA library's file names, the newest major first) in the order to try under a driver of
+     * {@code driverVersion} ({@code cuDriverGetVersion} form): under a 12.x driver the {@code .so.12} names first,
+     * since a CUDA 13 library needs a 13.x driver (its first call would fail); otherwise (13.x, or unknown: 0)
+     * unchanged.
+     */
+    public static List<String> forDriver(List<String> names, int driverVersion) {
+        if (driverVersion < 12000 || driverVersion >= 13000) {
+            return names;
+        }
+        List<String> out = new ArrayList<>(names.stream().filter(n -> n.endsWith(".so.12")).toList());
+        names.stream().filter(n -> !out.contains(n)).forEach(out::add);
+        return List.copyOf(out);
     }
 
     private static final class NcclHolder {

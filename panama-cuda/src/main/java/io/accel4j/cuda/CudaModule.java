@@ -8,8 +8,8 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
 /**
- * A module loaded from a PTX image with {@code cuModuleLoadDataEx}, the driver JIT-compiling it for the device;
- * unloaded by {@link #close()}. A failed load throws a {@link CudaException} whose message ends with the JIT's error
+ * A module loaded with {@code cuModuleLoadDataEx} from a PTX image (the driver JIT-compiling it for the device) or a
+ * cubin (ptxas's output for one architecture, loaded as it is); unloaded by {@link #close()}. A failed load throws a {@link CudaException} whose message ends with the JIT's error
  * log (the line and reason in the PTX); the info log of a successful load is kept in {@link #infoLog()}.
  */
 public final class CudaModule extends NativeResource {
@@ -28,9 +28,26 @@ public final class CudaModule extends NativeResource {
     }
 
     static CudaModule loadPtx(CudaContext context, String ptx) {
+        try (Arena arena = Arena.ofConfined()) {
+            return load(context, arena.allocateFrom(ptx));
+        }
+    }
+
+    /** A cubin (an ELF image): refused by a driver older than the ptxas that wrote it, or for another device. */
+    static CudaModule loadCubin(CudaContext context, byte[] cubin) {
+        if (cubin.length < 4 || cubin[0] != 0x7f || cubin[1] != 'E' || cubin[2] != 'L' || cubin[3] != 'F') {
+            throw new IllegalArgumentException("not a cubin (no ELF header), " + cubin.length + " bytes");
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment image = arena.allocate(cubin.length, 16);
+            MemorySegment.copy(MemorySegment.ofArray(cubin), 0, image, 0, cubin.length);
+            return load(context, image);
+        }
+    }
+
+    private static CudaModule load(CudaContext context, MemorySegment image) {
         context.makeCurrent();
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment image = arena.allocateFrom(ptx);
             MemorySegment info = arena.allocate(LOG_BYTES);
             MemorySegment error = arena.allocate(LOG_BYTES);
             int[] keys = {

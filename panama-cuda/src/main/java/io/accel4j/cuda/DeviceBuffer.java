@@ -8,8 +8,9 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
 /**
- * Device memory from {@code cuMemAlloc_v2}, freed by {@link #close()}. Copies take host {@link MemorySegment}s
- * (heap segments only for the synchronous copies; the asynchronous ones need native, ideally pinned, memory).
+ * Device memory from {@code cuMemAlloc_v2}, freed by {@link #close()}. Copies take host {@link MemorySegment}s: the
+ * synchronous ones any ({@link HostCopy} stages a heap segment through native memory), the asynchronous ones only
+ * native (ideally pinned) memory, and they refuse a heap segment.
  * Every copy and fill checks its range against both sizes first.
  */
 public final class DeviceBuffer extends NativeResource {
@@ -50,14 +51,14 @@ public final class DeviceBuffer extends NativeResource {
     public void copyFrom(MemorySegment host) {
         fits("host", host.byteSize());
         context.makeCurrent();
-        check("cuMemcpyHtoD_v2", cuda_h.cuMemcpyHtoD_v2(address, host, host.byteSize()));
+        HostCopy.toDevice(address, host, host.byteSize());
     }
 
     /** Fills all of {@code host} from the start of this buffer. */
     public void copyTo(MemorySegment host) {
         fits("host", host.byteSize());
         context.makeCurrent();
-        check("cuMemcpyDtoH_v2", cuda_h.cuMemcpyDtoH_v2(host, address, host.byteSize()));
+        HostCopy.toHost(host, address, host.byteSize());
     }
 
     /** Copies the first {@code bytes} of {@code src} to the start of this buffer. */
@@ -71,6 +72,7 @@ public final class DeviceBuffer extends NativeResource {
     /** {@link #copyFrom(MemorySegment)} on {@code stream}; {@code host} must stay alive until the stream syncs. */
     public void copyFromAsync(MemorySegment host, Stream stream) {
         fits("host", host.byteSize());
+        HostCopy.requireNative("cuMemcpyHtoDAsync_v2", host);
         context.makeCurrent();
         check("cuMemcpyHtoDAsync_v2",
                 cuda_h.cuMemcpyHtoDAsync_v2(address, host, host.byteSize(), Stream.handle(stream)));
@@ -79,6 +81,7 @@ public final class DeviceBuffer extends NativeResource {
     /** {@link #copyTo(MemorySegment)} on {@code stream}. */
     public void copyToAsync(MemorySegment host, Stream stream) {
         fits("host", host.byteSize());
+        HostCopy.requireNative("cuMemcpyDtoHAsync_v2", host);
         context.makeCurrent();
         check("cuMemcpyDtoHAsync_v2",
                 cuda_h.cuMemcpyDtoHAsync_v2(host, address, host.byteSize(), Stream.handle(stream)));

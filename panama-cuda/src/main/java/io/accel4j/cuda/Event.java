@@ -78,11 +78,39 @@ public final class Event extends NativeResource {
             throw new IllegalStateException("elapsed time needs two timing events: " + start + ", " + this);
         }
         context.makeCurrent();
+        return elapsedMillis(ElapsedTimeV2.AVAILABLE, start.event, event);
+    }
+
+    /** Whether the driver has {@code cuEventElapsedTime_v2} (12.8+), looked up once. */
+    private static final class ElapsedTimeV2 {
+        static final boolean AVAILABLE = hasElapsedTimeV2(CudaLibraries.driver());
+    }
+
+    /** Whether {@code driver} exports {@code cuEventElapsedTime_v2} (drivers from 12.8 on; older ones do not). */
+    static boolean hasElapsedTimeV2(CudaLibraries.Search driver) {
+        return driver.found() && driver.lookup().find("cuEventElapsedTime_v2").isPresent();
+    }
+
+    /**
+     * {@code cuEventElapsedTime_v2} where the driver has it, else {@code cuEventElapsedTime}, which every driver
+     * exports (the two differ only in how they report some invalid event pairs).
+     */
+    static float elapsedMillis(boolean v2, MemorySegment start, MemorySegment end) {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment ms = arena.allocate(ValueLayout.JAVA_FLOAT);
-            check("cuEventElapsedTime_v2", cuda_h.cuEventElapsedTime_v2(ms, start.event, event));
+            if (v2) {
+                check("cuEventElapsedTime_v2", cuda_h.cuEventElapsedTime_v2(ms, start, end));
+            } else {
+                check("cuEventElapsedTime", cuda_h.cuEventElapsedTime(ms, start, end));
+            }
             return ms.get(ValueLayout.JAVA_FLOAT, 0);
         }
+    }
+
+    /** The native handle (for tests of the timing call). */
+    MemorySegment handle() {
+        ensureOpen();
+        return event;
     }
 
     @Override

@@ -68,4 +68,15 @@ class CudaLibrariesTest {
                 .doesNotContain(venv.resolve("lib/python3.12/site-packages/nvidia/nccl/lib"))
                 .noneMatch(p -> p.toString().contains("stubs"));
     }
+
+    /** Issue 18, item 1: a CUDA 13 cuBLAS needs a 13.x driver; under a 12.x one the .so.12 names go first. */
+    @Test
+    void cublasTwelveIsPreferredUnderATwelveDriver() {
+        assertThat(CudaLibraries.forDriver(CudaLibraries.CUBLAS, 12040))
+                .containsExactly("libcublas.so.12", "libcublas.so.13", "libcublas.so");
+        assertThat(CudaLibraries.forDriver(CudaLibraries.CUBLASLT, 12080))
+                .containsExactly("libcublasLt.so.12", "libcublasLt.so.13", "libcublasLt.so");
+        assertThat(CudaLibraries.forDriver(CudaLibraries.CUBLAS, 13000)).isEqualTo(CudaLibraries.CUBLAS);
+        assertThat(CudaLibraries.forDriver(CudaLibraries.CUBLAS, 0)).as("no driver").isEqualTo(CudaLibraries.CUBLAS);
+    }
 }

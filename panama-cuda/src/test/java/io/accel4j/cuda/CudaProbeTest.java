@@ -19,8 +19,8 @@ class CudaProbeTest {
 
     @Test
     void descriptions() {
-        assertThat(new CudaProbe.DriverTooOld(12040, 12080).describe())
-                .isEqualTo("driver too old: CUDA 12.4, needs 12.8 or newer (update the NVIDIA driver)");
+        assertThat(new CudaProbe.DriverTooOld(11080, 12000).describe())
+                .isEqualTo("driver too old: CUDA 11.8, needs 12.0 or newer (update the NVIDIA driver)");
         assertThat(new CudaProbe.NoDevice(13000, "cuInit: CUDA_ERROR_NO_DEVICE").describe())
                 .isEqualTo("no CUDA device (driver 13.0: cuInit: CUDA_ERROR_NO_DEVICE)");
         assertThat(new CudaProbe.Ready("NVIDIA H200", 90, 132, 150L << 30, 13000, 1, "x").describe())

@@ -14,6 +14,7 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.cuda.CudaContext;
+import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaProbe;
 import io.accel4j.kernels.GpuOps;
 import io.accel4j.train.data.SampleOrder;
@@ -100,6 +101,9 @@ class GpuTrainerTest {
     static void open() throws IOException {
         CudaProbe probe = Cuda.probe();
         assumeTrue(probe.ready(), "no usable GPU: CUDA " + probe.describe());
+        // every training step's matmuls run on cuBLASLt: without it, skip saying so (issue 18, item 5)
+        CudaLibraries.Search cublasLt = CudaLibraries.cublasLt();
+        assumeTrue(cublasLt.found(), "cuBLASLt not found: " + cublasLt.notFoundMessage());
         ctx = Cuda.open(0);
         gpu = new GpuOps(ctx);
         pool = new Parallel(2);

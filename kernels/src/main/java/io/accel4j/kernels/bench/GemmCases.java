@@ -2,6 +2,7 @@ package io.accel4j.kernels.bench;
 
 import io.accel4j.core.DType;
 import io.accel4j.cuda.CublasLtMatmul;
+import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.DeviceBuffer;
 import io.accel4j.cuda.bindings.cublas_api_h;
 import java.lang.foreign.MemorySegment;
@@ -72,13 +73,22 @@ final class GemmCases {
                 new Variant("GpuMatmul fp8e4m3xe5m2", Ceiling.FP8, fp8(DType.FP8_E5M2)));
     }
 
-    /** Every variant at every shape, shape by shape. */
+    /** Every variant at every shape, shape by shape; a variant whose library is missing is skipped, saying so. */
     static List<Case> cases(BenchDevice d, List<Variant> variants) {
+        return cases(d, variants, CudaLibraries.cublas(), CudaLibraries.cublasLt());
+    }
+
+    /** {@link #cases(BenchDevice, List)} with the libraries' searches given (for tests). */
+    static List<Case> cases(BenchDevice d, List<Variant> variants, CudaLibraries.Search cublas,
+                            CudaLibraries.Search cublasLt) {
         List<Case> cases = new ArrayList<>();
         for (Shape s : SHAPES) {
             for (Variant v : variants) {
-                cases.add(Case.of("gemm", v.name(), s.label(), Flops.gemm(s.M(), s.N(), s.K()), v.ceiling(),
-                        () -> v.setup().prepare(d, s)));
+                CudaLibraries.Search needed = v.name().equals(CUBLAS_BF16) ? cublas : cublasLt;
+                double flops = Flops.gemm(s.M(), s.N(), s.K());
+                cases.add(needed.found()
+                        ? Case.of("gemm", v.name(), s.label(), flops, v.ceiling(), () -> v.setup().prepare(d, s))
+                        : new Case("gemm", v.name(), s.label(), flops, v.ceiling(), null, needed.notFoundMessage()));
             }
         }
         return cases;

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
 import io.accel4j.core.DType;
+import io.accel4j.cuda.CudaLibraries;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -63,7 +64,9 @@ class CaseListTest {
     @Test
     void gemmRunsEveryVariantAtEveryShape() {
         List<GemmCases.Variant> variants = GemmCases.variants();
-        List<Case> cases = GemmCases.cases(null, variants);
+        CudaLibraries.Search found = new CudaLibraries.Search("lib", name -> java.util.Optional.empty(), "here",
+                List.of("here"));
+        List<Case> cases = GemmCases.cases(null, variants, found, found);
         assertThat(cases).hasSize(GemmCases.SHAPES.size() * variants.size());
         assertThat(variants).extracting(GemmCases.Variant::ceiling)
                 .containsExactly(Ceiling.FP32, Ceiling.BF16, Ceiling.TF32, Ceiling.BF16, Ceiling.BF16, Ceiling.FP8,
@@ -127,5 +130,18 @@ class CaseListTest {
 
     private static Result ok(String group, String kernel, String shape, double work, Ceiling ceiling, double ms) {
         return Result.ok(Case.of(group, kernel, shape, work, ceiling, () -> null), new Stats(ms, ms, 5));
+    }
+
+    /** Issue 18, item 5: without cuBLASLt (or cuBLAS) the GEMM cases are skipped, saying so, not errors. */
+    @Test
+    void gemmCasesWithoutTheirLibraryAreSkippedSayingWhy() {
+        CudaLibraries.Search none = new CudaLibraries.Search("libcublasLt.so.13", null, null, List.of("/x"));
+        CudaLibraries.Search noBlas = new CudaLibraries.Search("libcublas.so.13", null, null, List.of("/y"));
+        List<Case> cases = GemmCases.cases(null, GemmCases.variants(), noBlas, none);
+        assertThat(cases).isNotEmpty().allMatch(c -> c.skipReason() != null);
+        assertThat(cases).filteredOn(c -> c.kernel().equals(GemmCases.CUBLAS_BF16))
+                .allMatch(c -> c.skipReason().equals("libcublas.so.13 not found (searched: /y)"));
+        assertThat(cases).filteredOn(c -> !c.kernel().equals(GemmCases.CUBLAS_BF16))
+                .allMatch(c -> c.skipReason().equals("libcublasLt.so.13 not found (searched: /x)"));
     }
 }

@@ -139,6 +139,26 @@ public final class cuda_h extends cuda_h_1 {
         }
     }
 
+    private static final class cuEventElapsedTime {
+        static final String PROTOTYPE = "CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)";
+        /** CUDA 12.8+ headers map the name to {@code _v2} by a macro; the unversioned symbol is in every driver. */
+        static final String DECLARED_AS = "cuEventElapsedTime_v2";
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(CUresult, C_POINTER, C_POINTER, C_POINTER);
+        static final Downcall HANDLE = Downcall.driver("cuEventElapsedTime", DESC);
+    }
+
+    /**
+     * {@code CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)}: the unversioned symbol
+     * that every driver exports (the header declares the same prototype as {@code cuEventElapsedTime_v2}, 12.8+).
+     */
+    public static int cuEventElapsedTime(MemorySegment pMilliseconds, MemorySegment hStart, MemorySegment hEnd) {
+        try {
+            return (int) cuEventElapsedTime.HANDLE.handle().invokeExact(pMilliseconds, hStart, hEnd);
+        } catch (Throwable t) {
+            throw Downcall.rethrow(t);
+        }
+    }
+
     private static final class cuEventElapsedTime_v2 {
         static final String PROTOTYPE = "CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)";
         static final FunctionDescriptor DESC = FunctionDescriptor.of(CUresult, C_POINTER, C_POINTER, C_POINTER);

@@ -65,6 +65,7 @@ class cuda_h_2 {
     public static final int CUDA_ERROR_INVALID_PTX = 218;
     public static final int CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222;
     public static final int CUDA_ERROR_INVALID_IMAGE = 200;
+    public static final int CUDA_ERROR_NO_BINARY_FOR_GPU = 209;
     public static final int CUDA_ERROR_NOT_FOUND = 500;
     public static final int CUDA_ERROR_INVALID_HANDLE = 400;
     public static final int CUDA_ERROR_LAUNCH_FAILED = 719;

@@ -47,7 +47,17 @@ final class HeaderCheck {
     private HeaderCheck() {}
 
     /** One bound function, read from its holder class. */
-    record Function(String name, String prototype, FunctionDescriptor descriptor) {}
+    /**
+     * @param declaredAs the name the header declares this prototype under, when it differs from the symbol bound
+     *                   (a holder's {@code DECLARED_AS}: {@code cuEventElapsedTime}, the unversioned symbol every
+     *                   driver exports, is a macro for {@code cuEventElapsedTime_v2} in CUDA 12.8+ headers); null
+     *                   when the same
+     */
+    record Function(String name, String prototype, FunctionDescriptor descriptor, String declaredAs) {
+        Function(String name, String prototype, FunctionDescriptor descriptor) {
+            this(name, prototype, descriptor, null);
+        }
+    }
 
     /** A C declaration split up: return type, name, and each parameter's type (names dropped). */
     record Prototype(String returnType, String name, List<String> parameterTypes) {}
@@ -91,8 +101,15 @@ final class HeaderCheck {
                 Field desc = holder.getDeclaredField("DESC");
                 proto.get().setAccessible(true);
                 desc.setAccessible(true);
+                Optional<Field> declaredAs = Arrays.stream(holder.getDeclaredFields())
+                        .filter(f -> f.getName().equals("DECLARED_AS")).findFirst();
+                String as = null;
+                if (declaredAs.isPresent()) {
+                    declaredAs.get().setAccessible(true);
+                    as = (String) declaredAs.get().get(null);
+                }
                 out.add(new Function(holder.getSimpleName(), (String) proto.get().get(null),
-                        (FunctionDescriptor) desc.get(null)));
+                        (FunctionDescriptor) desc.get(null), as));
             }
         }
         return out;
@@ -147,12 +164,14 @@ final class HeaderCheck {
         c.append("#include <stddef.h>\n#include <").append(header).append(">\n\n");
         for (Function f : functions) {
             Prototype p = parse(f.prototype());
-            c.append("/* ").append(f.prototype()).append(" */\n");
-            c.append("#ifdef ").append(p.name()).append("\n#error \"").append(p.name())
+            String cName = f.declaredAs() == null ? p.name() : f.declaredAs();
+            c.append("/* ").append(f.prototype())
+                    .append(f.declaredAs() == null ? "" : " (declared as " + f.declaredAs() + ")").append(" */\n");
+            c.append("#ifdef ").append(cName).append("\n#error \"").append(cName)
                     .append(" is a macro: bind the versioned symbol it expands to\"\n#endif\n");
             String params = f.prototype().substring(f.prototype().indexOf('(') + 1, f.prototype().lastIndexOf(')'));
             c.append(p.returnType()).append(" (*const p_").append(p.name()).append(")(").append(params)
-                    .append(") = ").append(p.name()).append(";\n");
+                    .append(") = ").append(cName).append(";\n");
             f.descriptor().returnLayout().ifPresent(l -> typeCheck(c, p.returnType(), l, p.name() + " return"));
             List<MemoryLayout> args = f.descriptor().argumentLayouts();
             for (int i = 0; i < args.size(); i++) {

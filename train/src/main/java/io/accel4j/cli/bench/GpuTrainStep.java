@@ -2,6 +2,7 @@ package io.accel4j.cli.bench;
 
 import io.accel4j.cli.Main;
 import io.accel4j.cuda.Cuda;
+import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaProbe;
 import java.io.PrintWriter;
 import java.util.ArrayList;
@@ -18,7 +19,9 @@ import picocli.CommandLine;
  * arguments are passed on and override these ({@code --steps 20}, {@code --batch 8}).
  *
  * <p>Exit codes, as {@code GpuBench}'s: 0 every precision ran, 1 one failed (its error line is printed and the
- * next still runs), 3 no usable GPU ({@code gpu-train: no GPU: <the probe's reason>} on stderr, nothing run).
+ * next still runs), 3 no usable GPU ({@code gpu-train: no GPU: <the probe's reason>} on stderr, nothing run), 4 no
+ * cuBLASLt, which every training step's matmuls need ({@code gpu-train: skipped: needs cuBLASLt: libcublasLt.so.13
+ * not found (searched: …)} on stderr, nothing run): a skip that says why, not a failure.
  */
 public final class GpuTrainStep {
 
@@ -31,20 +34,35 @@ public final class GpuTrainStep {
     static final int EXIT_OK = 0;
     static final int EXIT_FAILED = 1;
     static final int EXIT_NO_GPU = 3;
+    static final int EXIT_NO_CUBLASLT = 4;
 
     private GpuTrainStep() {}
 
     public static void main(String[] args) {
         PrintWriter out = new PrintWriter(System.out, true), err = new PrintWriter(System.err, true);
-        System.exit(run(args, Cuda::probe, out, err));
+        System.exit(run(args, Cuda::probe, CudaLibraries::cublasLt, out, err));
     }
 
-    /** The whole program; returns the exit code. {@code probe} is {@link Cuda#probe} but for tests. */
+    /** {@link #run(String[], Supplier, Supplier, PrintWriter, PrintWriter)} with this machine's cuBLASLt. */
     static int run(String[] args, Supplier<CudaProbe> probe, PrintWriter out, PrintWriter err) {
+        return run(args, probe, CudaLibraries::cublasLt, out, err);
+    }
+
+    /**
+     * The whole program; returns the exit code. {@code probe} is {@link Cuda#probe} and {@code cublasLt}
+     * {@link CudaLibraries#cublasLt} but for tests.
+     */
+    static int run(String[] args, Supplier<CudaProbe> probe, Supplier<CudaLibraries.Search> cublasLt,
+                   PrintWriter out, PrintWriter err) {
         CudaProbe p = probe.get();
         if (!p.ready()) {
             err.println("gpu-train: no GPU: " + p.describe());
             return EXIT_NO_GPU;
+        }
+        CudaLibraries.Search lt = cublasLt.get();
+        if (!lt.found()) {
+            err.println("gpu-train: skipped: needs cuBLASLt: " + lt.notFoundMessage());
+            return EXIT_NO_CUBLASLT;
         }
         int rc = EXIT_OK;
         for (String precision : PRECISIONS) {

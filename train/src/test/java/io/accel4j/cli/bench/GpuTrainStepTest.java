@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.accel4j.cli.Main;
 import io.accel4j.cuda.Cuda;
+import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaProbe;
 import java.io.PrintWriter;
 import java.io.StringWriter;
@@ -42,6 +43,22 @@ class GpuTrainStepTest {
         assertThat(r.err()).isEqualTo("gpu-train: no GPU: driver not found (searched: /nowhere/libcuda.so.1)"
                 + System.lineSeparator());
         assertThat(r.out()).isEmpty();
+    }
+
+    /** Issue 18, item 5: without cuBLASLt the step used to fail on its first matmul; now it skips, saying why. */
+    @Test
+    void withoutCublasLtItSkipsSayingWhyAndExits4() {
+        CudaProbe ready = new CudaProbe.Ready("stand-in", 90, 132, 1L << 30, 12040, 1, "/x/libcuda.so.1");
+        CudaLibraries.Search none = new CudaLibraries.Search("libcublasLt.so.13", null, null,
+                List.of("dynamic loader (libcublasLt.so.13)", "/usr/local/cuda/lib64/libcublasLt.so.13"));
+        StringWriter out = new StringWriter(), err = new StringWriter();
+        int code = GpuTrainStep.run(new String[0], () -> ready, () -> none, new PrintWriter(out, true),
+                new PrintWriter(err, true));
+        assertThat(code).isEqualTo(GpuTrainStep.EXIT_NO_CUBLASLT).isEqualTo(4);
+        assertThat(err.toString()).isEqualTo("gpu-train: skipped: needs cuBLASLt: libcublasLt.so.13 not found"
+                + " (searched: dynamic loader (libcublasLt.so.13), /usr/local/cuda/lib64/libcublasLt.so.13)"
+                + System.lineSeparator());
+        assertThat(out.toString()).isEmpty();
     }
 
     @Test

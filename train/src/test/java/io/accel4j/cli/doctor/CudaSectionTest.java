@@ -26,7 +26,7 @@ class CudaSectionTest {
     @Test
     void readyShowsTheDevice() {
         CudaSection s = new CudaSection(() -> new CudaProbe.Ready("NVIDIA H200", 90, 132, 150L << 30, 13000, 2,
-                "dynamic loader (libcuda.so.1)"));
+                "dynamic loader (libcuda.so.1)"), () -> List.of(new DoctorSection.Line("cuBLASLt", "x (version 1)")));
 
         assertThat(s.lines()).containsExactly(
                 new DoctorSection.Line("device", "NVIDIA H200 (device 0 of 2)"),
@@ -34,16 +34,19 @@ class CudaSectionTest {
                 new DoctorSection.Line("multiprocessors", "132"),
                 new DoctorSection.Line("device memory", "150.0 GiB"),
                 new DoctorSection.Line("driver", "CUDA 13.0 (dynamic loader (libcuda.so.1))"),
-                new DoctorSection.Line("bf16 attention", "forward wgmma (sm_90a), backward wmma"));
+                new DoctorSection.Line("PTX", "ISA 8.0, needs driver CUDA 12.0 or newer"),
+                new DoctorSection.Line("bf16 attention", "forward wgmma (sm_90a), backward wmma"),
+                new DoctorSection.Line("cuBLASLt", "x (version 1)"));
         assertThat(CudaSection.attention(89)).isEqualTo("forward and backward wmma");
         assertThat(CudaSection.attention(100)).isEqualTo("forward and backward wmma");
     }
 
     @Test
     void otherOutcomesAreOneStatusLine() {
-        assertThat(new CudaSection(() -> new CudaProbe.DriverTooOld(12040, 12080)).lines()).containsExactly(
+        assertThat(new CudaSection(() -> new CudaProbe.DriverTooOld(11080, 12000)).lines()).containsExactly(
                 new DoctorSection.Line("status",
-                        "driver too old: CUDA 12.4, needs 12.8 or newer (update the NVIDIA driver)"));
+                        "driver too old: CUDA 11.8, needs 12.0 or newer (update the NVIDIA driver)"),
+                new DoctorSection.Line("PTX", "ISA 8.0, needs driver CUDA 12.0 or newer"));
     }
 
     @Test
