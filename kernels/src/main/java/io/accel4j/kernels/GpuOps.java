@@ -5,8 +5,10 @@ import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
+import io.accel4j.core.ops.LionConfig;
 import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.core.ops.SgdConfig;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaException;
 import io.accel4j.cuda.CudaKernel;
@@ -43,7 +45,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Like {@code CpuOps}, this class only forwards: each kernel family has its launcher ({@link EncoderGpu},
  * {@link LayerNormGpu}, {@link PointwiseGpu}, {@link ClassifierGpu}, {@link ReductionsGpu}, {@link CastGpu},
- * {@link AttentionGpu} with {@link AttentionBf16Gpu}, {@link AdamWGpu}, {@link GpuMatmul}) over one
+ * {@link AttentionGpu} with {@link AttentionBf16Gpu}, {@link AdamWGpu}, {@link SgdGpu}, {@link LionGpu}, {@link GpuMatmul}) over one
  * {@link GpuLaunch} (argument checks, grids, launches of the kernels of the lazily loaded {@link KernelModules}).
  */
 public final class GpuOps implements Ops, AutoCloseable {
@@ -66,6 +68,8 @@ public final class GpuOps implements Ops, AutoCloseable {
     private final CastGpu casts;
     private final AttentionGpu attention;
     private final AdamWGpu adamw;
+    private final SgdGpu sgd;
+    private final LionGpu lion;
     /** The fused GELU matmuls that have said they run unfused ({@link #unfusedGelu}). */
     private final Set<String> unfusedGeluLogged = new HashSet<>();
     /** The BF16 attention ({@link AttentionBf16Gpu}: its bf16 copies); null until the first BF16 call. */
@@ -98,6 +102,8 @@ public final class GpuOps implements Ops, AutoCloseable {
         this.casts = new CastGpu(launch, partials, context);
         this.attention = new AttentionGpu(launch, context, this::attentionBf16);
         this.adamw = new AdamWGpu(launch, context);
+        this.sgd = new SgdGpu(launch);
+        this.lion = new LionGpu(launch);
         CudaLibraries.Search cublasLt = CudaLibraries.cublasLt();
         GpuMatmul mm = null;
         String missing;
@@ -270,6 +276,18 @@ public final class GpuOps implements Ops, AutoCloseable {
     }
 
     // ---- optimizer
+
+    @Override
+    public void sgd(MemorySegment params, MemorySegment grads, MemorySegment buf, long offset, long length,
+                    SgdConfig config, int step, float gradScale) {
+        sgd.sgd(params, grads, buf, offset, length, config, step, gradScale);
+    }
+
+    @Override
+    public void lion(MemorySegment params, MemorySegment grads, MemorySegment m, long offset, long length,
+                     LionConfig config, float gradScale) {
+        lion.lion(params, grads, m, offset, length, config, gradScale);
+    }
 
     @Override
     public void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v,

@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.ops.LionConfig;
+import io.accel4j.core.ops.SgdConfig;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaException;
@@ -147,6 +149,36 @@ class GpuOpsStubTest {
             assertThat(l.longParam(3)).isEqualTo(100L);
             assertThat(l.grid()).containsExactly(1, 1, 1);
             assertThat(l.block()).containsExactly(GpuLaunch.BLOCK, 1, 1);
+        }
+    }
+
+    /** SGD and Lion launch sgd_f32 and lion_f32 with their signatures' arguments (first step, NULL buffer, decay). */
+    @Test
+    void sgdAndLionLaunchTheirKernels() {
+        try (GpuOps gpu = new GpuOps(ctx); DeviceArena arena = gpu.memory().arena()) {
+            int n = 37;
+            MemorySegment p = arena.allocate(4L * n), g = arena.allocate(4L * n), s = arena.allocate(4L * n);
+            gpu.sgd(p, g, s, 0, n, new SgdConfig(0.1f, 0.9f, 0f, 0.01f, true), 1, 0.5f);
+            StubDriver.Launch l = StubDriver.lastLaunch().orElseThrow();
+            assertThat(l.kernel()).isEqualTo("sgd_f32");
+            assertThat(l.params().length).isEqualTo(11);
+            assertThat(l.longParam(2)).isEqualTo(s.address());
+            assertThat(l.longParam(3)).isEqualTo((long) n);
+            assertThat(l.floatParam(4)).isEqualTo(0.1f);
+            assertThat(l.floatParam(8)).isEqualTo(0.5f);
+            assertThat(l.intParam(9)).as("first step").isEqualTo(1);
+            assertThat(l.intParam(10)).as("nesterov").isEqualTo(1);
+            gpu.sgd(p, g, MemorySegment.NULL, 0, n, new SgdConfig(0.1f, 0f, 0f, 0f, false), 2, 1f);
+            l = StubDriver.lastLaunch().orElseThrow();
+            assertThat(l.longParam(2)).as("no momentum: no buffer").isZero();
+            assertThat(l.intParam(9)).isZero();
+            LionConfig lion = new LionConfig(0.01f, 0.9f, 0.99f, 0.1f);
+            gpu.lion(p, g, s, 0, n, lion, 1f);
+            l = StubDriver.lastLaunch().orElseThrow();
+            assertThat(l.kernel()).isEqualTo("lion_f32");
+            assertThat(l.params().length).isEqualTo(9);
+            assertThat(l.floatParam(7)).isEqualTo(lion.decayFactor());
+            assertThatThrownBy(() -> gpu.lion(p, g, s, 0, n + 1, lion, 1f)).hasMessageContaining("m");
         }
     }
 
