@@ -108,7 +108,7 @@ abstract class ModelStates implements AutoCloseable {
     /**
      * The states a checkpoint writes, on host memory (staged in {@code arena} where needed): rank 0 gets the whole
      * moments (and under ZeRO-3 the whole parameters, else null: the model's own); the other ranks send their shards
-     * and get null. A collective under ZeRO.
+     * (ZeRO, a collective) or have nothing to add (replicated), and get null.
      */
     abstract Saved gatherForCheckpoint(Arena arena);
 

@@ -137,6 +137,9 @@ final class ReplicatedStates extends ModelStates {
 
     @Override
     Saved gatherForCheckpoint(Arena staging) {
+        if (comm != null && comm.rank() != 0) {
+            return null; // every rank holds the same states: rank 0 writes them
+        }
         return new Saved(memory.readableOnHost(m, staging), memory.readableOnHost(v, staging), null);
     }
 

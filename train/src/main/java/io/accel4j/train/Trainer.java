@@ -460,10 +460,46 @@ public final class Trainer implements AutoCloseable {
         }
     }
 
+    /** What a {@link #run} tells its caller; a rank other than 0 only saves. */
+    public interface RunEvents {
+
+        /** After each step. */
+        void stepped(StepMetrics m) throws IOException;
+
+        /** The final validation's record (rank 0, when the run validates). */
+        void validated(StepMetrics m) throws IOException;
+
+        /** A checkpoint is due: {@code trainer.save(dir)} with the caller's messages; returns the model file. */
+        Path save(Trainer trainer) throws IOException;
+    }
+
     /**
-     * Writes a checkpoint of the current step into {@code dir} (created if missing); returns the model file. With ZeRO
-     * a collective: every rank must call it; rank 0 gathers AdamW's moments and writes, the others only send theirs
-     * and return the path rank 0 writes.
+     * The whole run, one loop for every rank: steps until {@link #done()}, a checkpoint after each step that
+     * {@code savesAfter} accepts (not after the last), the final validation (rank 0; every rank under ZeRO-3, where
+     * it is a collective), the final checkpoint; returns its model file. Every rank saves at the same points, since
+     * under ZeRO saving is a collective (below it, ranks other than 0 have nothing to write).
+     */
+    public Path run(RunEvents events, java.util.function.IntPredicate savesAfter) throws IOException {
+        while (!done()) {
+            StepMetrics m = trainStep();
+            events.stepped(m);
+            if (!done() && savesAfter.test(step)) {
+                events.save(this);
+            }
+        }
+        if (rank() == 0 || shardsParameters()) {
+            double val = validate();
+            if (rank() == 0 && Double.isFinite(val)) {
+                events.validated(StepMetrics.validationOnly(step, val));
+            }
+        }
+        return events.save(this);
+    }
+
+    /**
+     * Writes a checkpoint of the current step into {@code dir} (created if missing); returns the model file. Every
+     * rank may call it: under ZeRO it is a collective (rank 0 gathers AdamW's moments and writes, the others send
+     * theirs), below it rank 0 writes and the others return at once; either way they return the path rank 0 writes.
      */
     public Path save(Path dir) throws IOException {
         CheckpointFiles files = CheckpointFiles.of(dir, step);

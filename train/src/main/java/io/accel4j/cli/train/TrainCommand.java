@@ -371,20 +371,21 @@ public final class TrainCommand implements Callable<Integer> {
                 w.println("resumed " + resume + " at step " + trainer.step());
             }
             w.flush();
-            if (!lead) {
-                boolean saves = trainer.zeroStage() > 0; // with ZeRO, checkpoints are collective
-                while (!trainer.done()) {
-                    trainer.trainStep();
-                    if (saves && savesAfterStep(trainer)) {
-                        trainer.save(dir);
+            if (!lead) { // the same loop as rank 0's (the collectives need it), telling nobody
+                trainer.run(new Trainer.RunEvents() {
+                    @Override
+                    public void stepped(StepMetrics m) {
                     }
-                }
-                if (trainer.shardsParameters()) { // ZeRO-3: running the model is a collective
-                    trainer.validate(); // rank 0's final validation
-                }
-                if (saves) {
-                    trainer.save(dir);
-                }
+
+                    @Override
+                    public void validated(StepMetrics m) {
+                    }
+
+                    @Override
+                    public Path save(Trainer t) throws IOException {
+                        return t.save(dir);
+                    }
+                }, this::savesAfterStep);
                 trainer.gatherModel(false); // ZeRO-3: rank 0 samples for its report alone
                 return;
             }
@@ -648,33 +649,37 @@ public final class TrainCommand implements Callable<Integer> {
         if (runDir != null) {
             runDir.metrics(metrics);
         }
+        Path model;
         try (BufferedWriter json = Files.newBufferedWriter(metrics, StandardCharsets.UTF_8, StandardOpenOption.CREATE,
                 resume != null ? StandardOpenOption.APPEND : StandardOpenOption.TRUNCATE_EXISTING,
                 StandardOpenOption.WRITE)) {
-            while (!trainer.done()) {
-                StepMetrics m = trainer.trainStep();
-                history.add(m);
-                RunDirectory.record(json, m, metrics, trainer, dir, lastSaved[0]);
-                progress.step(m);
-                if (savesAfterStep(trainer)) {
-                    RunDirectory.save(trainer, dir, lastSaved);
+            model = trainer.run(new Trainer.RunEvents() {
+                @Override
+                public void stepped(StepMetrics m) {
+                    history.add(m);
+                    RunDirectory.record(json, m, metrics, trainer, dir, lastSaved[0]);
+                    progress.step(m);
                 }
-            }
-            double val = trainer.validate();
-            if (Double.isFinite(val)) {
-                StepMetrics last = StepMetrics.validationOnly(trainer.step(), val);
-                history.add(last);
-                RunDirectory.record(json, last, metrics, trainer, dir, lastSaved[0]);
-            }
+
+                @Override
+                public void validated(StepMetrics m) {
+                    history.add(m);
+                    RunDirectory.record(json, m, metrics, trainer, dir, lastSaved[0]);
+                }
+
+                @Override
+                public Path save(Trainer t) {
+                    return RunDirectory.save(t, dir, lastSaved);
+                }
+            }, this::savesAfterStep);
         }
-        Path model = RunDirectory.save(trainer, dir, lastSaved);
         progress.done(model, metrics);
         return history;
     }
 
-    /** Whether the run checkpoints after the step just taken (besides the final checkpoint). */
-    private boolean savesAfterStep(Trainer trainer) {
-        return saveEvery > 0 && trainer.step() % saveEvery == 0 && !trainer.done();
+    /** Whether the run checkpoints after step {@code step} (besides the final checkpoint). */
+    private boolean savesAfterStep(int step) {
+        return saveEvery > 0 && step % saveEvery == 0;
     }
 
     /**
