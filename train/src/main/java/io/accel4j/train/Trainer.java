@@ -4,19 +4,15 @@ import io.accel4j.collectives.Communicator;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.train.checkpoint.CheckpointFiles;
-import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.io.FileFormatException;
 import io.accel4j.train.model.Fp8State;
-import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Objects;
 import java.util.function.IntConsumer;
@@ -25,55 +21,28 @@ import java.util.function.IntConsumer;
  * The training loop of llm.c's {@code train_gpt2.c}, through the model's kernels: per step, an optional
  * validation, then K micro-batches of forward and backward accumulating into the gradients (each scaled by
  * 1/(B·T·K), so the step's gradient is that of the mean loss over K·B sequences), the global gradient norm, clipping
- * folded into AdamW's gradient scale, and one AdamW update of the whole parameter vector (in ranges when the no-decay
- * set is spared).
- *
- * <p>{@link #save} writes a checkpoint into a directory: the model as an llm.c file ({@code model_NNNNNNNN.bin}), the
- * optimizer moments, step, data position, loss scaler and FP8 scaling state ({@link TrainState},
- * {@code state_NNNNNNNN.bin}), then —
- * the commit point — the small {@value #POINTER} file naming them, each written atomically; older checkpoint files
- * are then removed, except those {@link #keepCheckpoints} keeps. {@link #resume} reads them back: the steps that follow give bit for bit the losses an uninterrupted run
- * gives (every kernel is deterministic and independent of the thread count).
- *
- * <p><b>Data parallelism.</b> With a {@link Communicator} of N &gt; 1 ranks, each rank has its own model (initialised
- * identically), reads its slice of each global batch ({@link DataLoader} rank r of N: N ranks × B read exactly the
- * tokens of 1 rank × N·B) and the gradients are averaged with {@code allReduce(AVG)}: with
- * {@link TrainConfig#bucketBytes} &gt; 0 in {@link GradientBuckets} started asynchronously during the last
- * micro-batch's backward, as soon as it has produced them (last layer first), so that communication overlaps the
- * rest of backward; with 0, the whole flat buffer in one all-reduce after backward. The collective gives every rank
- * the same bytes, so the gradient norm, the clipping and
- * the AdamW update are identical on every rank and the parameters stay bit-identical. The reported train loss is the
- * mean over ranks (an fp32 {@code allReduce(AVG)} of each rank's mean). Validation, when due in {@link #trainStep},
- * runs on rank 0 only (its parameters are every rank's); other ranks report NaN. {@link #save} writes rank 0's loader
- * position; {@link #resume} gives it to every rank as its own (the shuffle is the same on every rank in
- * {@link SampleOrder.Mode#SHUFFLED} and {@link SampleOrder.Mode#SEQUENTIAL}). Every rank must call
- * {@link #trainStep}/{@link #accumulate} equally often; a rank that fails makes the others fail with the
- * communicator's {@link io.accel4j.collectives.CollectiveException} within its timeout.
+ * folded into AdamW's gradient scale, and one AdamW update (in ranges when the no-decay set is spared). {@link #run}
+ * is the whole run, the same loop on every rank.
  *
  * <p><b>Strategies.</b> What a rank holds of the model states and how the ranks agree on a step is a
- * {@link ModelStates}: {@link ReplicatedStates} (one rank, or DDP: "stage 0") or {@link ShardedStates} (ZeRO); the
- * step below is written once against it, the same in every mode.
+ * {@link ModelStates}: {@link ReplicatedStates} (one rank, or DDP — gradients averaged in buckets overlapped with
+ * backward, or whole) or {@link ShardedStates} (ZeRO 1–3, see {@link ZeroOptimizer}); the step is written once
+ * against it. With N &gt; 1 ranks each rank reads its slice of each global batch ({@link DataLoader} rank r of N), the
+ * reported loss is the mean over the ranks, and every rank applies the same update to the same bits. Validation, when
+ * due, runs on rank 0 (on every rank under ZeRO-3, where running the model is a collective); other ranks report NaN.
+ * Every rank must call {@link #trainStep} equally often; a rank that fails makes the others fail with the
+ * communicator's {@link io.accel4j.collectives.CollectiveException} within its timeout.
  *
- * <p><b>ZeRO.</b> With {@link TrainConfig#zeroStage} 1..3, a {@link ZeroOptimizer} shards AdamW's moments (and from
- * stage 2 the averaged gradients, at stage 3 the parameters) over the ranks; the parameters, losses and norms are
- * those of plain DDP (see there). {@link #save} is then collective: every rank must call it, rank 0 gathers the
- * moments (at stage 3 also the parameters) and writes the same whole-model checkpoint as without ZeRO, the other
- * ranks write nothing; {@link #resume} reads each rank's shard. At stage 3 the model has no whole parameter buffer
- * ({@link Gpt2#params()} throws): its forward gathers each unit, so {@link #validate} runs on every rank (the
- * step's validation too; ranks other than 0 report NaN), {@link #copyParameters} gathers the whole vector, and
- * {@link #checkReplicas} has nothing replicated to compare.
+ * <p><b>Checkpoints</b> ({@link Checkpoints}): {@link #save} writes llm.c's model file and {@link TrainState} beside
+ * it, then the {@value #POINTER} commit point; {@link #resume} reads them back, rank 0's data position every rank's
+ * (the shuffle is the same on every rank in {@link SampleOrder.Mode#SHUFFLED} and
+ * {@link SampleOrder.Mode#SEQUENTIAL}), and the steps that follow give bit for bit the losses of an uninterrupted run.
  *
- * <p><b>Memory.</b> AdamW's moments live beside the parameters in the model's memory ({@link Gpt2#memory()}: the
- * host's on the CPU, the device's on a GPU); the loaders fill a host batch that the model's forward copies in, and
- * only values come back (losses, norms). Checkpoints cross through host copies when the memory is a device's.
- *
- * <p><b>Data parallelism on a device.</b> The collectives run on the model's own buffers, so the communicator must
- * take buffers of the model's memory ({@link Communicator#deviceBuffers()} is the opposite of
- * {@link DeviceMemory#hostAccessible()}: a host backend for a CPU model, NCCL for a GPU's); the constructor refuses
- * a mismatch. The host never reads or writes a device segment on this path: the gradients are all-reduced in place
- * (bucketed or whole), the loss, the overflow flags, the norm's partial sums and the replicas' checksum cross as a
- * few values through a scratch buffer in the model's memory ({@link ValueExchange}), and ZeRO keeps its moments, shards
- * and working buffers in the model's memory and moves them with {@link DeviceMemory}'s copies (every stage).
+ * <p><b>Memory.</b> Everything lives in the model's memory ({@link Gpt2#memory()}: the host's on the CPU, a device's
+ * on a GPU); the loaders fill a host batch the forward copies in, and only values come back. The collectives run on
+ * the model's own buffers, so the communicator must take buffers of that memory ({@link Communicator#deviceBuffers()}
+ * is the opposite of {@link DeviceMemory#hostAccessible()}); the constructor refuses a mismatch. The few values the
+ * ranks exchange (loss, flags, norms, checksums, amaxes) cross through {@link ValueExchange}.
  */
 public final class Trainer implements AutoCloseable {
 
@@ -97,7 +66,7 @@ public final class Trainer implements AutoCloseable {
     private final ModelStates states;
     private final LossScaler scaler;
     private int step;
-    private CheckpointFiles.Retention retention = CheckpointFiles.Retention.LATEST;
+    private final Checkpoints checkpoints;
     /** {@link #gatherModel} ended the ZeRO-3 run. */
     private boolean gathered;
 
@@ -166,6 +135,7 @@ public final class Trainer implements AutoCloseable {
             throw e;
         }
         this.states = st;
+        this.checkpoints = new Checkpoints(model, cfg, st, scaler);
         this.train = t;
         this.val = vl;
         this.valStart = vl == null ? null : vl.position();
@@ -502,31 +472,12 @@ public final class Trainer implements AutoCloseable {
      * theirs), below it rank 0 writes and the others return at once; either way they return the path rank 0 writes.
      */
     public Path save(Path dir) throws IOException {
-        CheckpointFiles files = CheckpointFiles.of(dir, step);
-        Path modelFile = files.model(), stateFile = files.state();
-        try (Arena gathered = Arena.ofConfined()) {
-            ModelStates.Saved saved = states.gatherForCheckpoint(gathered);
-            if (saved == null) { // another rank than 0 under ZeRO: it sent its shards
-                return modelFile;
-            }
-            Files.createDirectories(dir);
-            if (saved.params() != null) {
-                LlmcCheckpoint.write(modelFile, model.config(), saved.params(), LlmcCheckpoint.VERSION_FP32);
-            } else {
-                model.save(modelFile);
-            }
-            TrainState.write(stateFile, new TrainState.Header(step, cfg.batch(), cfg.seq(), cfg.gradAccum(),
-                    model.config(), train.position().encode(), scaler.enabled() ? scaler.scale() : 0f,
-                    scaler.cleanSteps(), scaler.skippedSteps(),
-                    model.fp8() == null ? new byte[0] : model.fp8().encode()), saved.m(), saved.v());
-        }
-        files.commit(step, retention);
-        return modelFile;
+        return checkpoints.save(dir, step, train.position());
     }
 
     /** Which older checkpoints {@link #save} keeps (default: none, only the latest). */
     public void keepCheckpoints(CheckpointFiles.Retention r) {
-        retention = java.util.Objects.requireNonNull(r, "retention");
+        checkpoints.keep(r);
     }
 
     /**
@@ -534,59 +485,8 @@ public final class Trainer implements AutoCloseable {
      * data position. The checkpoint must be for this model's shape and this run's B, T and K.
      */
     public void resume(Path dir) throws IOException {
-        CheckpointFiles files = CheckpointFiles.latest(dir);
-        Path modelFile = files.model(), stateFile = files.state();
-        GptConfig want = model.config();
-        TrainState.Header h = states.readMoments(stateFile);
-        if (h.B() != cfg.batch() || h.T() != cfg.seq() || h.gradAccum() != cfg.gradAccum()) {
-            throw new FileFormatException(stateFile, "header[3..5] (B, T, grad accumulation)", "is " + h.B() + ", "
-                    + h.T() + ", " + h.gradAccum() + ", but this run uses " + cfg.batch() + ", " + cfg.seq() + ", "
-                    + cfg.gradAccum() + ": resume with the same --batch, --seq and --grad-accum");
-        }
-        try (Arena tmp = Arena.ofConfined()) {
-            LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(modelFile, tmp);
-            if (!loaded.config().equals(want)) {
-                throw new FileFormatException(modelFile, "header", "describes " + loaded.config()
-                        + ", but the model is " + want);
-            }
-            states.setParameters(loaded.params());
-        }
-        try {
-            DataLoader.State saved = DataLoader.State.decode(h.loaderState());
-            if (ranks() > 1) {
-                if (cfg.dataOrder() == SampleOrder.Mode.SHUFFLED_LLMC) {
-                    throw new IllegalArgumentException("resuming " + ranks() + " ranks needs every rank's shuffle; "
-                            + "only the sequential and shuffled orders can be resumed with more than one rank");
-                }
-                saved = new DataLoader.State(saved.tokens(), saved.B(), saved.T(), rank(), saved.ranks(),
-                        saved.mode(), saved.seed(), saved.order()); // rank 0's position is every rank's
-            }
-            train.seek(saved);
-        } catch (IllegalArgumentException e) {
-            throw new FileFormatException(stateFile, "loader state", "does not fit this run's train data: "
-                    + e.getMessage());
-        }
-        restoreFp8(stateFile, h.fp8State());
-        step = h.step();
-        scaler.restore(h.lossScale(), h.cleanSteps(), h.skippedSteps());
+        step = checkpoints.resume(dir, train, rank(), ranks());
         checkReplicas();
-    }
-
-    /** The FP8 scaling state saved in {@code stateFile} back into the model's; both must be fp8 or neither. */
-    private void restoreFp8(Path stateFile, byte[] saved) throws FileFormatException {
-        Fp8State fp8 = model.fp8();
-        if (fp8 == null && saved.length > 0 || fp8 != null && saved.length == 0) {
-            throw new FileFormatException(stateFile, "header[18] (FP8 state bytes)", "is " + saved.length + ", but "
-                    + "this run is " + cfg.precision().label() + ": resume an fp8 run with --precision fp8, any other "
-                    + "without it");
-        }
-        if (fp8 != null) {
-            try {
-                fp8.restore(saved);
-            } catch (IllegalArgumentException e) {
-                throw new FileFormatException(stateFile, "FP8 state", e.getMessage());
-            }
-        }
     }
 
     /** Stops the data loaders and frees the optimizer state (the model stays open). */
