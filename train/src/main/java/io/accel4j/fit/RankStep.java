@@ -4,7 +4,7 @@ import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.Network;
 import io.accel4j.optim.LrSchedule;
 import io.accel4j.optim.Optimizer;
-import io.accel4j.train.LossScaler;
+import io.accel4j.train.precision.LossScaler;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.model.Fp8State;
 import java.lang.foreign.Arena;

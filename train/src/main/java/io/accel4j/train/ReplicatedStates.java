@@ -8,6 +8,7 @@ import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.precision.LossScaler;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;

@@ -1,6 +1,7 @@
 package io.accel4j.train;
 
 import io.accel4j.train.data.SampleOrder;
+import io.accel4j.train.precision.Precision;
 
 /**
  * What a training run does, besides the model and the data: batch shape, steps, optimizer, schedule, clipping,

@@ -10,6 +10,8 @@ import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.precision.LossScaler;
+import io.accel4j.train.precision.Precision;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;

@@ -1,5 +1,6 @@
 package io.accel4j.train;
 
+import io.accel4j.train.precision.Precision;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.accel4j.core.fp8.AmaxHistory;

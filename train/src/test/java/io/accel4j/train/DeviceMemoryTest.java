@@ -1,5 +1,7 @@
 package io.accel4j.train;
 
+import io.accel4j.train.sample.Generator;
+import io.accel4j.train.sample.Sampler;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 

@@ -4,7 +4,7 @@ import io.accel4j.cli.CliException;
 import io.accel4j.cli.MemoryCheck;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
-import io.accel4j.train.Generator;
+import io.accel4j.train.sample.Generator;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;

@@ -2,7 +2,7 @@ package io.accel4j.cli.train;
 
 import io.accel4j.core.DType;
 import io.accel4j.core.fp8.DelayedScaling;
-import io.accel4j.train.Precision;
+import io.accel4j.train.precision.Precision;
 import java.util.Locale;
 import java.util.function.Function;
 import picocli.CommandLine.Option;

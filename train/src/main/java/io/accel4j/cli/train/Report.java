@@ -1,6 +1,6 @@
 package io.accel4j.cli.train;
 
-import io.accel4j.train.Sampler;
+import io.accel4j.train.sample.Sampler;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.Trainer;
 import io.accel4j.train.data.DefaultDataset;

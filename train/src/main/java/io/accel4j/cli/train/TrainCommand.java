@@ -13,7 +13,7 @@ import io.accel4j.cuda.Cuda;
 import io.accel4j.kernels.GpuMatmul;
 import io.accel4j.train.profile.ProfileReport;
 import io.accel4j.train.profile.ProfilingOps;
-import io.accel4j.train.Precision;
+import io.accel4j.train.precision.Precision;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.Trainer;

@@ -53,7 +53,7 @@ public final class TrainState {
      *
      * @param step         completed optimizer steps
      * @param loaderState  the train loader's encoded position
-     * @param lossScale    the fp16 loss scale ({@link io.accel4j.train.LossScaler}); 0 when the run has none
+     * @param lossScale    the fp16 loss scale ({@link io.accel4j.train.precision.LossScaler}); 0 when the run has none
      * @param cleanSteps   the loss scaler's clean steps since its last change
      * @param skippedSteps steps skipped for overflow so far
      * @param fp8State     the encoded FP8 scaling state ({@link io.accel4j.train.model.Fp8State#encode}); empty when

@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.accel4j.cli.Main;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
-import io.accel4j.train.Sampler;
+import io.accel4j.train.sample.Sampler;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterLayout;

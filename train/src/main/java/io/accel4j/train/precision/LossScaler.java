@@ -1,6 +1,7 @@
-package io.accel4j.train;
+package io.accel4j.train.precision;
 
 import io.accel4j.core.ops.Ops;
+import io.accel4j.train.ValueExchange;
 import java.lang.foreign.MemorySegment;
 
 /**
@@ -116,7 +117,7 @@ public final class LossScaler {
      * rank gets the same answer: the flags meet in a MAX all-reduce (with gradients all-reduced first they agree
      * anyway; with sharded gradients each rank sees only its shard); null: this rank's answer.
      */
-    static boolean overflowed(Ops ops, MemorySegment grads, long count, ValueExchange ranks) {
+    public static boolean overflowed(Ops ops, MemorySegment grads, long count, ValueExchange ranks) {
         boolean local = ops.hasNonFinite(grads, count);
         return ranks == null ? local : ranks.any(local);
     }

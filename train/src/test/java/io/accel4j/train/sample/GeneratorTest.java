@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.sample;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;

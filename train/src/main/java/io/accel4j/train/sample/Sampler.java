@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.sample;
 
 import io.accel4j.train.model.Gpt2;
 import java.lang.foreign.Arena;

@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.precision;
 
 import io.accel4j.core.DType;
 import io.accel4j.core.fp8.DelayedScaling;

@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.sample;
 
 import io.accel4j.train.data.Mt19937;
 import io.accel4j.train.model.Gpt2;
