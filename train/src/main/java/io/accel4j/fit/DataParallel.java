@@ -4,7 +4,7 @@ import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceMemory;
-import io.accel4j.train.ValueExchange;
+import io.accel4j.train.parallel.ValueExchange;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 

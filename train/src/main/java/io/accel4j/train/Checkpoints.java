@@ -9,6 +9,7 @@ import io.accel4j.train.io.FileFormatException;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.precision.LossScaler;
 import java.io.IOException;
 import java.lang.foreign.Arena;

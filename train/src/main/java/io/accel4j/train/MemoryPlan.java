@@ -4,6 +4,9 @@ import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
+import io.accel4j.train.parallel.ShardedWeights;
+import io.accel4j.train.parallel.UnitShards;
+import io.accel4j.train.parallel.ZeroMemory;
 import java.util.Locale;
 
 /**

@@ -1,6 +1,7 @@
 package io.accel4j.train;
 
 import io.accel4j.train.data.SampleOrder;
+import io.accel4j.train.parallel.ZeroMemory;
 import io.accel4j.train.precision.Precision;
 
 /**
@@ -68,7 +69,7 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
         if (bucketBytes < 0) {
             throw new IllegalArgumentException("bucketBytes must be >= 0 (0: one all-reduce), got " + bucketBytes);
         }
-        if (zeroStage < 0 || zeroStage > ZeroOptimizer.MAX_STAGE) {
+        if (zeroStage < 0 || zeroStage > ZeroMemory.MAX_STAGE) {
             throw new IllegalArgumentException("zeroStage must be 0 (plain data parallelism), 1, 2 or 3, got "
                     + zeroStage);
         }

@@ -10,6 +10,8 @@ import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.parallel.ModelStates;
+import io.accel4j.train.parallel.ZeroMemory;
 import io.accel4j.train.precision.LossScaler;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
@@ -27,8 +29,8 @@ import java.util.function.IntConsumer;
  * is the whole run, the same loop on every rank.
  *
  * <p><b>Strategies.</b> What a rank holds of the model states and how the ranks agree on a step is a
- * {@link ModelStates}: {@link ReplicatedStates} (one rank, or DDP — gradients averaged in buckets overlapped with
- * backward, or whole) or {@link ShardedStates} (ZeRO 1–3, see {@link ZeroOptimizer}); the step is written once
+ * {@link ModelStates}: {@code ReplicatedStates} (one rank, or DDP — gradients averaged in buckets overlapped with
+ * backward, or whole) or {@code ShardedStates} (ZeRO 1–3, see {@code ZeroOptimizer}); the step is written once
  * against it. With N &gt; 1 ranks each rank reads its slice of each global batch ({@link DataLoader} rank r of N), the
  * reported loss is the mean over the ranks, and every rank applies the same update to the same bits. Validation, when
  * due, runs on rank 0 (on every rank under ZeRO-3, where running the model is a collective); other ranks report NaN.
@@ -44,7 +46,7 @@ import java.util.function.IntConsumer;
  * on a GPU); the loaders fill a host batch the forward copies in, and only values come back. The collectives run on
  * the model's own buffers, so the communicator must take buffers of that memory ({@link Communicator#deviceBuffers()}
  * is the opposite of {@link DeviceMemory#hostAccessible()}); the constructor refuses a mismatch. The few values the
- * ranks exchange (loss, flags, norms, checksums, amaxes) cross through {@link ValueExchange}.
+ * ranks exchange (loss, flags, norms, checksums, amaxes) cross through {@code ValueExchange}.
  */
 public final class Trainer implements AutoCloseable {
 
@@ -151,7 +153,7 @@ public final class Trainer implements AutoCloseable {
     }
 
     /**
-     * With several ranks, checks that every rank's parameters are bit for bit the same ({@link ReplicaCheck}).
+     * With several ranks, checks that every rank's parameters are bit for bit the same ({@code ReplicaCheck}).
      * Called on construction and after {@link #resume}; any rank may call it between steps (all ranks must). Does
      * nothing with one rank.
      *

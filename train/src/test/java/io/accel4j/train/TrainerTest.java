@@ -29,7 +29,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** The training loop: accumulation ≡ a bigger batch, resume ≡ an uninterrupted run, checkpoint errors. */
-class TrainerTest {
+public class TrainerTest {
 
     static final GptConfig TINY = new GptConfig(8, 11, 16, 2, 2, 8);
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
@@ -76,7 +76,7 @@ class TrainerTest {
         return model(ops, maxB, seed);
     }
 
-    static Gpt2 model(Ops ops, int maxB, long seed) {
+    public static Gpt2 model(Ops ops, int maxB, long seed) {
         return model(ops, maxB, seed, Precision.FP32);
     }
 
@@ -93,7 +93,7 @@ class TrainerTest {
         return a;
     }
 
-    static TrainConfig.Builder base() {
+    public static TrainConfig.Builder base() {
         return TrainConfig.builder().batch(2).seq(5).steps(6).lr(1e-2f).dataOrder(SampleOrder.Mode.SEQUENTIAL);
     }
 

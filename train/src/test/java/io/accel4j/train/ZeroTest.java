@@ -1,5 +1,6 @@
 package io.accel4j.train;
 
+import io.accel4j.train.parallel.ZeroMemory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.offset;

@@ -25,7 +25,7 @@ import java.util.Locale;
  *
  * <p>A layer's weights are therefore not contiguous: they are twelve slices, one per per-layer tensor. {@link #units()}
  * groups the tensors by when the model uses them — the embeddings, each layer, the final LayerNorm — each unit a list
- * of contiguous {@link Segment}s (what ZeRO-3 gathers before a unit's use, {@code io.accel4j.train.UnitShards}).
+ * of contiguous {@link Segment}s (what ZeRO-3 gathers before a unit's use, {@code io.accel4j.train.parallel.UnitShards}).
  */
 public final class ParameterLayout {
 

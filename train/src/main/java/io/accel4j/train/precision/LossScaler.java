@@ -1,7 +1,7 @@
 package io.accel4j.train.precision;
 
 import io.accel4j.core.ops.Ops;
-import io.accel4j.train.ValueExchange;
+import io.accel4j.train.parallel.ValueExchange;
 import java.lang.foreign.MemorySegment;
 
 /**

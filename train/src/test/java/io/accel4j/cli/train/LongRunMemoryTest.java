@@ -31,11 +31,14 @@ class LongRunMemoryTest {
      */
     private static final long HEAP_SLACK = 4L << 20;
     /**
-     * Resident growth allowed: code cache and heap regions the GC keeps committed after the warm-up (measured: 0.6 MiB
-     * over steps 500 to 2,000, the peaks while a checkpoint is written +17 to +33 MiB); a leak of 11 KB a step, or of
-     * 3 MiB at each of the six checkpoints in that window, exceeds it.
+     * Resident growth allowed: code cache and heap regions the GC keeps committed after the warm-up. Alone the run
+     * measured 0.6 MiB over steps 500 to 2,000 (peaks while a checkpoint is written +17 to +33 MiB); in the test JVM
+     * after the module's other tests, whose freed arenas and heap the process keeps or returns at its own pace, the
+     * samples swung between 512 and 743 MiB with medians 27 MiB apart and no trend. 64 MiB is above that noise; a
+     * leak of 45 KB a step (the batch buffers alone are 0.5 KB, one layer's activations ~100 KB), or of 11 MiB at each
+     * of the six checkpoints in that window, still exceeds it, and the heap check below catches smaller Java leaks.
      */
-    private static final long RSS_SLACK = 16L << 20;
+    private static final long RSS_SLACK = 64L << 20;
 
     @TempDir
     Path tmp;

@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
 import io.accel4j.collectives.AbstractCommunicator;
 import io.accel4j.collectives.Chunks;
@@ -8,14 +8,14 @@ import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 
 /**
- * Rank {@code rank} of {@code size} with nobody else: for {@link BatchSizeFinder#trialStep}, which allocates and runs
+ * Rank {@code rank} of {@code size} with nobody else: for {@code BatchSizeFinder.trialStep}, which allocates and runs
  * one rank's ZeRO step alone. The collectives move only this rank's own data (a reduce-scatter copies its chunk of its
  * own input, an all-gather places its own chunk), so the numbers are not a real run's — the trial throws them away —
  * but every buffer is touched as in one. Point-to-point calls are refused: nobody would answer.
  */
-final class TrialCommunicator extends AbstractCommunicator {
+public final class TrialCommunicator extends AbstractCommunicator {
 
-    TrialCommunicator(int rank, int size) {
+    public TrialCommunicator(int rank, int size) {
         super(rank, size, Duration.ofMinutes(1));
     }
 

@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
 import io.accel4j.collectives.Chunks;
 import io.accel4j.collectives.Communicator;
@@ -8,6 +8,7 @@ import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
@@ -17,7 +18,7 @@ import java.nio.file.Path;
 import java.util.List;
 
 /**
- * ZeRO data parallelism (Rajbhandari et al. 2020) for one rank of a {@link Trainer}: the model states are sharded
+ * ZeRO data parallelism (Rajbhandari et al. 2020) for one rank of a {@code Trainer}: the model states are sharded
  * over the N ranks. Rank r's shard is chunk r of the flat parameter vector as {@link Chunks} splits it,
  * {@code [⌊r·Ψ/N⌋, ⌊(r+1)·Ψ/N⌋)} — contiguous, lengths differing by at most one when N does not divide Ψ (possibly
  * empty when Ψ &lt; N) — the split {@link Communicator#reduceScatter} and {@link Communicator#allGather} use, so no
@@ -67,7 +68,7 @@ import java.util.List;
 final class ZeroOptimizer implements AutoCloseable {
 
     /** The highest stage. */
-    static final int MAX_STAGE = 3;
+    static final int MAX_STAGE = ZeroMemory.MAX_STAGE;
 
     private final int stage;
     private final Communicator comm;

@@ -1,9 +1,10 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.model.FlatWeights;
 import io.accel4j.train.model.Gpt2;
@@ -47,19 +48,19 @@ final class ShardedStates extends ModelStates {
     }
 
     @Override
-    IntConsumer overlap() {
+    public IntConsumer overlap() {
         return buckets == null ? null : buckets.hook();
     }
 
     @Override
-    void abandon(Throwable failure) {
+    public void abandon(Throwable failure) {
         if (buckets != null) {
             buckets.abandon(failure);
         }
     }
 
     @Override
-    void reduceGradients() {
+    public void reduceGradients() {
         if (buckets != null) {
             buckets.finish();
         } else if (zero.shardsGradients()) {
@@ -70,69 +71,69 @@ final class ShardedStates extends ModelStates {
     }
 
     @Override
-    boolean anyNonFinite() {
+    public boolean anyNonFinite() {
         return zero.hasNonFinite();
     }
 
     @Override
-    double sumOfSquares() {
+    public double sumOfSquares() {
         return zero.sumOfSquares();
     }
 
     @Override
-    void update(AdamWConfig decay, int t, float gradScale) {
+    public void update(AdamWConfig decay, int t, float gradScale) {
         zero.update(decay, t, gradScale);
     }
 
     @Override
-    void checkReplicas() {
+    public void checkReplicas() {
         if (!zero.shardsParameters()) {
             ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
         }
     }
 
     @Override
-    boolean shardsParameters() {
+    public boolean shardsParameters() {
         return zero.shardsParameters();
     }
 
     @Override
-    int zeroStage() {
+    public int zeroStage() {
         return zero.stage();
     }
 
     @Override
-    long stateBytes() {
+    public long stateBytes() {
         return zero.stateBytes();
     }
 
     @Override
-    long momentBytes() {
+    public long momentBytes() {
         return zero.momentBytes();
     }
 
     @Override
-    long workingBytes() {
+    public long workingBytes() {
         return zero.workingBytes();
     }
 
     @Override
-    ZeroMemory accounting() {
+    public ZeroMemory accounting() {
         return zero.memory();
     }
 
     @Override
-    int layerBuckets() {
+    public int layerBuckets() {
         return buckets == null ? 0 : buckets.layerBuckets();
     }
 
     @Override
-    void copyParameters(MemorySegment dst) {
+    public void copyParameters(MemorySegment dst) {
         zero.gatherParameters(dst);
     }
 
     @Override
-    Saved gatherForCheckpoint(Arena arena) {
+    public Saved gatherForCheckpoint(Arena arena) {
         boolean root = comm.rank() == 0;
         MemorySegment params = null;
         if (zero.shardsParameters()) { // the whole vector, only for the file
@@ -146,17 +147,17 @@ final class ShardedStates extends ModelStates {
     }
 
     @Override
-    TrainState.Header readMoments(Path stateFile) throws IOException {
+    public TrainState.Header readMoments(Path stateFile) throws IOException {
         return zero.readMoments(stateFile);
     }
 
     @Override
-    void setParameters(MemorySegment host) {
+    public void setParameters(MemorySegment host) {
         zero.setParameters(host);
     }
 
     @Override
-    void gatherModel(boolean here) {
+    public void gatherModel(boolean here) {
         if (!zero.shardsParameters()) {
             return;
         }

@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.ReduceOp;
@@ -6,6 +6,7 @@ import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
+import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.precision.LossScaler;
@@ -52,19 +53,19 @@ final class ReplicatedStates extends ModelStates {
     }
 
     @Override
-    IntConsumer overlap() {
+    public IntConsumer overlap() {
         return buckets == null ? null : buckets.hook();
     }
 
     @Override
-    void abandon(Throwable failure) {
+    public void abandon(Throwable failure) {
         if (buckets != null) {
             buckets.abandon(failure);
         }
     }
 
     @Override
-    void reduceGradients() {
+    public void reduceGradients() {
         if (buckets != null) {
             buckets.finish();
         } else if (comm != null) {
@@ -73,71 +74,71 @@ final class ReplicatedStates extends ModelStates {
     }
 
     @Override
-    boolean anyNonFinite() {
+    public boolean anyNonFinite() {
         return LossScaler.overflowed(model.ops(), model.grads(), count, exchange);
     }
 
     @Override
-    double sumOfSquares() {
+    public double sumOfSquares() {
         return model.ops().sumOfSquares(model.grads(), count);
     }
 
     @Override
-    void update(AdamWConfig decay, int t, float gradScale) {
+    public void update(AdamWConfig decay, int t, float gradScale) {
         model.ops().adamw(model.params(), model.grads(), m, v, ranges, decay, t, gradScale); // one launch on a GPU
     }
 
     @Override
-    void checkReplicas() {
+    public void checkReplicas() {
         if (comm != null) {
             ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
         }
     }
 
     @Override
-    boolean shardsParameters() {
+    public boolean shardsParameters() {
         return false;
     }
 
     @Override
-    int zeroStage() {
+    public int zeroStage() {
         return 0;
     }
 
     @Override
-    long stateBytes() {
+    public long stateBytes() {
         return momentBytes();
     }
 
     @Override
-    long momentBytes() {
+    public long momentBytes() {
         return m.byteSize() + v.byteSize();
     }
 
     @Override
-    long workingBytes() {
+    public long workingBytes() {
         return 0;
     }
 
     @Override
-    ZeroMemory accounting() {
+    public ZeroMemory accounting() {
         return ZeroMemory.fp32(0, ranks(), count);
     }
 
     @Override
-    int layerBuckets() {
+    public int layerBuckets() {
         return buckets == null ? 0 : buckets.layerBuckets();
     }
 
     @Override
-    void copyParameters(MemorySegment dst) {
+    public void copyParameters(MemorySegment dst) {
         if (dst != null) {
             model.copyParamsToHost(dst);
         }
     }
 
     @Override
-    Saved gatherForCheckpoint(Arena staging) {
+    public Saved gatherForCheckpoint(Arena staging) {
         if (comm != null && comm.rank() != 0) {
             return null; // every rank holds the same states: rank 0 writes them
         }
@@ -145,7 +146,7 @@ final class ReplicatedStates extends ModelStates {
     }
 
     @Override
-    TrainState.Header readMoments(Path stateFile) throws IOException {
+    public TrainState.Header readMoments(Path stateFile) throws IOException {
         try (Arena staging = Arena.ofConfined()) {
             MemorySegment hm = memory.writableOnHost(m, staging), hv = memory.writableOnHost(v, staging);
             TrainState.Header h = TrainState.read(stateFile, model.config(), hm, hv);
@@ -156,12 +157,12 @@ final class ReplicatedStates extends ModelStates {
     }
 
     @Override
-    void setParameters(MemorySegment host) {
+    public void setParameters(MemorySegment host) {
         model.copyParamsFromHost(host);
     }
 
     @Override
-    void gatherModel(boolean here) {
+    public void gatherModel(boolean here) {
     }
 
     @Override

@@ -1,7 +1,8 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
-import io.accel4j.train.model.ParameterLayout;
+import io.accel4j.train.TrainConfig;
 import io.accel4j.train.model.ParameterLayout.Param;
+import io.accel4j.train.model.ParameterLayout;
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.List;

@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.Pending;
@@ -7,9 +7,9 @@ import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.Ops;
-import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.ParameterLayout.Param;
 import io.accel4j.train.model.ParameterLayout.Segment;
+import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Weights;
 import java.lang.foreign.MemorySegment;
 
@@ -47,7 +47,7 @@ import java.lang.foreign.MemorySegment;
  *
  * <p>Every method that may communicate is a collective: the ranks' models run in step. One thread.
  */
-final class ShardedWeights implements Weights {
+public final class ShardedWeights implements Weights {
 
     /** A working buffer and the unit it holds. */
     private static final class Slot {
@@ -97,7 +97,7 @@ final class ShardedWeights implements Weights {
      * copy of {@code full}), in {@code ops}' memory; {@code full} is the whole parameter vector, the same on every
      * rank, in that memory too (the model's flat parameters).
      */
-    ShardedWeights(ParameterLayout layout, Communicator comm, Ops ops, MemorySegment full, boolean shardParameters) {
+    public ShardedWeights(ParameterLayout layout, Communicator comm, Ops ops, MemorySegment full, boolean shardParameters) {
         this.layout = layout;
         this.comm = comm;
         this.ops = ops;
@@ -139,7 +139,7 @@ final class ShardedWeights implements Weights {
      * Stage 2's scratch, elements: a layer's chunk over {@code ranks} when there is one layer (no other layer's
      * gradient buffer to borrow), else 0.
      */
-    static long scratchElements(ParameterLayout layout, int ranks) {
+    public static long scratchElements(ParameterLayout layout, int ranks) {
         long layer = layout.units().get(ParameterLayout.layerUnit(0)).count();
         return layout.config().L() == 1 ? (layer + ranks - 1) / ranks : 0;
     }
@@ -150,7 +150,7 @@ final class ShardedWeights implements Weights {
     }
 
     /** Whether the parameters are sharded (stage 3) rather than whole (stage 2). */
-    boolean shardsParameters() {
+    public boolean shardsParameters() {
         return paramShard != null;
     }
 
@@ -165,12 +165,12 @@ final class ShardedWeights implements Weights {
     }
 
     /** Stage 3: the parameters this rank owns ({@link UnitShards#shardLength()} fp32, AdamW updates them); else null. */
-    MemorySegment paramShard() {
+    public MemorySegment paramShard() {
         return paramShard;
     }
 
     /** This rank's shard of the averaged gradients, valid after {@link #finishGradients}. */
-    MemorySegment gradShard() {
+    public MemorySegment gradShard() {
         return gradShard;
     }
 
@@ -217,7 +217,7 @@ final class ShardedWeights implements Weights {
     }
 
     /** Waits for the gradients' reduce-scatters: the gradient shard is then the step's averaged gradient. */
-    void finishGradients() {
+    public void finishGradients() {
         for (int unit : new int[] {layout.finalUnit(), ParameterLayout.EMBEDDING}) {
             Slot g = slot(grads, unit);
             if (g.unreduced) {
@@ -237,7 +237,7 @@ final class ShardedWeights implements Weights {
     /**
      * Collective: every unit gathered in turn; ranks passing {@code full} (Ψ fp32, host memory) receive the whole
      * parameter vector there in the flat layout, the others pass null. For checkpoints and
-     * {@link Trainer#copyParameters}.
+     * {@code Trainer.copyParameters}.
      */
     void gatherParameters(MemorySegment full) {
         gatherParameters(full, false);

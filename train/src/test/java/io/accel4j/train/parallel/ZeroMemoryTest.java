@@ -1,10 +1,10 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.offset;
 
-import io.accel4j.train.ZeroMemory.Precision;
+import io.accel4j.train.parallel.ZeroMemory.Precision;
 import io.accel4j.train.model.GptConfig;
 import java.util.Random;
 import org.junit.jupiter.api.Test;

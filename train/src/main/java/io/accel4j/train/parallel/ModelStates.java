@@ -1,9 +1,10 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
@@ -13,7 +14,7 @@ import java.nio.file.Path;
 import java.util.function.IntConsumer;
 
 /**
- * What one rank of a {@link Trainer} holds of the model states (AdamW's moments, and with ZeRO shards of the gradients
+ * What one rank of a {@code Trainer} holds of the model states (AdamW's moments, and with ZeRO shards of the gradients
  * and parameters) and how the ranks agree on a step: the strategy the trainer's step is written against, the same in
  * every mode. {@link ReplicatedStates} is one rank or plain data parallelism ("stage 0": every rank holds everything,
  * gradients averaged whole or in buckets overlapped with backward); {@link ShardedStates} is ZeRO 1–3. After the
@@ -21,7 +22,7 @@ import java.util.function.IntConsumer;
  * {@link #sumOfSquares} of the averaged gradient, then {@link #update}. Every rank calls the same methods in the same
  * order; the few values the step needs from all ranks cross through a {@link ValueExchange} in the model's memory.
  */
-abstract class ModelStates implements AutoCloseable {
+public abstract class ModelStates implements AutoCloseable {
 
     /** Several ranks, else null. */
     final Communicator comm;
@@ -40,89 +41,89 @@ abstract class ModelStates implements AutoCloseable {
     }
 
     /** The strategy of {@code cfg}: ZeRO's stage, or stage 0 (one rank, or DDP over {@code comm}). */
-    static ModelStates of(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
+    public static ModelStates of(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
         return cfg.zeroStage() == 0 ? new ReplicatedStates(comm, model, cfg, values)
                 : new ShardedStates(cfg.zeroStage(), comm, model, cfg, values);
     }
 
     /** The number of ranks. */
-    final int ranks() {
+    public final int ranks() {
         return comm == null ? 1 : comm.size();
     }
 
     /** What the last micro-batch's backward tells as gradients become final (buckets to start), or null. */
-    abstract IntConsumer overlap();
+    public abstract IntConsumer overlap();
 
     /** A step failed after {@link #overlap()} started communicating: no transfer may still read the gradients. */
-    abstract void abandon(Throwable failure);
+    public abstract void abandon(Throwable failure);
 
     /** After the step's backward: the gradients become their mean over the ranks (whole, or this rank's shard). */
-    abstract void reduceGradients();
+    public abstract void reduceGradients();
 
     /** The mean of {@code loss} over the ranks (fp32, as reported). */
-    final double meanLoss(double loss) {
+    public final double meanLoss(double loss) {
         return exchange == null ? loss : exchange.allReduce(ReduceOp.AVG, (float) loss)[0];
     }
 
     /** Each of {@code amaxes} replaced by its maximum over the ranks (one rank: as it is). */
-    final float[] maxOverRanks(float[] amaxes) {
+    public final float[] maxOverRanks(float[] amaxes) {
         return exchange == null ? amaxes : exchange.allReduce(ReduceOp.MAX, amaxes);
     }
 
     /** Whether the averaged gradient holds inf or NaN anywhere, the same answer on every rank. */
-    abstract boolean anyNonFinite();
+    public abstract boolean anyNonFinite();
 
     /** {@code Σ g²} of the averaged gradient, the same on every rank. */
-    abstract double sumOfSquares();
+    public abstract double sumOfSquares();
 
     /** AdamW step {@code t} on this rank's parameters ({@code decay}'s weight decay where it applies). */
-    abstract void update(AdamWConfig decay, int t, float gradScale);
+    public abstract void update(AdamWConfig decay, int t, float gradScale);
 
     /** With several ranks and replicated parameters, checks that every rank's are the same bits. */
-    abstract void checkReplicas();
+    public abstract void checkReplicas();
 
     /** Whether no rank holds the whole parameter vector (ZeRO-3): running the model is a collective. */
-    abstract boolean shardsParameters();
+    public abstract boolean shardsParameters();
 
     /** The ZeRO stage, 0 below ZeRO. */
-    abstract int zeroStage();
+    public abstract int zeroStage();
 
     /** Bytes of the optimizer state this rank allocated (moments, norm partials). */
-    abstract long stateBytes();
+    public abstract long stateBytes();
 
     /** Bytes of AdamW's moments on this rank. */
-    abstract long momentBytes();
+    public abstract long momentBytes();
 
     /** Bytes of ZeRO-2/3's working buffers (else 0). */
-    abstract long workingBytes();
+    public abstract long workingBytes();
 
     /** The ZeRO paper's model-state accounting for this stage and these ranks. */
-    abstract ZeroMemory accounting();
+    public abstract ZeroMemory accounting();
 
     /** Layer buckets the gradient averaging started so far (0 without overlap). */
-    abstract int layerBuckets();
+    public abstract int layerBuckets();
 
     /** Copies the whole parameter vector into {@code dst} (a collective under ZeRO-3; null on ranks that need none). */
-    abstract void copyParameters(MemorySegment dst);
+    public abstract void copyParameters(MemorySegment dst);
 
     /**
      * The states a checkpoint writes, on host memory (staged in {@code arena} where needed): rank 0 gets the whole
      * moments (and under ZeRO-3 the whole parameters, else null: the model's own); the other ranks send their shards
      * (ZeRO, a collective) or have nothing to add (replicated), and get null.
      */
-    abstract Saved gatherForCheckpoint(Arena arena);
+    public abstract Saved gatherForCheckpoint(Arena arena);
 
     /** The whole moments, and the whole parameters when the model does not hold them (ZeRO-3). */
-    record Saved(MemorySegment m, MemorySegment v, MemorySegment params) {}
+    public record Saved(MemorySegment m, MemorySegment v, MemorySegment params) {}
 
     /** Reads this rank's moments from the checkpoint's state file; returns its header. */
-    abstract TrainState.Header readMoments(Path stateFile) throws IOException;
+    public abstract TrainState.Header readMoments(Path stateFile) throws IOException;
 
     /** Sets the parameters from the whole vector {@code host} (host memory), this rank's shard under ZeRO-3. */
-    abstract void setParameters(MemorySegment host);
+    public abstract void setParameters(MemorySegment host);
 
-    /** Ends a ZeRO-3 run for work on one rank ({@link Trainer#gatherModel}); below stage 3 nothing. */
-    abstract void gatherModel(boolean here);
+    /** Ends a ZeRO-3 run for work on one rank ({@code Trainer.gatherModel}); below stage 3 nothing. */
+    public abstract void gatherModel(boolean here);
 
     @Override
     public void close() {

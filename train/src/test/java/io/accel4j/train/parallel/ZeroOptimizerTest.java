@@ -1,5 +1,6 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
+import io.accel4j.train.TrainerTest;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.offset;
 

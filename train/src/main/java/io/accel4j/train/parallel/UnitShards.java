@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
 import io.accel4j.collectives.Chunks;
 import io.accel4j.train.model.ParameterLayout;
@@ -18,7 +18,7 @@ import java.util.List;
  * the L + 2 units' chunks rounds separately. Its elements, read back in flat order, are the {@link Piece}s: for AdamW
  * (whose decay and element offsets follow the flat layout) and for whole-model checkpoints.
  */
-final class UnitShards {
+public final class UnitShards {
 
     /** {@code length} elements at {@code flat} of the flat layout that are at {@code shard} of a rank's shard. */
     record Piece(long flat, long shard, long length) {}
@@ -30,7 +30,7 @@ final class UnitShards {
     private final long shardLength;
 
     /** Rank {@code rank}'s view of {@code layout} split over {@code ranks}. */
-    UnitShards(ParameterLayout layout, int ranks, int rank) {
+    public UnitShards(ParameterLayout layout, int ranks, int rank) {
         if (ranks < 1 || rank < 0 || rank >= ranks) {
             throw new IllegalArgumentException("rank must be in [0, ranks), ranks >= 1, got rank " + rank + " of "
                     + ranks);
@@ -74,7 +74,7 @@ final class UnitShards {
     }
 
     /** Elements of this rank's shard. */
-    long shardLength() {
+    public long shardLength() {
         return shardLength;
     }
 
@@ -94,7 +94,7 @@ final class UnitShards {
     }
 
     /** The largest rank's shard, elements: what every rank allocates room for in a plan. */
-    static long largestShard(ParameterLayout layout, int ranks) {
+    public static long largestShard(ParameterLayout layout, int ranks) {
         long most = 0;
         for (int r = 0; r < ranks; r++) {
             most = Math.max(most, new UnitShards(layout, ranks, r).shardLength());
@@ -107,7 +107,7 @@ final class UnitShards {
      * of embeddings, two layers (the one in use and the next, gathered or reduce-scattered while it computes; one
      * when L = 1) and the final LayerNorm.
      */
-    static long workingElements(ParameterLayout layout) {
+    public static long workingElements(ParameterLayout layout) {
         List<Unit> units = layout.units();
         int L = layout.config().L();
         return units.get(ParameterLayout.EMBEDDING).count() + Math.min(L, 2) * units.get(1).count()

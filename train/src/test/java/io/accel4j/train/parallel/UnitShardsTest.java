@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.parallel;
 
 import java.util.Locale;
 import java.util.Objects;
@@ -18,7 +18,7 @@ import java.util.Objects;
  * {@link io.accel4j.collectives.Chunks}' split, whose lengths differ by at most one. Activations, the communication
  * buffers and temporary buffers are not model states and are not counted (the paper's "residual states").
  *
- * <p>What this CPU trainer actually allocates is {@link MemoryPlan}'s (tested equal to its allocations): these states,
+ * <p>What this CPU trainer actually allocates is {@code MemoryPlan}'s (tested equal to its allocations): these states,
  * up to the rounding of stage 2 and 3's per-unit shards ({@code ≤ L + 1} elements per state), plus the working buffers
  * of the units in use from stage 2.
  *
@@ -28,6 +28,9 @@ import java.util.Objects;
  * @param precision bytes per parameter of each state
  */
 public record ZeroMemory(int stage, int ranks, long psi, Precision precision) {
+
+    /** The highest ZeRO stage: 3, parameters sharded too. */
+    public static final int MAX_STAGE = 3;
 
     /** Bytes per parameter of each model state. */
     public enum Precision {
@@ -106,7 +109,7 @@ public record ZeroMemory(int stage, int ranks, long psi, Precision precision) {
 
     /**
      * {@link #describe()} and what the rank allocated for its model states: {@code held} bytes, of which
-     * {@code working} are working buffers ({@link MemoryPlan#working()}).
+     * {@code working} are working buffers ({@code MemoryPlan.working()}).
      */
     public String describe(long held, long working) {
         return describe() + "; this rank holds " + mib(held) + (working > 0 ? " (" + mib(working)
