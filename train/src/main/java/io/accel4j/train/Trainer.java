@@ -12,6 +12,7 @@ import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.parallel.ZeroMemory;
+import io.accel4j.train.plan.MemoryPlan;
 import io.accel4j.train.precision.LossScaler;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;

@@ -7,7 +7,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.accel4j.cli.train.TrainCommandTest.Result;
-import io.accel4j.train.MemoryPlan;
+import io.accel4j.train.plan.MemoryPlan;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import java.io.IOException;

@@ -1,5 +1,7 @@
-package io.accel4j.train;
+package io.accel4j.train.plan;
 
+import io.accel4j.train.TrainConfig;
+import io.accel4j.train.Trainer;
 import io.accel4j.train.parallel.ZeroMemory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;

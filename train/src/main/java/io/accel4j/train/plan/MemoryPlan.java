@@ -1,5 +1,6 @@
-package io.accel4j.train;
+package io.accel4j.train.plan;
 
+import io.accel4j.train.Trainer;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterLayout;

@@ -1,4 +1,4 @@
-package io.accel4j.train;
+package io.accel4j.train.plan;
 
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
