@@ -146,9 +146,9 @@ final class TcpRendezvous implements NcclRendezvous {
                     + " expected 0x%08x): is another program using this port?", where(), peer, magic, HELLO_MAGIC),
                     null);
         }
-        if (theirSize != size) {
-            throw fail(start, List.of(from), "rank 0 at " + where() + ": rank " + from + " (" + peer + ") was started"
-                    + " with " + theirSize + " ranks, this one with " + size, null);
+        if (theirSize != size) { // a culprit only if it names one of our ranks
+            throw fail(start, from >= 1 && from < size ? List.of(from) : List.of(), "rank 0 at " + where() + ": rank "
+                    + from + " (" + peer + ") was started with " + theirSize + " ranks, this one with " + size, null);
         }
         if (from < 1 || from >= size || !missing.contains(from)) {
             throw fail(start, List.of(), "rank 0 at " + where() + ": " + peer + " claims rank " + from + ", which is "
