@@ -44,6 +44,7 @@ public final class Builder {
     /** Whether the input of the module being built takes a gradient (false for the network's own input). */
     private boolean inputGradient;
     private DType attention;
+    private boolean warnedAttention;
 
     /** Path depth below which {@link #activation} declarations are held for one layer only (-1: none). */
     private int heldFrom = -1;
@@ -99,8 +100,10 @@ public final class Builder {
                 attention = attention == null ? DType.BF16 : attention;
                 return DType.BF16;
             } catch (IllegalArgumentException | UnsupportedOperationException e) {
-                LOG.warn("{}: bf16 matmul operands, but attention keeps fp32 operands: {}", qualified(""),
-                        e.getMessage());
+                if (!warnedAttention) { // once per network, not once per block
+                    warnedAttention = true;
+                    LOG.warn("bf16 matmul operands, but attention keeps fp32 operands: {}", e.getMessage());
+                }
             }
         }
         try {
