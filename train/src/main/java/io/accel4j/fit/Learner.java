@@ -78,6 +78,7 @@ public final class Learner implements AutoCloseable {
         private DataSource.Factory data;
         private Path out;
         private java.util.function.IntFunction<Ops> backend;
+        private io.accel4j.collectives.Communicator comm;
 
         private Builder(Supplier<? extends Module> model) {
             this.model = Objects.requireNonNull(model, "model");
@@ -207,6 +208,16 @@ public final class Learner implements AutoCloseable {
             return this;
         }
 
+        /**
+         * This process is one rank of {@code comm} (Open MPI's world, NCCL over a rendezvous, any communicator): the
+         * learner holds that rank only, every process runs the same program, and rank 0 writes the metrics, the plot
+         * and the checkpoints. Replaces {@link #ranks} (in-process ranks); the communicator stays the caller's.
+         */
+        public Builder communicator(io.accel4j.collectives.Communicator comm) {
+            this.comm = Objects.requireNonNull(comm, "comm");
+            return this;
+        }
+
         public Builder data(DataSource.Factory data) {
             this.data = Objects.requireNonNull(data, "data");
             return this;
@@ -227,7 +238,12 @@ public final class Learner implements AutoCloseable {
             if (data == null) {
                 throw new IllegalArgumentException("no data: call data(factory)");
             }
-            if (zero > 0 && ranks < 2) {
+            if (comm != null && ranks != 1) {
+                throw new IllegalArgumentException("ranks(" + ranks + ") and communicator(" + comm.size() + " ranks) "
+                        + "both say how many ranks there are: with a communicator this process is one of them");
+            }
+            int world = comm != null ? comm.size() : ranks;
+            if (zero > 0 && world < 2) {
                 throw new IllegalArgumentException("ZeRO stage " + zero + " shards over the ranks: ask for ranks(2) "
                         + "or more");
             }
@@ -247,14 +263,23 @@ public final class Learner implements AutoCloseable {
     private final List<AutoCloseable> owned = new ArrayList<>();
     private final List<RankStep> ranks = new ArrayList<>();
     private final InProcessGroup group;
+    /** The ranks of the run: {@code ranks} in this process, or the communicator's size. */
+    private final int world;
+    /** The run's rank of each rank held here. */
+    private final int[] globalRank;
     private final List<StepMetrics> history = Collections.synchronizedList(new ArrayList<>());
 
     private Learner(Builder b) {
         this.cfg = b;
-        this.group = b.ranks > 1 ? InProcessGroup.create(b.ranks) : null;
+        this.group = b.comm == null && b.ranks > 1 ? InProcessGroup.create(b.ranks) : null;
+        this.world = b.comm != null ? b.comm.size() : b.ranks;
+        int held = b.comm != null ? 1 : b.ranks;
+        this.globalRank = new int[held];
         try {
-            int perRank = Math.max(1, b.threads / b.ranks);
-            for (int r = 0; r < b.ranks; r++) {
+            int perRank = Math.max(1, b.threads / held);
+            for (int i = 0; i < held; i++) {
+                int r = b.comm != null ? b.comm.rank() : i;
+                globalRank[i] = r;
                 Ops ops;
                 if (b.backend != null) {
                     ops = Objects.requireNonNull(b.backend.apply(r), "the backend of rank " + r);
@@ -271,15 +296,17 @@ public final class Learner implements AutoCloseable {
                     net.initialise(b.seed);
                     long count = net.table().count();
                     int values = net.fp8() == null ? 0 : net.fp8().histories();
-                    GradientSync sync = group == null ? GradientSync.local()
-                            : b.zero == 0 ? new DataParallel(group.communicator(r), ops.memory(), values)
-                            : new ZeroSharding(b.zero, group.communicator(r), ops.memory(), count, values);
+                    io.accel4j.collectives.Communicator c = b.comm != null ? b.comm
+                            : group != null ? group.communicator(r) : null;
+                    GradientSync sync = c == null || c.size() == 1 ? GradientSync.local()
+                            : b.zero == 0 ? new DataParallel(c, ops.memory(), values)
+                            : new ZeroSharding(b.zero, c, ops.memory(), count, values);
                     GradientSync.Shard shard = sync.shard(count);
                     MemorySegment params = net.params().asSlice(shard.offset() * Float.BYTES,
                             shard.length() * Float.BYTES);
                     ranks.add(new RankStep(net, b.optimizer.create(ops, net.table(), params,
                             sync.gradients(net.grads(), count), shard.offset(), shard.length()), sync,
-                            b.data.open(r, b.ranks, b.B, b.T), b.schedule, new LossScaler(Precision.of(b.precision)),
+                            b.data.open(r, world, b.B, b.T), b.schedule, new LossScaler(Precision.of(b.precision)),
                             b.gradClip, b.B, b.T, b.gradAccum));
                 } catch (RuntimeException | Error e) {
                     net.close();
@@ -292,14 +319,19 @@ public final class Learner implements AutoCloseable {
         }
     }
 
-    /** Rank 0's network (every rank's parameters are the same). */
+    /** Whether the run's rank 0 is held here (it reports and writes). */
+    private boolean lead() {
+        return globalRank[0] == 0;
+    }
+
+    /** The first rank held here's network (every rank's parameters are the same). */
     public Network network() {
         return ranks.get(0).network();
     }
 
     /** The optimizer's description. */
     public String describe() {
-        return ranks.get(0).optimizer().describe() + ", " + cfg.ranks + " rank" + (cfg.ranks == 1 ? "" : "s")
+        return ranks.get(0).optimizer().describe() + ", " + world + " rank" + (world == 1 ? "" : "s")
                 + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "")
                 + ", " + (cfg.fp8 != null ? "FP8 linear layers (" + cfg.fp8.format() + ")" : cfg.precision
                 + " matmul operands") + ", " + network().table().count() + " parameters";
@@ -324,12 +356,14 @@ public final class Learner implements AutoCloseable {
         Consumer<StepMetrics> report = m -> {
             mine.add(m);
             history.add(m);
-            appendMetrics(m);
+            if (lead()) {
+                appendMetrics(m);
+            }
             if (each != null) {
                 each.accept(m);
             }
         };
-        if (group == null) {
+        if (group == null) { // one rank here: this process's
             for (int s = 0; s < steps; s++) {
                 report.accept(ranks.get(0).step());
             }
@@ -343,7 +377,9 @@ public final class Learner implements AutoCloseable {
                 }
             });
         }
-        plot();
+        if (lead()) {
+            plot();
+        }
         return mine;
     }
 
@@ -367,12 +403,15 @@ public final class Learner implements AutoCloseable {
                     for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
                         MemorySegment all = scratch.allocate(count * Float.BYTES);
                         r.sync().gatherShards(e.getValue(), all, count, r.network().memory());
-                        if (rank == 0) {
+                        if (globalRank[rank] == 0) {
                             r.network().memory().copyToHost(all, whole.get(e.getKey()));
                         }
                     }
                 }
             });
+            if (!lead()) {
+                return; // it sent its shards; the run's rank 0 writes
+            }
             RankStep r0 = ranks.get(0);
             MemorySegment params = host.allocate(count * Float.BYTES, 64);
             net.copyParamsToHost(params);

@@ -222,6 +222,40 @@ class LearnerTest {
         }
     }
 
+    @Test
+    void oneRankPerProcessOverACommunicatorIsTheInProcessRun(@TempDir Path dir) throws Exception {
+        List<StepMetrics> inProcess;
+        float[] p0;
+        try (Learner a = learner(2, 16).zero(1).build()) {
+            inProcess = a.fit(8, null);
+            p0 = params(a);
+        }
+        // as under mpirun: each "process" (a thread here) builds its own learner for its rank of the communicator
+        try (io.accel4j.collectives.InProcessGroup g = io.accel4j.collectives.InProcessGroup.create(2)) {
+            List<Object[]> runs = g.run(comm -> {
+                try (Learner l = learner(1, 16).threads(1).zero(1).communicator(comm).out(dir).build()) {
+                    List<StepMetrics> m = l.fit(8, null);
+                    l.save(dir.resolve("ckpt"));
+                    return new Object[] {m, params(l)};
+                }
+            });
+            for (Object[] run : runs) {
+                @SuppressWarnings("unchecked")
+                List<StepMetrics> m = (List<StepMetrics>) run[0];
+                for (int s = 0; s < 8; s++) {
+                    assertThat(m.get(s).trainLoss()).as("step %d", s).isEqualTo(inProcess.get(s).trainLoss());
+                }
+                assertThat((float[]) run[1]).containsExactly(p0);
+            }
+        }
+        assertThat(Files.readAllLines(dir.resolve("metrics.jsonl"))).as("rank 0 alone writes").hasSize(8);
+        assertThat(dir.resolve("ckpt").resolve("model.bin")).exists();
+        try (io.accel4j.collectives.InProcessGroup g = io.accel4j.collectives.InProcessGroup.create(2)) {
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> learner(2, 8).communicator(g.communicator(0))
+                    .build()).hasMessageContaining("ranks(2) and communicator(2 ranks)");
+        }
+    }
+
     static float[] params(Learner l) {
         float[] p = new float[(int) l.network().table().count()];
         MemorySegment.copy(l.network().params(), ValueLayout.JAVA_FLOAT, 0, p, 0, p.length);
