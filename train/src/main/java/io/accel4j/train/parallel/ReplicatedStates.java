@@ -16,7 +16,6 @@ import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.function.IntConsumer;
 
 /**
  * Stage 0: every rank holds the whole model states — the model's flat parameters and gradients and AdamW's moments —
@@ -31,7 +30,6 @@ final class ReplicatedStates extends ModelStates {
     private final MemorySegment m;
     private final MemorySegment v;
     private final List<AdamWRange> ranges;
-    private final GradientBuckets buckets;
 
     ReplicatedStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
         super(comm, model, values);
@@ -48,26 +46,14 @@ final class ReplicatedStates extends ModelStates {
             r.add(new AdamWRange(d.offset(), d.offset(), d.length(), d.decays()));
         }
         this.ranges = List.copyOf(r);
-        this.buckets = comm == null || cfg.bucketBytes() == 0 ? null
-                : new GradientBuckets(comm, model.grads(), model.layout(), cfg.bucketBytes());
+        overlapAllReduce(cfg.bucketBytes());
     }
 
-    @Override
-    public IntConsumer overlap() {
-        return buckets == null ? null : buckets.hook();
-    }
-
-    @Override
-    public void abandon(Throwable failure) {
-        if (buckets != null) {
-            buckets.abandon(failure);
-        }
-    }
 
     @Override
     public void reduceGradients() {
-        if (buckets != null) {
-            buckets.finish();
+        if (bucketed()) {
+            finishBuckets();
         } else if (comm != null) {
             comm.allReduce(model.grads(), count, DType.FP32, ReduceOp.AVG);
         }
@@ -123,11 +109,6 @@ final class ReplicatedStates extends ModelStates {
     @Override
     public ZeroMemory accounting() {
         return ZeroMemory.fp32(0, ranks(), count);
-    }
-
-    @Override
-    public int layerBuckets() {
-        return buckets == null ? 0 : buckets.layerBuckets();
     }
 
     @Override

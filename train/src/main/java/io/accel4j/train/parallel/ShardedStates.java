@@ -12,7 +12,6 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
-import java.util.function.IntConsumer;
 
 /**
  * ZeRO stages 1–3 ({@link ZeroOptimizer}): AdamW's moments sharded over the ranks, from stage 2 the averaged
@@ -23,7 +22,6 @@ import java.util.function.IntConsumer;
 final class ShardedStates extends ModelStates {
 
     private final ZeroOptimizer zero;
-    private final GradientBuckets buckets;
 
     ShardedStates(int stage, Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
         super(checkRanks(stage, comm), model, values);
@@ -35,8 +33,9 @@ final class ShardedStates extends ModelStates {
             throw e;
         }
         this.zero = z;
-        this.buckets = cfg.bucketBytes() == 0 || z.shardsGradients() ? null
-                : new GradientBuckets(comm, model.grads(), model.layout(), cfg.bucketBytes());
+        if (!z.shardsGradients()) { // from stage 2 the sharded weights reduce-scatter each unit instead
+            overlapAllReduce(cfg.bucketBytes());
+        }
     }
 
     private static Communicator checkRanks(int stage, Communicator comm) {
@@ -47,22 +46,11 @@ final class ShardedStates extends ModelStates {
         return comm;
     }
 
-    @Override
-    public IntConsumer overlap() {
-        return buckets == null ? null : buckets.hook();
-    }
-
-    @Override
-    public void abandon(Throwable failure) {
-        if (buckets != null) {
-            buckets.abandon(failure);
-        }
-    }
 
     @Override
     public void reduceGradients() {
-        if (buckets != null) {
-            buckets.finish();
+        if (bucketed()) {
+            finishBuckets();
         } else if (zero.shardsGradients()) {
             zero.reduceGradients();
         } else {
@@ -120,11 +108,6 @@ final class ShardedStates extends ModelStates {
     @Override
     public ZeroMemory accounting() {
         return zero.memory();
-    }
-
-    @Override
-    public int layerBuckets() {
-        return buckets == null ? 0 : buckets.layerBuckets();
     }
 
     @Override
