@@ -9,6 +9,7 @@ import io.accel4j.nn.Module;
 import io.accel4j.nn.Sequential;
 import io.accel4j.nn.TransformerBlock;
 import io.accel4j.optim.LrSchedule;
+import io.accel4j.train.StepMetrics;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintStream;
@@ -70,16 +71,10 @@ public final class CharTransformer implements java.util.concurrent.Callable<Inte
                 .tokens(V).classes(V).batch(batch, seq), 0.1f)
                 .schedule(LrSchedule.warmupCosine(run.lr, steps / 10, steps, 0.1f)).gradClip(1f)
                 .data((rank, n, B, T) -> windows(train, B, T, seed * 1000 + rank))
-                .build()) {
+                .progress(new java.io.PrintWriter(out, true)).build()) {
             out.println("text: " + ids.length + " characters, " + V + " distinct; " + learner.describe());
-            double last = Double.NaN;
-            for (var m : learner.fit(steps, m -> {
-                if (m.step() % Math.max(1, steps / 10) == 0) {
-                    out.printf("step %4d  loss %.4f  lr %.2e%n", m.step(), m.trainLoss(), m.lr());
-                }
-            })) {
-                last = m.trainLoss();
-            }
+            List<StepMetrics> metrics = learner.fit(steps, null);
+            double last = metrics.get(metrics.size() - 1).trainLoss();
             double valLoss = learner.evaluate(windows(val, batch, seq, seed + 99), 4);
             out.printf("held-out loss %.4f (uniform guess ln %d = %.4f), final train loss %.4f%n", valLoss, V,
                     Math.log(V), last);

@@ -4,9 +4,11 @@ import io.accel4j.fit.Learner;
 import io.accel4j.nn.Linear;
 import io.accel4j.nn.Sequential;
 import io.accel4j.optim.LrSchedule;
+import io.accel4j.train.StepMetrics;
 import java.io.PrintStream;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.List;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
@@ -45,17 +47,11 @@ public final class MlpSpirals implements java.util.concurrent.Callable<Integer> 
                         Linear.gelu("fc1", 2, hidden), Linear.gelu("fc2", hidden, hidden), Linear.of("head", hidden, 2)))
                 .features(2).classes(2).batch(batch, 1), 0f)
                 .schedule(LrSchedule.warmupCosine(run.lr, steps / 20, steps, 0.1f)).data(train.batches())
-                .build()) {
+                .progress(new java.io.PrintWriter(out, true)).build()) {
             out.println("two spirals: " + train.size() + " training points, " + test.size() + " test points; "
                     + learner.describe());
-            double last = Double.NaN;
-            for (var m : learner.fit(steps, m -> {
-                if (m.step() % Math.max(1, steps / 10) == 0) {
-                    out.printf("step %4d  loss %.4f  lr %.2e%n", m.step(), m.trainLoss(), m.lr());
-                }
-            })) {
-                last = m.trainLoss();
-            }
+            List<StepMetrics> metrics = learner.fit(steps, null);
+            double last = metrics.get(metrics.size() - 1).trainLoss();
             double accuracy = accuracy(learner, test);
             out.printf("test accuracy %.1f %% (chance 50 %%), final train loss %.4f%n", 100 * accuracy, last);
             return new Result(last, accuracy);

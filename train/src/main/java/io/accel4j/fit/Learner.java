@@ -79,6 +79,7 @@ public final class Learner implements AutoCloseable {
         private Path out;
         private java.util.function.IntFunction<Ops> backend;
         private io.accel4j.collectives.Communicator comm;
+        private java.io.PrintWriter progress;
 
         private Builder(Supplier<? extends Module> model) {
             this.model = Objects.requireNonNull(model, "model");
@@ -223,6 +224,15 @@ public final class Learner implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Prints {@code accel4j train}'s progress lines to {@code w} (about 25 a fit, each with the step, the loss and
+         * tokens/s since the line before, the learning rate and the time left); rank 0's only.
+         */
+        public Builder progress(java.io.PrintWriter w) {
+            this.progress = w;
+            return this;
+        }
+
         /** Writes {@code metrics.jsonl} (a line per step) and, after {@link #fit}, {@code loss.png} into {@code dir}. */
         public Builder out(Path dir) {
             this.out = dir;
@@ -353,11 +363,17 @@ public final class Learner implements AutoCloseable {
      */
     public List<StepMetrics> fit(int steps, Consumer<StepMetrics> each) {
         List<StepMetrics> mine = new ArrayList<>(steps);
+        int first = step();
+        io.accel4j.cli.train.Progress lines = cfg.progress == null || !lead() ? null
+                : new io.accel4j.cli.train.Progress(cfg.progress, first + steps, first);
         Consumer<StepMetrics> report = m -> {
             mine.add(m);
             history.add(m);
             if (lead()) {
                 appendMetrics(m);
+            }
+            if (lines != null) {
+                lines.step(m);
             }
             if (each != null) {
                 each.accept(m);

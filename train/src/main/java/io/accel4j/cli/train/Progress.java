@@ -10,7 +10,7 @@ import java.util.Locale;
  * the step, the train loss and tokens/s (both over the steps since the previous line), the validation loss when
  * computed, the learning rate and the time left.
  */
-final class Progress {
+public final class Progress {
 
     private final PrintWriter w;
     private final int steps;
@@ -26,7 +26,8 @@ final class Progress {
     private double recentMs;
     private long recentTokens;
 
-    Progress(PrintWriter w, int steps, int firstStep) {
+    /** Lines to {@code w} for a run of {@code steps} steps in all, this part starting at step {@code firstStep}. */
+    public Progress(PrintWriter w, int steps, int firstStep) {
         this.w = w;
         this.steps = steps;
         this.firstStep = firstStep;
@@ -34,7 +35,8 @@ final class Progress {
         this.every = Math.max(1, Math.round((steps - firstStep) / 25f));
     }
 
-    void step(StepMetrics m) {
+    /** After step {@code m.step()}: a line when one is due. */
+    public void step(StepMetrics m) {
         lossSum += m.trainLoss();
         lossCount++;
         long t = Math.round(m.tokensPerS() * m.stepMs() / 1e3);
