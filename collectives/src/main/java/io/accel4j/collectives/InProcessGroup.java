@@ -159,6 +159,19 @@ public final class InProcessGroup implements AutoCloseable {
      * in a {@link CollectiveException} when checked) once every thread has ended.
      */
     public <T> List<T> run(RankBody<T> body) {
+        return run(body, true);
+    }
+
+    /**
+     * {@link #run(RankBody)}, leaving the communicators open, so that the group can run again (a trainer's rank
+     * threads per call, over communicators that live as long as the group). After a failure every later collective
+     * of the group fails.
+     */
+    public <T> List<T> runAgain(RankBody<T> body) {
+        return run(body, false);
+    }
+
+    private <T> List<T> run(RankBody<T> body, boolean closeAfter) {
         Object[] results = new Object[size];
         Throwable[] errors = new Throwable[size];
         Thread[] threads = new Thread[size];
@@ -173,7 +186,9 @@ public final class InProcessGroup implements AutoCloseable {
                         fail(List.of(rank), "threw " + e, e); // before the close below, so the cause is named
                     }
                 } finally {
-                    comms[rank].close();
+                    if (closeAfter) {
+                        comms[rank].close();
+                    }
                 }
             }, "accel4j-rank-" + r);
             threads[r].setDaemon(true);

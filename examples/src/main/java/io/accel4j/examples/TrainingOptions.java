@@ -1,13 +1,13 @@
 package io.accel4j.examples;
 
 import io.accel4j.core.DType;
-import io.accel4j.fit.Learner;
+import io.accel4j.fit.LearnerBuilder;
 import java.nio.file.Path;
 import picocli.CommandLine.Option;
 
 /**
  * The options every example takes (a picocli mixin): steps, learning rate, optimizer, ranks, precision, threads, the
- * output directory and the seed; {@link #applyTo} puts them on a {@link Learner.Builder}. Each example makes its own
+ * output directory and the seed; {@link #applyTo} puts them on a {@link LearnerBuilder}. Each example makes its own
  * with the defaults that suit it.
  */
 final class TrainingOptions {
@@ -52,7 +52,7 @@ final class TrainingOptions {
     }
 
     /** The optimizer (with {@code weightDecay} on the tensors that take it), precision, ranks, threads, seed, output. */
-    Learner.Builder applyTo(Learner.Builder b, float weightDecay) {
+    LearnerBuilder applyTo(LearnerBuilder b, float weightDecay) {
         return b.optimizer(Examples.optimizer(optimizer, weightDecay)).precision(precision).ranks(ranks)
                 .threads(threads).seed(seed).out(outDir);
     }

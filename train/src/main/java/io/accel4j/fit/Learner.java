@@ -2,21 +2,14 @@ package io.accel4j.fit;
 
 import io.accel4j.cli.train.LossPlot;
 import io.accel4j.collectives.InProcessGroup;
-import io.accel4j.core.DType;
-import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.nn.Module;
 import io.accel4j.nn.Network;
-import io.accel4j.nn.ParameterTable;
-import io.accel4j.optim.AdamW;
-import io.accel4j.optim.LrSchedule;
-import io.accel4j.optim.OptimizerSpec;
 import io.accel4j.train.precision.LossScaler;
 import io.accel4j.train.precision.Precision;
 import io.accel4j.train.StepMetrics;
-import io.accel4j.train.model.Recompute;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.io.Writer;
@@ -55,221 +48,13 @@ import java.util.function.Supplier;
  */
 public final class Learner implements AutoCloseable {
 
-    /** The choices a run is made of; {@link #build} makes it. */
-    public static final class Builder {
-        private final Supplier<? extends Module> model;
-        private int tokens = -1;
-        private int features = -1;
-        private int classes = -1;
-        private int B = 1;
-        private int T = 1;
-        private int gradAccum = 1;
-        private OptimizerSpec optimizer = AdamW.of(0f);
-        private LrSchedule schedule = LrSchedule.constant(1e-3f);
-        private float gradClip;
-        private DType precision = DType.FP32;
-        private DelayedScaling fp8;
-        private Recompute recompute = Recompute.NONE;
-        private ParameterTable.Order order = ParameterTable.Order.declaration();
-        private int ranks = 1;
-        private int zero;
-        private int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
-        private long seed = 1337;
-        private DataSource.Factory data;
-        private Path out;
-        private java.util.function.IntFunction<Ops> backend;
-        private io.accel4j.collectives.Communicator comm;
-        private java.io.PrintWriter progress;
-
-        private Builder(Supplier<? extends Module> model) {
-            this.model = Objects.requireNonNull(model, "model");
-        }
-
-        /** Inputs are token ids in [0, V). */
-        public Builder tokens(int V) {
-            this.tokens = V;
-            this.features = -1;
-            return this;
-        }
-
-        /** Inputs are D fp32 features per position. */
-        public Builder features(int D) {
-            this.features = D;
-            this.tokens = -1;
-            return this;
-        }
-
-        /** The loss is a softmax cross-entropy over the first {@code n} outputs. */
-        public Builder classes(int n) {
-            this.classes = n;
-            return this;
-        }
-
-        /** B sequences of T positions per rank and micro-batch (T = 1 for independent examples). */
-        public Builder batch(int B, int T) {
-            this.B = B;
-            this.T = T;
-            return this;
-        }
-
-        /** Micro-batches per optimizer step. */
-        public Builder gradAccum(int K) {
-            if (K < 1) {
-                throw new IllegalArgumentException("gradAccum must be >= 1, got " + K);
-            }
-            this.gradAccum = K;
-            return this;
-        }
-
-        public Builder optimizer(OptimizerSpec spec) {
-            this.optimizer = Objects.requireNonNull(spec, "optimizer");
-            return this;
-        }
-
-        public Builder schedule(LrSchedule schedule) {
-            this.schedule = Objects.requireNonNull(schedule, "schedule");
-            return this;
-        }
-
-        /** Clips the global gradient norm to {@code maxNorm} (0: no clipping). */
-        public Builder gradClip(float maxNorm) {
-            if (!(maxNorm >= 0)) {
-                throw new IllegalArgumentException("gradClip must be >= 0, got " + maxNorm);
-            }
-            this.gradClip = maxNorm;
-            return this;
-        }
-
-        /** The matmuls' operand precision: FP32, BF16, or FP16 (with dynamic loss scaling). */
-        public Builder precision(DType operands) {
-            this.precision = Objects.requireNonNull(operands, "precision");
-            return this;
-        }
-
-        /**
-         * FP8 operands for every linear layer under {@code recipe}'s delayed scaling (heads and attention keep the
-         * {@link #precision}); null: none.
-         */
-        public Builder fp8(DelayedScaling recipe) {
-            this.fp8 = recipe;
-            return this;
-        }
-
-        public Builder recompute(Recompute recompute) {
-            this.recompute = Objects.requireNonNull(recompute, "recompute");
-            return this;
-        }
-
-        public Builder parameterOrder(ParameterTable.Order order) {
-            this.order = Objects.requireNonNull(order, "order");
-            return this;
-        }
-
-        /** Data-parallel ranks in this process (each a thread with its own replica; DDP). */
-        public Builder ranks(int n) {
-            if (n < 1) {
-                throw new IllegalArgumentException("ranks must be >= 1, got " + n);
-            }
-            this.ranks = n;
-            return this;
-        }
-
-        /** ZeRO stage 1 (optimizer state sharded) or 2 (gradients too) over the ranks; 0 (default): DDP. */
-        public Builder zero(int stage) {
-            if (stage < 0 || stage > 2) {
-                throw new IllegalArgumentException("ZeRO stage must be 0, 1 or 2, got " + stage);
-            }
-            this.zero = stage;
-            return this;
-        }
-
-        /** Threads in all (shared among the ranks). */
-        public Builder threads(int n) {
-            if (n < 1) {
-                throw new IllegalArgumentException("threads must be >= 1, got " + n);
-            }
-            this.threads = n;
-            return this;
-        }
-
-        /** The initialisation's seed (every rank starts from the same parameters). */
-        public Builder seed(long seed) {
-            this.seed = seed;
-            return this;
-        }
-
-        /**
-         * The backend of each rank, {@code rank -> ops} (default: the Vector API kernels, {@code threads / ranks}
-         * threads a rank); e.g. {@code r -> new GpuOps(Cuda.open(r))} for a GPU per rank, whose ops and context the
-         * caller closes after the learner. Several ranks need a backend whose memory the in-process ring can take
-         * (host memory); otherwise {@link #build} refuses, saying so.
-         */
-        public Builder backend(java.util.function.IntFunction<Ops> opsOfRank) {
-            this.backend = Objects.requireNonNull(opsOfRank, "opsOfRank");
-            return this;
-        }
-
-        /**
-         * This process is one rank of {@code comm} (Open MPI's world, NCCL over a rendezvous, any communicator): the
-         * learner holds that rank only, every process runs the same program, and rank 0 writes the metrics, the plot
-         * and the checkpoints. Replaces {@link #ranks} (in-process ranks); the communicator stays the caller's.
-         */
-        public Builder communicator(io.accel4j.collectives.Communicator comm) {
-            this.comm = Objects.requireNonNull(comm, "comm");
-            return this;
-        }
-
-        public Builder data(DataSource.Factory data) {
-            this.data = Objects.requireNonNull(data, "data");
-            return this;
-        }
-
-        /**
-         * Prints {@code accel4j train}'s progress lines to {@code w} (about 25 a fit, each with the step, the loss and
-         * tokens/s since the line before, the learning rate and the time left); rank 0's only.
-         */
-        public Builder progress(java.io.PrintWriter w) {
-            this.progress = w;
-            return this;
-        }
-
-        /** Writes {@code metrics.jsonl} (a line per step) and, after {@link #fit}, {@code loss.png} into {@code dir}. */
-        public Builder out(Path dir) {
-            this.out = dir;
-            return this;
-        }
-
-        /**
-         * Builds every rank's network and optimizer (parameters initialised from the seed).
-         *
-         * @throws io.accel4j.nn.ShapeException when the model's blocks do not fit together, before any allocation
-         */
-        public Learner build() {
-            if (data == null) {
-                throw new IllegalArgumentException("no data: call data(factory)");
-            }
-            if (comm != null && ranks != 1) {
-                throw new IllegalArgumentException("ranks(" + ranks + ") and communicator(" + comm.size() + " ranks) "
-                        + "both say how many ranks there are: with a communicator this process is one of them");
-            }
-            int world = comm != null ? comm.size() : ranks;
-            if (zero > 0 && world < 2) {
-                throw new IllegalArgumentException("ZeRO stage " + zero + " shards over the ranks: ask for ranks(2) "
-                        + "or more");
-            }
-            if (tokens < 0 && features < 0) {
-                throw new IllegalArgumentException("say what the model takes: tokens(V) or features(D)");
-            }
-            return new Learner(this);
-        }
-    }
 
     /** A learner of the model {@code model} makes (called once per rank: a module tree has one place). */
-    public static Builder of(Supplier<? extends Module> model) {
-        return new Builder(model);
+    public static LearnerBuilder of(Supplier<? extends Module> model) {
+        return new LearnerBuilder(model);
     }
 
-    private final Builder cfg;
+    private final LearnerBuilder cfg;
     private final List<AutoCloseable> owned = new ArrayList<>();
     private final List<RankStep> ranks = new ArrayList<>();
     private final InProcessGroup group;
@@ -279,7 +64,7 @@ public final class Learner implements AutoCloseable {
     private final int[] globalRank;
     private final List<StepMetrics> history = Collections.synchronizedList(new ArrayList<>());
 
-    private Learner(Builder b) {
+    Learner(LearnerBuilder b) {
         this.cfg = b;
         this.group = b.comm == null && b.ranks > 1 ? InProcessGroup.create(b.ranks) : null;
         this.world = b.comm != null ? b.comm.size() : b.ranks;
@@ -496,52 +281,14 @@ public final class Learner implements AutoCloseable {
     }
 
     /**
-     * Runs {@code body} on one thread per rank and waits for all; a rank that throws fails the group, so that the
-     * others' collectives stop within the timeout, and its exception is rethrown.
+     * Runs {@code body} on one thread per rank of the in-process group and waits for all; a rank that throws fails the
+     * group (the others' collectives then stop within the timeout) and its exception is rethrown.
      */
     private void onEveryRank(java.util.function.IntConsumer body) {
-        Thread[] threads = new Thread[ranks.size()];
-        Throwable[] errors = new Throwable[ranks.size()];
-        for (int r = 0; r < threads.length; r++) {
-            int rank = r;
-            threads[r] = Thread.ofPlatform().name("accel4j-rank-" + r).start(() -> {
-                try {
-                    body.accept(rank);
-                } catch (Throwable e) {
-                    errors[rank] = e;
-                    group.fail(rank, e);
-                }
-            });
-        }
-        boolean interrupted = false;
-        for (Thread t : threads) {
-            while (true) {
-                try {
-                    t.join();
-                    break;
-                } catch (InterruptedException e) {
-                    interrupted = true;
-                }
-            }
-        }
-        if (interrupted) {
-            Thread.currentThread().interrupt();
-        }
-        Throwable first = null;
-        for (Throwable e : errors) { // the rank at fault, not one that failed because of it
-            if (e != null && (first == null || first instanceof io.accel4j.collectives.CollectiveException)) {
-                first = e;
-            }
-        }
-        if (first instanceof RuntimeException re) {
-            throw re;
-        }
-        if (first instanceof Error err) {
-            throw err;
-        }
-        if (first != null) {
-            throw new IllegalStateException(first);
-        }
+        group.runAgain(comm -> {
+            body.accept(comm.rank());
+            return null;
+        });
     }
 
     /**

@@ -59,7 +59,7 @@ class LearnerTest {
         };
     }
 
-    static Learner.Builder learner(int ranks, int B) {
+    static LearnerBuilder learner(int ranks, int B) {
         return Learner.of(() -> new Sequential("mlp", Linear.gelu("fc1", 3, 17), Linear.of("fc2", 17, 3)))
                 .features(3).classes(3).batch(B, 1).optimizer(AdamW.of(0.01f))
                 .schedule(LrSchedule.warmupCosine(5e-3f, 3, 30, 0f)).gradClip(1f).ranks(ranks).threads(2).seed(5)
@@ -155,16 +155,16 @@ class LearnerTest {
 
     @Test
     void aResumedRunContinuesBitForBitOnEveryStrategy(@TempDir Path dir) throws Exception {
-        record Case(int ranks, int zero, int B, Learner.Builder extra) {}
+        record Case(int ranks, int zero, int B, LearnerBuilder extra) {}
         DelayedScaling recipe = new DelayedScaling(DelayedScaling.Format.HYBRID, 4, 0, DelayedScaling.Algorithm.MAX);
         for (int zero = 0; zero <= 2; zero++) {
             int ranks = zero == 0 ? 1 : 2;
             Path ckpt = dir.resolve("zero" + zero);
             List<StepMetrics> straight;
             float[] end;
-            java.util.function.Supplier<Learner.Builder> b = () -> learner(ranks, 16).gradAccum(2);
+            java.util.function.Supplier<LearnerBuilder> b = () -> learner(ranks, 16).gradAccum(2);
             final int z = zero;
-            java.util.function.Supplier<Learner.Builder> make = z == 0
+            java.util.function.Supplier<LearnerBuilder> make = z == 0
                     ? () -> b.get().fp8(recipe).optimizer(io.accel4j.optim.Lion.of(0.1f))
                     : () -> b.get().zero(z);
             try (Learner a = make.get().build()) {

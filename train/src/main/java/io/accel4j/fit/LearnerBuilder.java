@@ -1,0 +1,228 @@
+package io.accel4j.fit;
+
+import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.nn.Module;
+import io.accel4j.nn.ParameterTable;
+import io.accel4j.optim.AdamW;
+import io.accel4j.optim.LrSchedule;
+import io.accel4j.optim.OptimizerSpec;
+import io.accel4j.train.model.Recompute;
+import java.nio.file.Path;
+import java.util.Objects;
+import java.util.function.Supplier;
+
+/**
+ * The choices a {@link Learner} is made of, set one by one ({@link Learner#of} starts one); {@link #build} makes it:
+ * the model (a supplier: one tree per rank), what it takes (tokens or features) and predicts (classes), the batch,
+ * accumulation, optimizer, schedule, clipping, precision or FP8, recompute, ranks (in this process, or one per process
+ * over a communicator) with DDP or ZeRO, the backend, the data, and where metrics, plot and progress go.
+ */
+public final class LearnerBuilder {
+    final Supplier<? extends Module> model;
+    int tokens = -1;
+    int features = -1;
+    int classes = -1;
+    int B = 1;
+    int T = 1;
+    int gradAccum = 1;
+    OptimizerSpec optimizer = AdamW.of(0f);
+    LrSchedule schedule = LrSchedule.constant(1e-3f);
+    float gradClip;
+    DType precision = DType.FP32;
+    DelayedScaling fp8;
+    Recompute recompute = Recompute.NONE;
+    ParameterTable.Order order = ParameterTable.Order.declaration();
+    int ranks = 1;
+    int zero;
+    int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
+    long seed = 1337;
+    DataSource.Factory data;
+    Path out;
+    java.util.function.IntFunction<Ops> backend;
+    io.accel4j.collectives.Communicator comm;
+    java.io.PrintWriter progress;
+
+    LearnerBuilder(Supplier<? extends Module> model) {
+        this.model = Objects.requireNonNull(model, "model");
+    }
+
+    /** Inputs are token ids in [0, V). */
+    public LearnerBuilder tokens(int V) {
+        this.tokens = V;
+        this.features = -1;
+        return this;
+    }
+
+    /** Inputs are D fp32 features per position. */
+    public LearnerBuilder features(int D) {
+        this.features = D;
+        this.tokens = -1;
+        return this;
+    }
+
+    /** The loss is a softmax cross-entropy over the first {@code n} outputs. */
+    public LearnerBuilder classes(int n) {
+        this.classes = n;
+        return this;
+    }
+
+    /** B sequences of T positions per rank and micro-batch (T = 1 for independent examples). */
+    public LearnerBuilder batch(int B, int T) {
+        this.B = B;
+        this.T = T;
+        return this;
+    }
+
+    /** Micro-batches per optimizer step. */
+    public LearnerBuilder gradAccum(int K) {
+        if (K < 1) {
+            throw new IllegalArgumentException("gradAccum must be >= 1, got " + K);
+        }
+        this.gradAccum = K;
+        return this;
+    }
+
+    public LearnerBuilder optimizer(OptimizerSpec spec) {
+        this.optimizer = Objects.requireNonNull(spec, "optimizer");
+        return this;
+    }
+
+    public LearnerBuilder schedule(LrSchedule schedule) {
+        this.schedule = Objects.requireNonNull(schedule, "schedule");
+        return this;
+    }
+
+    /** Clips the global gradient norm to {@code maxNorm} (0: no clipping). */
+    public LearnerBuilder gradClip(float maxNorm) {
+        if (!(maxNorm >= 0)) {
+            throw new IllegalArgumentException("gradClip must be >= 0, got " + maxNorm);
+        }
+        this.gradClip = maxNorm;
+        return this;
+    }
+
+    /** The matmuls' operand precision: FP32, BF16, or FP16 (with dynamic loss scaling). */
+    public LearnerBuilder precision(DType operands) {
+        this.precision = Objects.requireNonNull(operands, "precision");
+        return this;
+    }
+
+    /**
+     * FP8 operands for every linear layer under {@code recipe}'s delayed scaling (heads and attention keep the
+     * {@link #precision}); null: none.
+     */
+    public LearnerBuilder fp8(DelayedScaling recipe) {
+        this.fp8 = recipe;
+        return this;
+    }
+
+    public LearnerBuilder recompute(Recompute recompute) {
+        this.recompute = Objects.requireNonNull(recompute, "recompute");
+        return this;
+    }
+
+    public LearnerBuilder parameterOrder(ParameterTable.Order order) {
+        this.order = Objects.requireNonNull(order, "order");
+        return this;
+    }
+
+    /** Data-parallel ranks in this process (each a thread with its own replica; DDP). */
+    public LearnerBuilder ranks(int n) {
+        if (n < 1) {
+            throw new IllegalArgumentException("ranks must be >= 1, got " + n);
+        }
+        this.ranks = n;
+        return this;
+    }
+
+    /** ZeRO stage 1 (optimizer state sharded) or 2 (gradients too) over the ranks; 0 (default): DDP. */
+    public LearnerBuilder zero(int stage) {
+        if (stage < 0 || stage > 2) {
+            throw new IllegalArgumentException("ZeRO stage must be 0, 1 or 2, got " + stage);
+        }
+        this.zero = stage;
+        return this;
+    }
+
+    /** Threads in all (shared among the ranks). */
+    public LearnerBuilder threads(int n) {
+        if (n < 1) {
+            throw new IllegalArgumentException("threads must be >= 1, got " + n);
+        }
+        this.threads = n;
+        return this;
+    }
+
+    /** The initialisation's seed (every rank starts from the same parameters). */
+    public LearnerBuilder seed(long seed) {
+        this.seed = seed;
+        return this;
+    }
+
+    /**
+     * The backend of each rank, {@code rank -> ops} (default: the Vector API kernels, {@code threads / ranks}
+     * threads a rank); e.g. {@code r -> new GpuOps(Cuda.open(r))} for a GPU per rank, whose ops and context the
+     * caller closes after the learner. Several ranks need a backend whose memory the in-process ring can take
+     * (host memory); otherwise {@link #build} refuses, saying so.
+     */
+    public LearnerBuilder backend(java.util.function.IntFunction<Ops> opsOfRank) {
+        this.backend = Objects.requireNonNull(opsOfRank, "opsOfRank");
+        return this;
+    }
+
+    /**
+     * This process is one rank of {@code comm} (Open MPI's world, NCCL over a rendezvous, any communicator): the
+     * learner holds that rank only, every process runs the same program, and rank 0 writes the metrics, the plot
+     * and the checkpoints. Replaces {@link #ranks} (in-process ranks); the communicator stays the caller's.
+     */
+    public LearnerBuilder communicator(io.accel4j.collectives.Communicator comm) {
+        this.comm = Objects.requireNonNull(comm, "comm");
+        return this;
+    }
+
+    public LearnerBuilder data(DataSource.Factory data) {
+        this.data = Objects.requireNonNull(data, "data");
+        return this;
+    }
+
+    /**
+     * Prints {@code accel4j train}'s progress lines to {@code w} (about 25 a fit, each with the step, the loss and
+     * tokens/s since the line before, the learning rate and the time left); rank 0's only.
+     */
+    public LearnerBuilder progress(java.io.PrintWriter w) {
+        this.progress = w;
+        return this;
+    }
+
+    /** Writes {@code metrics.jsonl} (a line per step) and, after {@link #fit}, {@code loss.png} into {@code dir}. */
+    public LearnerBuilder out(Path dir) {
+        this.out = dir;
+        return this;
+    }
+
+    /**
+     * Builds every rank's network and optimizer (parameters initialised from the seed).
+     *
+     * @throws io.accel4j.nn.ShapeException when the model's blocks do not fit together, before any allocation
+     */
+    public Learner build() {
+        if (data == null) {
+            throw new IllegalArgumentException("no data: call data(factory)");
+        }
+        if (comm != null && ranks != 1) {
+            throw new IllegalArgumentException("ranks(" + ranks + ") and communicator(" + comm.size() + " ranks) "
+                    + "both say how many ranks there are: with a communicator this process is one of them");
+        }
+        int world = comm != null ? comm.size() : ranks;
+        if (zero > 0 && world < 2) {
+            throw new IllegalArgumentException("ZeRO stage " + zero + " shards over the ranks: ask for ranks(2) "
+                    + "or more");
+        }
+        if (tokens < 0 && features < 0) {
+            throw new IllegalArgumentException("say what the model takes: tokens(V) or features(D)");
+        }
+        return new Learner(this);
+    }
+}
