@@ -7,6 +7,7 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.nn.Module;
 import io.accel4j.nn.Network;
+import io.accel4j.nn.NetworkSpec;
 import io.accel4j.train.precision.LossScaler;
 import io.accel4j.train.precision.Precision;
 import io.accel4j.train.StepMetrics;
@@ -83,7 +84,7 @@ public final class Learner implements AutoCloseable {
                     owned.add(pool);
                     ops = new CpuOps(pool);
                 }
-                Network.Spec spec = Network.of(b.model.get()).classes(b.classes).batch(b.B, b.T)
+                NetworkSpec spec = Network.of(b.model.get()).classes(b.classes).batch(b.B, b.T)
                         .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8);
                 spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);
                 Network net = spec.build(ops);

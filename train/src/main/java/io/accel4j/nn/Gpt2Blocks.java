@@ -81,7 +81,7 @@ public final class Gpt2Blocks {
     }
 
     /** A network spec of GPT-2 {@code c}: token inputs, loss over V classes, llm.c's parameter order. */
-    public static Network.Spec spec(GptConfig c) {
+    public static NetworkSpec spec(GptConfig c) {
         return Network.of(body(c)).tokens(c.V()).classes(c.V()).parameterOrder(LLMC_ORDER);
     }
 }

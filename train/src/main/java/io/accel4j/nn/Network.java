@@ -1,12 +1,10 @@
 package io.accel4j.nn;
 
 import io.accel4j.core.DType;
-import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.model.Fp8State;
-import io.accel4j.train.model.Recompute;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -20,138 +18,17 @@ import java.util.Objects;
  * ({@link SoftmaxCrossEntropy}) over the tree's output. A step is {@link #zeroGrad} then {@link #forwardBackward}
  * (backward adds into the gradients, so micro-batches accumulate); {@link #forward} alone evaluates.
  *
- * <p>Inputs are token ids ({@link Spec#tokens}, int32, one per position, checked on the host to be in [0, V)) or
- * feature vectors ({@link Spec#features}, fp32, D per position); targets are int32 class ids, one per position, in
+ * <p>Inputs are token ids ({@link NetworkSpec#tokens}, int32, one per position, checked on the host to be in [0, V)) or
+ * feature vectors ({@link NetworkSpec#features}, fp32, D per position); targets are int32 class ids, one per position, in
  * [0, classes). A model of independent examples uses T = 1. Not thread-safe.
  */
 public final class Network implements AutoCloseable {
 
     private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
 
-    /** What a network is made of and for; {@link #build} makes it. */
-    public static final class Spec {
-        private final Module body;
-        private int inWidth = -1;
-        private int vocabulary = -1;
-        private int classes = -1;
-        private int maxB = 1;
-        private int maxT = 1;
-        private Recompute recompute = Recompute.NONE;
-        private DType operands = DType.FP32;
-        private ParameterTable.Order order = ParameterTable.Order.declaration();
-        private DelayedScaling fp8;
-        private java.util.function.Function<ParameterTable, ParameterSource> source;
-        private Units units = Units.NONE;
-
-        private Spec(Module body) {
-            this.body = Objects.requireNonNull(body, "body");
-        }
-
-        /** Inputs are token ids in [0, V), one per position. */
-        public Spec tokens(int V) {
-            this.vocabulary = positive("V", V);
-            this.inWidth = 1;
-            return this;
-        }
-
-        /** Inputs are D fp32 features per position. */
-        public Spec features(int D) {
-            this.inWidth = positive("D", D);
-            this.vocabulary = -1;
-            return this;
-        }
-
-        /** The loss is over the first {@code V} of each position's outputs (the rest is padding). */
-        public Spec classes(int V) {
-            this.classes = positive("classes", V);
-            return this;
-        }
-
-        /** Batches of up to {@code maxB} sequences of up to {@code maxT} positions. */
-        public Spec batch(int maxB, int maxT) {
-            this.maxB = positive("maxB", maxB);
-            this.maxT = positive("maxT", maxT);
-            return this;
-        }
-
-        /** Which activations backward recomputes (blocks that cannot recompute keep theirs). */
-        public Spec recompute(Recompute recompute) {
-            this.recompute = Objects.requireNonNull(recompute, "recompute");
-            return this;
-        }
-
-        /** The matmuls' operand precision (FP32, BF16, FP16; attention follows where it can). */
-        public Spec matmulOperands(DType operands) {
-            this.operands = Objects.requireNonNull(operands, "operands");
-            return this;
-        }
-
-        /**
-         * Every linear layer's matmuls with FP8 operands under {@code recipe}'s delayed scaling (one
-         * {@link io.accel4j.core.fp8.Fp8Scaling} per layer, numbered in build order; heads and attention stay in
-         * {@link #matmulOperands}); null: none.
-         */
-        public Spec fp8(DelayedScaling recipe) {
-            this.fp8 = recipe;
-            return this;
-        }
-
-        /**
-         * The parameters and gradients come from {@code source} (made once the table is known) instead of two flat
-         * buffers the network allocates, with {@code units}' brackets around their use (ZeRO's sharded weights); the
-         * network's own {@link #params()}, {@link #grads()} and their copies are then not available.
-         */
-        public Spec parameters(java.util.function.Function<ParameterTable, ParameterSource> source, Units units) {
-            this.source = Objects.requireNonNull(source, "source");
-            this.units = Objects.requireNonNull(units, "units");
-            return this;
-        }
-
-        /** How the parameter tensors are ordered in the flat buffer. */
-        public Spec parameterOrder(ParameterTable.Order order) {
-            this.order = Objects.requireNonNull(order, "order");
-            return this;
-        }
-
-        /**
-         * What {@link Network#activationBytes()} of the network this spec builds is, without allocating anything (the
-         * tree is built against a backend that takes every attention size: the plan does not depend on it). The
-         * spec's module tree is built by this call, so a spec is planned or built once.
-         */
-        public long activationBytes() {
-            Builder b = new Builder(PLANNING, operands, fp8 != null, recompute, maxB, maxT);
-            int out = b.child(body, inWidth, false);
-            b.activation("logits", out);
-            b.activation("losses", 1);
-            long rows = (long) maxB * maxT;
-            return b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES + rows * Integer.BYTES;
-        }
-
-        /**
-         * Builds the tree and allocates the network on {@code ops}' memory.
-         *
-         * @throws ShapeException when the tree does not fit together (nothing is allocated then)
-         */
-        public Network build(Ops ops) {
-            if (inWidth < 0) {
-                throw new ShapeException("say what the network takes: tokens(V) or features(D)");
-            }
-            if (classes < 0) {
-                throw new ShapeException("say how many classes the loss is over: classes(V)");
-            }
-            return new Network(this, ops);
-        }
-
-        private static int positive(String what, int v) {
-            if (v < 1) {
-                throw new ShapeException(what + " must be >= 1, got " + v);
-            }
-            return v;
-        }
-    }
 
     /** A backend for planning only: its attention takes anything, and nothing may run on it. */
-    private static final Ops PLANNING = (Ops) java.lang.reflect.Proxy.newProxyInstance(Ops.class.getClassLoader(),
+    static final Ops PLANNING = (Ops) java.lang.reflect.Proxy.newProxyInstance(Ops.class.getClassLoader(),
             new Class<?>[] {Ops.class}, (proxy, method, args) -> {
                 if (method.getName().equals("checkAttention")) {
                     return null;
@@ -160,8 +37,8 @@ public final class Network implements AutoCloseable {
             });
 
     /** A spec for a network whose body is {@code body}. */
-    public static Spec of(Module body) {
-        return new Spec(body);
+    public static NetworkSpec of(Module body) {
+        return new NetworkSpec(body);
     }
 
     private enum State { EMPTY, FORWARD, FORWARD_WITH_TARGETS, BACKWARD }
@@ -191,7 +68,7 @@ public final class Network implements AutoCloseable {
     private final DType attention;
     private State state = State.EMPTY;
 
-    private Network(Spec s, Ops ops) {
+    Network(NetworkSpec s, Ops ops) {
         this.body = s.body;
         this.ops = Objects.requireNonNull(ops, "ops");
         this.memory = ops.memory();

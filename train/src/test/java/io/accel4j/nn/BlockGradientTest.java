@@ -53,7 +53,7 @@ class BlockGradientTest {
         check(Network.of(body).features(C).classes(CLASSES).batch(B, T).recompute(recompute), seed, false);
     }
 
-    private static void check(Network.Spec spec, long seed, boolean tokens) {
+    private static void check(NetworkSpec spec, long seed, boolean tokens) {
         Random r = new Random(seed);
         try (Network net = spec.build(ops); Arena a = Arena.ofConfined()) {
             net.initialise(seed);

@@ -61,7 +61,7 @@ class NetworkBadInputTest {
         pool.close();
     }
 
-    private static void refused(Supplier<Network.Spec> spec, String... words) {
+    private static void refused(Supplier<NetworkSpec> spec, String... words) {
         int before = ARENAS.get();
         assertThatThrownBy(() -> spec.get().build(counting)).isInstanceOf(ShapeException.class)
                 .message().contains(words);

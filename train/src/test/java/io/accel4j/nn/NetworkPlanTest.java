@@ -20,7 +20,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The plan is exact: what a spec says it will allocate for activations ({@link Network.Spec#activationBytes}, computed
+ * The plan is exact: what a spec says it will allocate for activations ({@link NetworkSpec#activationBytes}, computed
  * from a fresh tree without allocating) is what the network allocates, and every byte the network's arena hands out
  * is parameters, gradients or that plan — for own models and GPT-2, in every recompute mode and precision.
  */
@@ -66,7 +66,7 @@ class NetworkPlanTest {
         pool.close();
     }
 
-    private static void exact(Supplier<Network.Spec> spec) {
+    private static void exact(Supplier<NetworkSpec> spec) {
         long planned = spec.get().activationBytes();
         long before = ALLOCATED.get();
         try (Network net = spec.get().build(counting)) {

@@ -1,0 +1,134 @@
+package io.accel4j.nn;
+
+import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.train.model.Recompute;
+import java.util.Objects;
+
+/**
+ * What a {@link Network} is made of and for ({@link Network#of} starts one): the module tree, what it takes (token ids
+ * or features) and the loss's classes, the largest batch, recompute, the matmuls' precision or FP8, the parameter order
+ * and, optionally, where its parameters come from; {@link #build} makes it, {@link #activationBytes} plans it without
+ * allocating. A spec builds its tree once.
+ */
+public final class NetworkSpec {
+    final Module body;
+    int inWidth = -1;
+    int vocabulary = -1;
+    int classes = -1;
+    int maxB = 1;
+    int maxT = 1;
+    Recompute recompute = Recompute.NONE;
+    DType operands = DType.FP32;
+    ParameterTable.Order order = ParameterTable.Order.declaration();
+    DelayedScaling fp8;
+    java.util.function.Function<ParameterTable, ParameterSource> source;
+    Units units = Units.NONE;
+
+    NetworkSpec(Module body) {
+        this.body = Objects.requireNonNull(body, "body");
+    }
+
+    /** Inputs are token ids in [0, V), one per position. */
+    public NetworkSpec tokens(int V) {
+        this.vocabulary = positive("V", V);
+        this.inWidth = 1;
+        return this;
+    }
+
+    /** Inputs are D fp32 features per position. */
+    public NetworkSpec features(int D) {
+        this.inWidth = positive("D", D);
+        this.vocabulary = -1;
+        return this;
+    }
+
+    /** The loss is over the first {@code V} of each position's outputs (the rest is padding). */
+    public NetworkSpec classes(int V) {
+        this.classes = positive("classes", V);
+        return this;
+    }
+
+    /** Batches of up to {@code maxB} sequences of up to {@code maxT} positions. */
+    public NetworkSpec batch(int maxB, int maxT) {
+        this.maxB = positive("maxB", maxB);
+        this.maxT = positive("maxT", maxT);
+        return this;
+    }
+
+    /** Which activations backward recomputes (blocks that cannot recompute keep theirs). */
+    public NetworkSpec recompute(Recompute recompute) {
+        this.recompute = Objects.requireNonNull(recompute, "recompute");
+        return this;
+    }
+
+    /** The matmuls' operand precision (FP32, BF16, FP16; attention follows where it can). */
+    public NetworkSpec matmulOperands(DType operands) {
+        this.operands = Objects.requireNonNull(operands, "operands");
+        return this;
+    }
+
+    /**
+     * Every linear layer's matmuls with FP8 operands under {@code recipe}'s delayed scaling (one
+     * {@link io.accel4j.core.fp8.Fp8Scaling} per layer, numbered in build order; heads and attention stay in
+     * {@link #matmulOperands}); null: none.
+     */
+    public NetworkSpec fp8(DelayedScaling recipe) {
+        this.fp8 = recipe;
+        return this;
+    }
+
+    /**
+     * The parameters and gradients come from {@code source} (made once the table is known) instead of two flat
+     * buffers the network allocates, with {@code units}' brackets around their use (ZeRO's sharded weights); the
+     * network's own {@link #params()}, {@link #grads()} and their copies are then not available.
+     */
+    public NetworkSpec parameters(java.util.function.Function<ParameterTable, ParameterSource> source, Units units) {
+        this.source = Objects.requireNonNull(source, "source");
+        this.units = Objects.requireNonNull(units, "units");
+        return this;
+    }
+
+    /** How the parameter tensors are ordered in the flat buffer. */
+    public NetworkSpec parameterOrder(ParameterTable.Order order) {
+        this.order = Objects.requireNonNull(order, "order");
+        return this;
+    }
+
+    /**
+     * What {@link Network#activationBytes()} of the network this spec builds is, without allocating anything (the
+     * tree is built against a backend that takes every attention size: the plan does not depend on it). The
+     * spec's module tree is built by this call, so a spec is planned or built once.
+     */
+    public long activationBytes() {
+        Builder b = new Builder(Network.PLANNING, operands, fp8 != null, recompute, maxB, maxT);
+        int out = b.child(body, inWidth, false);
+        b.activation("logits", out);
+        b.activation("losses", 1);
+        long rows = (long) maxB * maxT;
+        return b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES + rows * Integer.BYTES;
+    }
+
+    /**
+     * Builds the tree and allocates the network on {@code ops}' memory.
+     *
+     * @throws ShapeException when the tree does not fit together (nothing is allocated then)
+     */
+    public Network build(Ops ops) {
+        if (inWidth < 0) {
+            throw new ShapeException("say what the network takes: tokens(V) or features(D)");
+        }
+        if (classes < 0) {
+            throw new ShapeException("say how many classes the loss is over: classes(V)");
+        }
+        return new Network(this, ops);
+    }
+
+    private static int positive(String what, int v) {
+        if (v < 1) {
+            throw new ShapeException(what + " must be >= 1, got " + v);
+        }
+        return v;
+    }
+}
