@@ -23,9 +23,21 @@ abstract class FusedOptimizer implements Optimizer {
     private final DeviceArena arena;
     private final Map<String, MemorySegment> state = new LinkedHashMap<>();
 
-    /** State buffers {@code names}, {@code length} fp32 each, in {@code ops}' memory. */
+    /**
+     * State buffers {@code names}, {@code length} fp32 each, in {@code ops}' memory.
+     *
+     * @throws IllegalArgumentException when {@code params} or {@code grads} is not exactly the {@code length}
+     *                                  parameters the groups cover (an optimizer given another network's buffers)
+     */
     FusedOptimizer(Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length,
                    String... names) {
+        for (MemorySegment b : new MemorySegment[] {params, grads}) {
+            if (b.byteSize() != length * Float.BYTES) {
+                throw new IllegalArgumentException("the optimizer's " + (b == params ? "params" : "grads")
+                        + " hold " + b.byteSize() / Float.BYTES + " fp32 values, the parameter table it was given "
+                        + "covers " + length + ": pass the buffers of the network whose table it is");
+            }
+        }
         this.ops = ops;
         this.groups = groups;
         this.params = params;

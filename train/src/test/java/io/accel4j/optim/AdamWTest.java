@@ -144,6 +144,20 @@ class AdamWTest {
         }
     }
 
+    @Test
+    void anOptimizerGivenAnotherNetworksBuffersIsRefused() {
+        try (Network a = Network.of(Linear.of("fc", 3, 4)).features(3).classes(2).batch(1, 1).build(ops);
+             Network b = Network.of(Linear.of("fc", 3, 5)).features(3).classes(2).batch(1, 1).build(ops)) {
+            for (OptimizerSpec spec : new OptimizerSpec[] {AdamW.of(0f), Sgd.of(0.9f, 0f), Lion.of(0f)}) {
+                org.assertj.core.api.Assertions.assertThatThrownBy(
+                                () -> spec.create(ops, a.table(), b.params(), a.grads()))
+                        .isInstanceOf(IllegalArgumentException.class)
+                        .hasMessageContaining("params hold 20 fp32 values")
+                        .hasMessageContaining("covers 16");
+            }
+        }
+    }
+
     private static double[] slice(double[] a, int o, int c) {
         double[] s = new double[c];
         System.arraycopy(a, o, s, 0, c);
