@@ -2,6 +2,7 @@ package io.accel4j.examples;
 
 import io.accel4j.fit.Learner;
 import io.accel4j.nn.Linear;
+import io.accel4j.nn.Module;
 import io.accel4j.nn.Sequential;
 import io.accel4j.optim.LrSchedule;
 import io.accel4j.train.StepMetrics;
@@ -43,8 +44,7 @@ public final class MlpSpirals implements java.util.concurrent.Callable<Integer> 
         int steps = run.steps;
         Spirals train = new Spirals(4096, 0.02, run.seed), test = new Spirals(1024, 0.02, run.seed + 1);
         int hidden = 64;
-        try (Learner learner = run.applyTo(Learner.of(() -> new Sequential("mlp",
-                        Linear.gelu("fc1", 2, hidden), Linear.gelu("fc2", hidden, hidden), Linear.of("head", hidden, 2)))
+        try (Learner learner = run.applyTo(Learner.of(() -> model(hidden))
                 .features(2).classes(2).batch(batch, 1), 0f)
                 .schedule(LrSchedule.warmupCosine(run.lr, steps / 20, steps, 0.1f)).data(train.batches())
                 .progress(new java.io.PrintWriter(out, true)).build()) {
@@ -56,6 +56,12 @@ public final class MlpSpirals implements java.util.concurrent.Callable<Integer> 
             out.printf("test accuracy %.1f %% (chance 50 %%), final train loss %.4f%n", 100 * accuracy, last);
             return new Result(last, accuracy);
         }
+    }
+
+    /** 2 → hidden → hidden → 2, GELU after each hidden layer (fused into its GEMM). */
+    static Module model(int hidden) {
+        return new Sequential("mlp", Linear.gelu("fc1", 2, hidden), Linear.gelu("fc2", hidden, hidden),
+                Linear.of("head", hidden, 2));
     }
 
     static double accuracy(Learner learner, Spirals test) {

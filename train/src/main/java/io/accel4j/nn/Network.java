@@ -230,6 +230,17 @@ public final class Network implements AutoCloseable {
         memory.copyToDevice(host.asSlice(0, table.fp32Bytes()), params());
     }
 
+    /** Copies the gradients into {@code host} ({@code table().count()} fp32). */
+    public void copyGradsToHost(MemorySegment host) {
+        checkHost(host);
+        memory.copyToHost(grads(), host.asSlice(0, table.fp32Bytes()));
+    }
+
+    /** The vocabulary of a token network (inputs are ids in [0, V)), or −1 for a network of features. */
+    public int vocabulary() {
+        return vocabulary;
+    }
+
     /** Copies the parameters into {@code host}. */
     public void copyParamsToHost(MemorySegment host) {
         checkHost(host);
