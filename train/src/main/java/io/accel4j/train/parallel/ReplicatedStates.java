@@ -3,9 +3,9 @@ package io.accel4j.train.parallel;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
-import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.ops.AdamWConfig;
-import io.accel4j.core.ops.AdamWRange;
+import io.accel4j.optim.AdamW;
+import io.accel4j.optim.Optimizer;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.model.Gpt2;
@@ -14,8 +14,6 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * Stage 0: every rank holds the whole model states — the model's flat parameters and gradients and AdamW's moments —
@@ -26,26 +24,23 @@ import java.util.List;
  */
 final class ReplicatedStates extends ModelStates {
 
-    private final DeviceArena arena;
+    /** AdamW over the model's table: decay on the matrices only, or on everything ({@link TrainConfig}). */
+    private final Optimizer adamw;
     private final MemorySegment m;
     private final MemorySegment v;
-    private final List<AdamWRange> ranges;
 
     ReplicatedStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
         super(comm, model, values);
-        this.arena = memory.arena();
+        boolean decayAll = !cfg.decayMatricesOnly() || cfg.weightDecay() == 0;
         try {
-            this.m = arena.allocate(count * Float.BYTES);
-            this.v = arena.allocate(count * Float.BYTES);
+            this.adamw = new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(), decayAll)
+                    .create(model.ops(), model.network().table(), model.params(), model.grads());
         } catch (RuntimeException | Error e) {
             close();
             throw e;
         }
-        List<AdamWRange> r = new ArrayList<>();
-        for (DecayRanges.Range d : DecayRanges.of(model.layout(), cfg)) {
-            r.add(new AdamWRange(d.offset(), d.offset(), d.length(), d.decays()));
-        }
-        this.ranges = List.copyOf(r);
+        this.m = adamw.state().get("m");
+        this.v = adamw.state().get("v");
         overlapAllReduce(cfg.bucketBytes());
     }
 
@@ -71,7 +66,7 @@ final class ReplicatedStates extends ModelStates {
 
     @Override
     public void update(AdamWConfig decay, int t, float gradScale) {
-        model.ops().adamw(model.params(), model.grads(), m, v, ranges, decay, t, gradScale); // one launch on a GPU
+        adamw.step(t, decay.lr(), gradScale); // decay's other fields are the spec's: one launch on a GPU
     }
 
     @Override
@@ -148,8 +143,8 @@ final class ReplicatedStates extends ModelStates {
 
     @Override
     public void close() {
-        if (arena != null) {
-            arena.close();
+        if (adamw != null) {
+            adamw.close();
         }
         super.close();
     }
