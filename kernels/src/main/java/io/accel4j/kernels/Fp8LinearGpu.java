@@ -145,7 +145,7 @@ final class Fp8LinearGpu implements AutoCloseable {
     void fp8Forward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias, int N, int C,
                     int OC, Fp8Scaling fp8) {
         Objects.requireNonNull(fp8, "fp8");
-        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
+        MatmulOps.checkSizes(N, C, OC);
         if (bias != null) {
             GpuLaunch.need("bias", bias, OC, 4);
         }
@@ -179,7 +179,7 @@ final class Fp8LinearGpu implements AutoCloseable {
     void fp8Backward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                      MemorySegment inp, MemorySegment weight, int N, int C, int OC, Fp8Scaling fp8) {
         Objects.requireNonNull(fp8, "fp8");
-        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
+        MatmulOps.checkSizes(N, C, OC);
         if (dbias != null) {
             GpuLaunch.need("dbias", dbias, OC, 4);
         }

@@ -110,7 +110,7 @@ final class LinearGpu implements AutoCloseable {
     static void checkForward(MemorySegment out, MemorySegment inp, MemorySegment weight, MemorySegment bias,
                              int N, int C, int OC, DType operands) {
         MatmulOps.checkOperands(operands);
-        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
+        MatmulOps.checkSizes(N, C, OC);
         GpuLaunch.need("out", out, (long) N * OC, 4); GpuLaunch.need("inp", inp, (long) N * C, 4);
         GpuLaunch.need("weight", weight, (long) OC * C, 4);
         if (bias != null) {
@@ -122,7 +122,7 @@ final class LinearGpu implements AutoCloseable {
     static void checkBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                               MemorySegment inp, MemorySegment weight, int N, int C, int OC, DType operands) {
         MatmulOps.checkOperands(operands);
-        GpuLaunch.positive("N", N); GpuLaunch.positive("C", C); GpuLaunch.positive("OC", OC);
+        MatmulOps.checkSizes(N, C, OC);
         GpuLaunch.need("dinp", dinp, (long) N * C, 4); GpuLaunch.need("dweight", dweight, (long) OC * C, 4);
         GpuLaunch.need("dout", dout, (long) N * OC, 4); GpuLaunch.need("inp", inp, (long) N * C, 4);
         GpuLaunch.need("weight", weight, (long) OC * C, 4);
