@@ -33,6 +33,11 @@ public final class OpChecks {
         return elements(name, seg, n, Float.BYTES, "floats");
     }
 
+    /** {@code seg} is non-null, alive, and holds at least {@code n} int32 values. Returns it. */
+    public static MemorySegment ints(String name, MemorySegment seg, long n) {
+        return elements(name, seg, n, Integer.BYTES, "ints");
+    }
+
     /**
      * {@code seg} is non-null, alive, and holds at least {@code n} elements of {@code bytes} bytes each
      * ({@code what}: their name in the message, e.g. "floats"). Returns it.
