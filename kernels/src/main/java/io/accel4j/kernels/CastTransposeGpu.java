@@ -44,7 +44,7 @@ final class CastTransposeGpu implements AutoCloseable {
             throw new IllegalArgumentException("castTransposeToFp8 writes FP8_E4M3 or FP8_E5M2, got " + fp8Type);
         }
         GpuLaunch.positive("R", R); GpuLaunch.positive("C", C);
-        GpuMatmul.scaleFactor("scale", scale);
+        Fp8LinearGpu.scaleFactor("scale", scale);
         long n = (long) R * C;
         GpuLaunch.need("dst", dst, n, 1); GpuLaunch.need("dstT", dstT, n, 1); GpuLaunch.need("src", src, n, 4);
         int tiles = launch(dst, dstT, fp8Type, src, R, C, scale);

@@ -1,8 +1,6 @@
 package io.accel4j.kernels;
 
-import static io.accel4j.kernels.GpuLaunch.need;
-import static io.accel4j.kernels.GpuLaunch.positive;
-
+import io.accel4j.core.ops.ClassifierOps;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaKernel.Dim;
 import io.accel4j.cuda.HostCopy;
@@ -30,11 +28,7 @@ final class ClassifierGpu {
 
     double run(MemorySegment logits, MemorySegment losses, MemorySegment targets, int N, int V, int Vp,
                float dlossScale, boolean backward) {
-        positive("N", N); positive("V", V);
-        if (Vp < V) {
-            throw new IllegalArgumentException("Vp must be >= V, got Vp " + Vp + ", V " + V);
-        }
-        need("logits", logits, (long) N * Vp, 4); need("losses", losses, N, 4); need("targets", targets, N, 4);
+        ClassifierOps.checkSizes(losses, logits, targets, N, V, Vp);
         gpu.launch(Kernels.CLASSIFIER, Dim.of(N), Dim.of(BLOCK), logits, losses, targets, N, V, Vp, dlossScale,
                 backward ? 1 : 0);
         try (Arena arena = Arena.ofConfined()) {

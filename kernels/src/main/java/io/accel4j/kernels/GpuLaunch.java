@@ -1,5 +1,6 @@
 package io.accel4j.kernels;
 
+import io.accel4j.core.ops.OpChecks;
 import io.accel4j.cuda.CudaKernel;
 import io.accel4j.cuda.CudaKernel.Dim;
 import java.lang.foreign.MemorySegment;
@@ -64,15 +65,13 @@ final class GpuLaunch {
         }
     }
 
+    /** {@link OpChecks#positive}, the contract's. */
     static void positive(String name, long v) {
-        if (v < 1) {
-            throw new IllegalArgumentException(name + " must be >= 1, got " + v);
-        }
+        OpChecks.positive(name, v);
     }
 
+    /** {@link OpChecks#nonNegative}, the contract's. */
     static void nonNegative(String name, long v) {
-        if (v < 0) {
-            throw new IllegalArgumentException(name + " must be >= 0, got " + v);
-        }
+        OpChecks.nonNegative(name, v);
     }
 }

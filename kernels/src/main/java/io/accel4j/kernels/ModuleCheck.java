@@ -125,7 +125,7 @@ public final class ModuleCheck {
         m.put("layernorm", z -> gpu.layernormForward(s(z, 0), s(z, 1), s(z, 2), s(z, 3), s(z, 4), s(z, 5), 1, 1));
         m.put("lion", z -> gpu.lion(s(z, 0), s(z, 1), s(z, 2), 0, 1, new LionConfig(1e-3f, 0.9f, 0.99f, 0f), 1f));
         m.put("matmul", z -> Kernels.MATMUL_BACKWARD_BIAS.launch(gpu.kernel(Kernels.MATMUL_BACKWARD_BIAS), Dim.of(1),
-                GpuMatmul.BIAS_BLOCK, 0, null, s(z, 0), s(z, 1), 1, 1));
+                LinearGpu.BIAS_BLOCK, 0, null, s(z, 0), s(z, 1), 1, 1));
         m.put("norm", z -> gpu.sumOfSquares(s(z, 0), 1));
         m.put("residual", z -> gpu.residualForward(s(z, 0), s(z, 1), s(z, 2), 1));
         m.put("sgd", z -> gpu.sgd(s(z, 0), s(z, 1), s(z, 2), 0, 1, new SgdConfig(1e-3f, 0.9f, 0f, 0f, false), 1, 1f));

@@ -14,6 +14,9 @@ import java.util.Objects;
  */
 final class ScratchBuffer implements AutoCloseable {
 
+    /** Slices of a scratch buffer start at multiples of this (cuBLASLt's preferred alignment). */
+    static final long SLICE_ALIGN = 256;
+
     private final CudaContext context;
     private final boolean zeroed;
     private DeviceBuffer buffer;
@@ -52,6 +55,11 @@ final class ScratchBuffer implements AutoCloseable {
     /** {@link #atLeast} as a device view ({@link GpuOps#device}). */
     MemorySegment view(long bytes) {
         return GpuOps.device(atLeast(bytes));
+    }
+
+    /** Bytes of a slice of n elements of {@code bytesEach}, rounded up to {@value #SLICE_ALIGN}. */
+    static long slice(long n, int bytesEach) {
+        return (n * bytesEach + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
     }
 
     /** Frees the buffer, if any; a later {@link #atLeast} allocates again. */

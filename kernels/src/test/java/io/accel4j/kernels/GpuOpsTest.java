@@ -24,7 +24,7 @@ class GpuOpsTest {
     void tooShortSegmentsAndMissingKernelsAreReported() {
         MemorySegment small = F.up(F.floats(10, -1, 1, SEED));
         assertThatThrownBy(() -> F.gpu.geluForward(small, small, 11)).isInstanceOf(IllegalArgumentException.class)
-                .hasMessageContaining("out holds 40 bytes, needs 11");
+                .hasMessageContaining("out holds 10 floats, 11 needed");
         assertThatThrownBy(() -> F.gpu.residualForward(small, small, small, -1))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("n must be >= 0");
         assertThatThrownBy(() -> F.gpu.attentionForward(small, small, small, 1, 1, 264, 2))

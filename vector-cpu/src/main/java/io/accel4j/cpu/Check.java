@@ -1,11 +1,13 @@
 package io.accel4j.cpu;
 
+import io.accel4j.core.ops.OpChecks;
 import java.lang.foreign.MemorySegment;
-import java.util.Objects;
 
 /**
  * The precondition checks kernels make once at their entry. Messages name the argument and both numbers; a freed
- * segment gives {@link IllegalStateException}, everything else {@link IllegalArgumentException}.
+ * segment gives {@link IllegalStateException}, everything else {@link IllegalArgumentException}. The checks every
+ * backend makes (sizes, lengths, freed memory) are the contract's {@link OpChecks}, which these forward to; the
+ * CPU's own (thread sharing, aliasing) are here.
  */
 public final class Check {
 
@@ -16,16 +18,12 @@ public final class Check {
 
     /** {@code value ≥ 1}. */
     public static void positive(String name, long value) {
-        if (value < 1) {
-            throw new IllegalArgumentException(name + " must be >= 1, got " + value);
-        }
+        OpChecks.positive(name, value);
     }
 
     /** {@code value ≥ 0}. */
     public static void nonNegative(String name, long value) {
-        if (value < 0) {
-            throw new IllegalArgumentException(name + " must be >= 0, got " + value);
-        }
+        OpChecks.nonNegative(name, value);
     }
 
     /** {@code seg} is non-null, alive, and holds at least {@code n} fp32 values. Returns it. */
@@ -45,21 +43,12 @@ public final class Check {
 
     /** {@code seg} is non-null, alive, and holds at least {@code n} elements of {@code bytes} bytes each. */
     public static MemorySegment elements(String name, MemorySegment seg, long n, int bytes, String what) {
-        Objects.requireNonNull(seg, name);
-        alive(name, seg);
-        long need = Math.multiplyExact(n, (long) bytes);
-        if (seg.byteSize() < need) {
-            throw new IllegalArgumentException(name + " holds " + seg.byteSize() / bytes + " " + what + ", " + n
-                    + " needed");
-        }
-        return seg;
+        return OpChecks.elements(name, seg, n, bytes, what);
     }
 
     /** The segment's memory has not been freed. */
     public static void alive(String name, MemorySegment seg) {
-        if (!seg.scope().isAlive()) {
-            throw new IllegalStateException(name + "'s memory has been freed (its arena is closed)");
-        }
+        OpChecks.alive(name, seg);
     }
 
     /** When a kernel runs on more than one thread, {@code seg} must not be confined to its owner thread. */

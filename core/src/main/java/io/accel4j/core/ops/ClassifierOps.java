@@ -25,4 +25,20 @@ public interface ClassifierOps {
      */
     double classifierForwardBackward(MemorySegment logits, MemorySegment losses, MemorySegment targets,
                                      int N, int V, int Vp, float dlossScale);
+
+    /**
+     * The classifier's argument checks, shared by every backend (forward and forward-backward): N, V ≥ 1, Vp ≥ V;
+     * losses (N) floats, logits (N·Vp) floats, targets (N) ints. The targets' range and {@code dlossScale} are
+     * each backend's to check where it reads them.
+     */
+    static void checkSizes(MemorySegment losses, MemorySegment logits, MemorySegment targets, int N, int V, int Vp) {
+        OpChecks.positive("N", N);
+        OpChecks.positive("V", V);
+        if (Vp < V) {
+            throw new IllegalArgumentException("Vp (the padded row length) must be >= V, got Vp " + Vp + " < V " + V);
+        }
+        OpChecks.floats("losses", losses, N);
+        OpChecks.floats("logits", logits, (long) N * Vp);
+        OpChecks.ints("targets", targets, N);
+    }
 }

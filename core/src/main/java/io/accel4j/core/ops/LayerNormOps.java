@@ -24,4 +24,32 @@ public interface LayerNormOps {
     void layernormBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
                            MemorySegment inp, MemorySegment weight, MemorySegment mean, MemorySegment rstd,
                            int N, int C);
+
+    /**
+     * {@link #layernormForward}'s argument checks, shared by every backend: N, C ≥ 1; out (N·C), mean, rstd (N),
+     * inp (N·C), weight, bias (C) floats each.
+     */
+    static void checkForward(MemorySegment out, MemorySegment mean, MemorySegment rstd, MemorySegment inp,
+                             MemorySegment weight, MemorySegment bias, int N, int C) {
+        OpChecks.positive("N", N);
+        OpChecks.positive("C", C);
+        long nc = (long) N * C;
+        OpChecks.floats("out", out, nc); OpChecks.floats("mean", mean, N); OpChecks.floats("rstd", rstd, N);
+        OpChecks.floats("inp", inp, nc); OpChecks.floats("weight", weight, C); OpChecks.floats("bias", bias, C);
+    }
+
+    /**
+     * {@link #layernormBackward}'s argument checks, shared by every backend: N, C ≥ 1; dinp (N·C), dweight,
+     * dbias (C), dout, inp (N·C), weight (C), mean, rstd (N) floats each.
+     */
+    static void checkBackward(MemorySegment dinp, MemorySegment dweight, MemorySegment dbias, MemorySegment dout,
+                              MemorySegment inp, MemorySegment weight, MemorySegment mean, MemorySegment rstd,
+                              int N, int C) {
+        OpChecks.positive("N", N);
+        OpChecks.positive("C", C);
+        long nc = (long) N * C;
+        OpChecks.floats("dinp", dinp, nc); OpChecks.floats("dweight", dweight, C);
+        OpChecks.floats("dbias", dbias, C); OpChecks.floats("dout", dout, nc); OpChecks.floats("inp", inp, nc);
+        OpChecks.floats("weight", weight, C); OpChecks.floats("mean", mean, N); OpChecks.floats("rstd", rstd, N);
+    }
 }

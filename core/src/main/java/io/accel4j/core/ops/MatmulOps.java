@@ -126,6 +126,16 @@ public interface MatmulOps {
                             int N, int C, int OC, DType operands);
 
     /**
+     * The linear layer's size checks, shared by every backend (fp32/bf16/fp16 and FP8): N, C, OC ≥ 1. The segments
+     * are checked by each backend's GEMM, whose argument names differ.
+     */
+    static void checkSizes(int N, int C, int OC) {
+        OpChecks.positive("N", N);
+        OpChecks.positive("C", C);
+        OpChecks.positive("OC", OC);
+    }
+
+    /**
      * Checks an operand precision: returns it when it is FP32, BF16 or FP16.
      *
      * @throws IllegalArgumentException for null or any other type

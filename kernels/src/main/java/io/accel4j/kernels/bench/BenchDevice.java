@@ -21,7 +21,7 @@ import java.util.List;
  */
 final class BenchDevice implements AutoCloseable {
 
-    /** cuBLASLt's recommended workspace on Hopper, as {@code GpuMatmul}'s. */
+    /** cuBLASLt's recommended workspace on Hopper, as {@code CublasLtPlans}'. */
     static final long WORKSPACE_BYTES = 32L << 20;
 
     final CudaContext context;

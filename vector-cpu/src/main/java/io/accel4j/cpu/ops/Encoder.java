@@ -1,5 +1,6 @@
 package io.accel4j.cpu.ops;
 
+import io.accel4j.core.ops.EncoderOps;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
@@ -41,11 +42,8 @@ public final class Encoder {
     public static void forward(Parallel pool, MemorySegment out, MemorySegment inp, MemorySegment wte,
                                MemorySegment wpe, int B, int T, int C, int V) {
         Objects.requireNonNull(pool, "pool");
-        long rows = checkSizes(B, T, C, V);
-        Check.floats("out", out, rows * C);
-        Check.ints("inp", inp, rows);
-        Check.floats("wte", wte, (long) V * C);
-        Check.floats("wpe", wpe, (long) T * C);
+        EncoderOps.checkForward(out, inp, wte, wpe, B, T, C, V);
+        long rows = (long) B * T;
         Check.shared("out", out, pool.threads());
         Check.shared("inp", inp, pool.threads());
         Check.shared("wte", wte, pool.threads());
@@ -90,11 +88,8 @@ public final class Encoder {
     public static void backward(Parallel pool, MemorySegment dwte, MemorySegment dwpe, MemorySegment dout,
                                 MemorySegment inp, int B, int T, int C, int V) {
         Objects.requireNonNull(pool, "pool");
-        long rows = checkSizes(B, T, C, V);
-        Check.floats("dwte", dwte, (long) V * C);
-        Check.floats("dwpe", dwpe, (long) T * C);
-        Check.floats("dout", dout, rows * C);
-        Check.ints("inp", inp, rows);
+        EncoderOps.checkBackward(dwte, dwpe, dout, inp, B, T, C, V);
+        long rows = (long) B * T;
         Check.shared("dwte", dwte, pool.threads());
         Check.shared("dwpe", dwpe, pool.threads());
         Check.shared("dout", dout, pool.threads());
@@ -136,15 +131,6 @@ public final class Encoder {
                 dwpe.set(F32, p, dwpe.get(F32, p) + g);
             }
         }
-    }
-
-    /** B, T, C, V ≥ 1; returns B·T. */
-    private static long checkSizes(int B, int T, int C, int V) {
-        Check.positive("B", B);
-        Check.positive("T", T);
-        Check.positive("C", C);
-        Check.positive("V", V);
-        return (long) B * T;
     }
 
     /** Every token in {@code [0, V)}, else the first bad one with its position. */

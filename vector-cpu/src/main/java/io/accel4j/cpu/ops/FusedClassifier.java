@@ -1,5 +1,6 @@
 package io.accel4j.cpu.ops;
 
+import io.accel4j.core.ops.ClassifierOps;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
@@ -220,18 +221,11 @@ public final class FusedClassifier {
     private static void check(Parallel pool, MemorySegment losses, MemorySegment logits, MemorySegment targets,
                               int N, int V, int Vp, float dlossScale, boolean backward) {
         Objects.requireNonNull(pool, "pool");
-        Check.positive("N", N);
-        Check.positive("V", V);
-        if (Vp < V) {
-            throw new IllegalArgumentException("Vp (the padded row length) must be >= V, got Vp " + Vp + " < V " + V);
-        }
+        ClassifierOps.checkSizes(losses, logits, targets, N, V, Vp);
         if (!Float.isFinite(dlossScale)) {
             throw new IllegalArgumentException("dlossScale must be finite, got " + dlossScale);
         }
         long logitsCount = (long) N * Vp;
-        Check.floats("losses", losses, N);
-        Check.floats("logits", logits, logitsCount);
-        Check.ints("targets", targets, N);
         Check.shared("losses", losses, pool.threads());
         Check.shared("logits", logits, pool.threads());
         Check.shared("targets", targets, pool.threads());

@@ -1,5 +1,6 @@
 package io.accel4j.cpu.ops;
 
+import io.accel4j.core.ops.PointwiseOps;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.GeluMath;
 import io.accel4j.cpu.Parallel;
@@ -42,9 +43,7 @@ public final class Gelu {
     /** {@code out = gelu(inp)}, n floats each; {@code out} may be exactly {@code inp}. */
     public static void forward(Parallel pool, MemorySegment out, MemorySegment inp, long n) {
         Objects.requireNonNull(pool, "pool");
-        Check.nonNegative("n", n);
-        Check.floats("out", out, n);
-        Check.floats("inp", inp, n);
+        PointwiseOps.checkGeluForward(out, inp, n);
         Check.shared("out", out, pool.threads());
         Check.shared("inp", inp, pool.threads());
         Check.sameOrDisjoint("out", out, "inp", inp, n * Float.BYTES);
@@ -67,10 +66,7 @@ public final class Gelu {
     /** {@code dinp += gelu'(inp)·dout}, n floats each. */
     public static void backward(Parallel pool, MemorySegment dinp, MemorySegment inp, MemorySegment dout, long n) {
         Objects.requireNonNull(pool, "pool");
-        Check.nonNegative("n", n);
-        Check.floats("dinp", dinp, n);
-        Check.floats("inp", inp, n);
-        Check.floats("dout", dout, n);
+        PointwiseOps.checkGeluBackward(dinp, inp, dout, n);
         Check.shared("dinp", dinp, pool.threads());
         Check.shared("inp", inp, pool.threads());
         Check.shared("dout", dout, pool.threads());

@@ -47,8 +47,7 @@ public final class LayerNorm {
     public static void forward(Parallel pool, MemorySegment out, MemorySegment mean, MemorySegment rstd,
                                MemorySegment inp, MemorySegment weight, MemorySegment bias, int N, int C) {
         Objects.requireNonNull(pool, "pool");
-        Check.positive("N", N);
-        Check.positive("C", C);
+        LayerNormOps.checkForward(out, mean, rstd, inp, weight, bias, N, C);
         long nc = (long) N * C;
         checkSegments(pool, 3,
                 new String[] {"out", "mean", "rstd", "inp", "weight", "bias"},
@@ -140,8 +139,7 @@ public final class LayerNorm {
                                 MemorySegment dout, MemorySegment inp, MemorySegment weight, MemorySegment mean,
                                 MemorySegment rstd, int N, int C) {
         Objects.requireNonNull(pool, "pool");
-        Check.positive("N", N);
-        Check.positive("C", C);
+        LayerNormOps.checkBackward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
         long nc = (long) N * C;
         checkSegments(pool, 3,
                 new String[] {"dinp", "dweight", "dbias", "dout", "inp", "weight", "mean", "rstd"},
@@ -241,12 +239,11 @@ public final class LayerNorm {
     }
 
     /**
-     * Lengths (in floats) and sharing of every segment; the first {@code outputs} segments must overlap none of the
-     * others.
+     * Sharing of every segment (their lengths, in floats {@code n}, checked by the contract's checker before); the
+     * first {@code outputs} segments must overlap none of the others.
      */
     private static void checkSegments(Parallel pool, int outputs, String[] names, MemorySegment[] segs, long[] n) {
         for (int i = 0; i < segs.length; i++) {
-            Check.floats(names[i], segs[i], n[i]);
             Check.shared(names[i], segs[i], pool.threads());
         }
         for (int i = 0; i < outputs; i++) {

@@ -1,6 +1,7 @@
 package io.accel4j.cpu.ops;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
@@ -155,9 +156,8 @@ public final class Matmul {
         }
     }
 
+    /** {@link MatmulOps#checkSizes}, the contract's. */
     static void checkSizes(int N, int C, int OC) {
-        Check.positive("N", N);
-        Check.positive("C", C);
-        Check.positive("OC", OC);
+        MatmulOps.checkSizes(N, C, OC);
     }
 }

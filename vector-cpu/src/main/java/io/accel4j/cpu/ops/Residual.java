@@ -1,5 +1,6 @@
 package io.accel4j.cpu.ops;
 
+import io.accel4j.core.ops.PointwiseOps;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
@@ -33,10 +34,7 @@ public final class Residual {
     /** {@code out = inp1 + inp2}, n floats each; {@code out} may be exactly {@code inp1} or {@code inp2}. */
     public static void forward(Parallel pool, MemorySegment out, MemorySegment inp1, MemorySegment inp2, long n) {
         Objects.requireNonNull(pool, "pool");
-        Check.nonNegative("n", n);
-        Check.floats("out", out, n);
-        Check.floats("inp1", inp1, n);
-        Check.floats("inp2", inp2, n);
+        PointwiseOps.checkResidualForward(out, inp1, inp2, n);
         Check.shared("out", out, pool.threads());
         Check.shared("inp1", inp1, pool.threads());
         Check.shared("inp2", inp2, pool.threads());
@@ -62,10 +60,7 @@ public final class Residual {
     /** {@code dinp1 += dout}, {@code dinp2 += dout}, n floats each. */
     public static void backward(Parallel pool, MemorySegment dinp1, MemorySegment dinp2, MemorySegment dout, long n) {
         Objects.requireNonNull(pool, "pool");
-        Check.nonNegative("n", n);
-        Check.floats("dinp1", dinp1, n);
-        Check.floats("dinp2", dinp2, n);
-        Check.floats("dout", dout, n);
+        PointwiseOps.checkResidualBackward(dinp1, dinp2, dout, n);
         Check.shared("dinp1", dinp1, pool.threads());
         Check.shared("dinp2", dinp2, pool.threads());
         Check.shared("dout", dout, pool.threads());
