@@ -1,6 +1,7 @@
 package io.accel4j.kernels;
 
 import io.accel4j.core.ops.LionConfig;
+import io.accel4j.core.ops.OptimizerOps;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 
@@ -20,15 +21,7 @@ final class LionGpu {
     /** lion_f32 over {@code [offset, offset + length)}. */
     void lion(MemorySegment params, MemorySegment grads, MemorySegment m, long offset, long length, LionConfig config,
               float gradScale) {
-        Objects.requireNonNull(config, "config");
-        GpuLaunch.nonNegative("offset", offset);
-        GpuLaunch.nonNegative("length", length);
-        if (!Float.isFinite(gradScale)) {
-            throw new IllegalArgumentException("gradScale must be finite, got " + gradScale);
-        }
-        GpuLaunch.need("params", params, length, 4);
-        GpuLaunch.need("grads", grads, length, 4);
-        GpuLaunch.need("m", m, length, 4);
+        OptimizerOps.checkLion(params, grads, m, offset, length, config, gradScale);
         if (length > 0) {
             gpu.launchN(Kernels.LION_F32, length, params, grads, m, length, config.lr(), config.beta1(),
                     config.beta2(), config.decayFactor(), gradScale);

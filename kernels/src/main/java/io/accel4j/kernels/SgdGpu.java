@@ -1,5 +1,6 @@
 package io.accel4j.kernels;
 
+import io.accel4j.core.ops.OptimizerOps;
 import io.accel4j.core.ops.SgdConfig;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
@@ -20,19 +21,8 @@ final class SgdGpu {
     /** sgd_f32 over {@code [offset, offset + length)}; step 1 sets {@code buf = g}. */
     void sgd(MemorySegment params, MemorySegment grads, MemorySegment buf, long offset, long length, SgdConfig config,
              int step, float gradScale) {
-        Objects.requireNonNull(config, "config");
-        GpuLaunch.nonNegative("offset", offset);
-        GpuLaunch.nonNegative("length", length);
-        GpuLaunch.positive("step", step);
-        if (!Float.isFinite(gradScale)) {
-            throw new IllegalArgumentException("gradScale must be finite, got " + gradScale);
-        }
-        GpuLaunch.need("params", params, length, 4);
-        GpuLaunch.need("grads", grads, length, 4);
+        OptimizerOps.checkSgd(params, grads, buf, offset, length, config, step, gradScale);
         boolean momentum = config.momentum() != 0;
-        if (momentum) {
-            GpuLaunch.need("buf", buf, length, 4);
-        }
         if (length > 0) {
             gpu.launchN(Kernels.SGD_F32, length, params, grads, momentum ? buf : MemorySegment.NULL, length,
                     config.lr(), config.momentum(), config.dampening(), config.weightDecay(), gradScale,

@@ -145,4 +145,44 @@ public interface OptimizerOps {
                     r.decays() ? config : config.withWeightDecay(0), gradScale);
         }
     }
+
+    /**
+     * {@link #sgd}'s argument checks, shared by every backend: offset, length ≥ 0 without overflow, step ≥ 1, a finite
+     * gradScale; params and grads hold length floats, and buf too when there is momentum.
+     */
+    static void checkSgd(MemorySegment params, MemorySegment grads, MemorySegment buf, long offset, long length,
+                         SgdConfig config, int step, float gradScale) {
+        java.util.Objects.requireNonNull(config, "config");
+        checkRange(offset, length, gradScale);
+        OpChecks.positive("step", step);
+        OpChecks.floats("params", params, length);
+        OpChecks.floats("grads", grads, length);
+        if (config.momentum() != 0) {
+            OpChecks.floats("buf", buf, length);
+        }
+    }
+
+    /**
+     * {@link #lion}'s argument checks, shared by every backend: offset, length ≥ 0 without overflow, a finite
+     * gradScale; params, grads and m hold length floats.
+     */
+    static void checkLion(MemorySegment params, MemorySegment grads, MemorySegment m, long offset, long length,
+                          LionConfig config, float gradScale) {
+        java.util.Objects.requireNonNull(config, "config");
+        checkRange(offset, length, gradScale);
+        OpChecks.floats("params", params, length);
+        OpChecks.floats("grads", grads, length);
+        OpChecks.floats("m", m, length);
+    }
+
+    private static void checkRange(long offset, long length, float gradScale) {
+        OpChecks.nonNegative("offset", offset);
+        OpChecks.nonNegative("length", length);
+        if (offset > Long.MAX_VALUE - length) {
+            throw new IllegalArgumentException("offset + length overflows: " + offset + " + " + length);
+        }
+        if (!Float.isFinite(gradScale)) {
+            throw new IllegalArgumentException("gradScale must be finite, got " + gradScale);
+        }
+    }
 }

@@ -1,6 +1,7 @@
 package io.accel4j.cpu.ops;
 
 import io.accel4j.core.ops.LionConfig;
+import io.accel4j.core.ops.OptimizerOps;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
@@ -55,18 +56,8 @@ public final class Lion {
                               long offset, long length, LionConfig config, float gradScale) {
         Objects.requireNonNull(pool, "pool");
         Objects.requireNonNull(config, "config");
-        Check.nonNegative("offset", offset);
-        Check.nonNegative("length", length);
-        if (offset > Long.MAX_VALUE - length) {
-            throw new IllegalArgumentException("offset + length overflows: " + offset + " + " + length);
-        }
-        if (!Float.isFinite(gradScale)) {
-            throw new IllegalArgumentException("gradScale must be finite, got " + gradScale);
-        }
+        OptimizerOps.checkLion(params, grads, m, offset, length, config, gradScale);
         long bytes = length * 4;
-        Check.floats("params", params, length);
-        Check.floats("grads", grads, length);
-        Check.floats("m", m, length);
         Check.shared("params", params, pool.threads());
         Check.shared("grads", grads, pool.threads());
         Check.shared("m", m, pool.threads());

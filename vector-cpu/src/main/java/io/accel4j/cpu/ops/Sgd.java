@@ -1,5 +1,6 @@
 package io.accel4j.cpu.ops;
 
+import io.accel4j.core.ops.OptimizerOps;
 import io.accel4j.core.ops.SgdConfig;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.Parallel;
@@ -56,24 +57,13 @@ public final class Sgd {
                               long offset, long length, SgdConfig config, int step, float gradScale) {
         Objects.requireNonNull(pool, "pool");
         Objects.requireNonNull(config, "config");
-        Check.nonNegative("offset", offset);
-        Check.nonNegative("length", length);
-        if (offset > Long.MAX_VALUE - length) {
-            throw new IllegalArgumentException("offset + length overflows: " + offset + " + " + length);
-        }
-        Check.positive("step", step);
-        if (!Float.isFinite(gradScale)) {
-            throw new IllegalArgumentException("gradScale must be finite, got " + gradScale);
-        }
+        OptimizerOps.checkSgd(params, grads, buf, offset, length, config, step, gradScale);
         long bytes = length * 4;
-        Check.floats("params", params, length);
-        Check.floats("grads", grads, length);
         Check.shared("params", params, pool.threads());
         Check.shared("grads", grads, pool.threads());
         Check.disjoint("params", params, bytes, "grads", grads, bytes);
         boolean momentum = config.momentum() != 0;
         if (momentum) {
-            Check.floats("buf", buf, length);
             Check.shared("buf", buf, pool.threads());
             Check.disjoint("buf", buf, bytes, "grads", grads, bytes);
             Check.disjoint("buf", buf, bytes, "params", params, bytes);
