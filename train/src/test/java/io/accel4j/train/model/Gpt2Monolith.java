@@ -7,13 +7,9 @@ import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.MatmulOps;
 import io.accel4j.core.ops.Ops;
-import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import io.accel4j.train.model.ParameterLayout.Param;
-import java.io.IOException;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.nio.file.Path;
 import java.util.Objects;
 import java.util.function.IntConsumer;
 import org.slf4j.Logger;
@@ -78,7 +74,7 @@ public final class Gpt2Monolith implements AutoCloseable {
     /**
      * A model of shape {@code config} for batches of up to {@code maxB} sequences of up to {@code maxT} tokens
      * ({@code maxT ≤ config.maxT()}), keeping every activation. Parameters and gradients start at zero: fill
-     * {@link #params()} (e.g. {@link #initialise}, {@link #load}).
+     * {@link #params()} (the tests copy the same values into this model and the blocks).
      */
     public Gpt2Monolith(GptConfig config, Ops ops, int maxB, int maxT) {
         this(config, ops, maxB, maxT, Recompute.NONE);
@@ -114,64 +110,6 @@ public final class Gpt2Monolith implements AutoCloseable {
         if (maxB < 1 || maxT < 1 || maxT > config.maxT()) {
             throw new IllegalArgumentException("maxB must be >= 1 and maxT in [1, " + config.maxT()
                     + "] (the model's max_seq_len), got maxB=" + maxB + ", maxT=" + maxT);
-        }
-    }
-
-    /** Reads an llm.c checkpoint ({@link LlmcCheckpoint}, fp32 or bf16) into a new model. */
-    public static Gpt2Monolith load(Path file, Ops ops, int maxB, int maxT) throws IOException {
-        return load(file, ops, maxB, maxT, Recompute.NONE);
-    }
-
-    /** {@link #load(Path, Ops, int, int)} keeping the activations {@code recompute} says. */
-    public static Gpt2Monolith load(Path file, Ops ops, int maxB, int maxT, Recompute recompute) throws IOException {
-        try (Arena tmp = Arena.ofConfined()) {
-            LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(file, tmp);
-            Gpt2Monolith model = new Gpt2Monolith(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()), recompute);
-            try {
-                model.copyParamsFromHost(loaded.params());
-            } catch (RuntimeException e) {
-                model.close();
-                throw e;
-            }
-            return model;
-        }
-    }
-
-    /** Writes the parameters as an llm.c checkpoint (fp32, version 3), atomically. */
-    public void save(Path file) throws IOException {
-        try (Arena staging = Arena.ofConfined()) { // on the CPU written as they are, else staged
-            LlmcCheckpoint.write(file, config, memory.readableOnHost(params(), staging), LlmcCheckpoint.VERSION_FP32);
-        }
-    }
-
-    /** Sets the parameters to GPT-2's initialisation from {@code seed} ({@link ParameterInit#gpt2}). */
-    public void initialise(long seed) {
-        try (Arena staging = Arena.ofConfined()) { // on the CPU in place: no second copy of the parameters
-            MemorySegment params = params(), host = memory.writableOnHost(params, staging);
-            ParameterInit.gpt2(layout, host, seed);
-            memory.writeBack(host, params);
-        }
-    }
-
-    /**
-     * Sets the parameters from {@code host} (host memory, {@code layout().count()} fp32 in native order; more bytes
-     * are ignored).
-     */
-    public void copyParamsFromHost(MemorySegment host) {
-        checkParamsOnHost("host", host);
-        memory.copyToDevice(host.asSlice(0, layout.fp32Bytes()), params());
-    }
-
-    /** Copies the parameters into {@code host} (host memory of at least {@link #parameterBytes()}). */
-    public void copyParamsToHost(MemorySegment host) {
-        checkParamsOnHost("host", host);
-        memory.copyToHost(params(), host.asSlice(0, layout.fp32Bytes()));
-    }
-
-    private void checkParamsOnHost(String name, MemorySegment host) {
-        if (Objects.requireNonNull(host, name).byteSize() < layout.fp32Bytes()) {
-            throw new IllegalArgumentException(name + " has " + host.byteSize() + " bytes, the " + layout.count()
-                    + " fp32 parameters need " + layout.fp32Bytes());
         }
     }
 
@@ -271,7 +209,7 @@ public final class Gpt2Monolith implements AutoCloseable {
 
     /**
      * The parameters: {@code layout().count()} fp32, native order, in {@link #memory()} (a device segment: on the
-     * host, read and write them through {@link #copyParamsToHost} and {@link #copyParamsFromHost}).
+     * host, through the memory's copies).
      *
      * @throws IllegalStateException when the weights do not hold them whole ({@link Weights#wholeParams()}: ZeRO-3
      *                               shards them)
