@@ -2,6 +2,8 @@ package io.accel4j.kernels;
 
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
+import io.accel4j.core.ops.OpChecks;
+import io.accel4j.core.ops.OptimizerOps;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaKernel.Dim;
 import io.accel4j.cuda.DeviceBuffer;
@@ -49,7 +51,7 @@ final class AdamWGpu implements AutoCloseable {
     /** adamw_f32 over {@code [offset, offset + length)} of the buffers. */
     void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v, long offset, long length,
                AdamWConfig config, int step, float gradScale) {
-        check(params, "params", grads, m, v, offset, length, config, step);
+        OptimizerOps.checkAdamW(params, grads, m, v, offset, length, config, step, gradScale);
         if (length > 0) {
             float[] c = adamwCoefficients(config, step);
             gpu.launchN(Kernels.ADAMW_F32, length, params, grads, m, v, length, config.lr(), config.beta1(),
@@ -61,22 +63,12 @@ final class AdamWGpu implements AutoCloseable {
     void adamwBf16(MemorySegment paramsBf16, MemorySegment master, MemorySegment grads, MemorySegment m,
                    MemorySegment v, long offset, long length, AdamWConfig config, int step, float gradScale,
                    long seed) {
-        check(master, "master", grads, m, v, offset, length, config, step);
-        GpuLaunch.need("paramsBf16", paramsBf16, length, 2);
+        OptimizerOps.checkAdamWBf16(paramsBf16, master, grads, m, v, offset, length, config, step, gradScale);
         if (length > 0) {
             float[] c = adamwCoefficients(config, step);
             gpu.launchN(Kernels.ADAMW_BF16, length, paramsBf16, master, grads, m, v, offset, length, config.lr(),
                     config.beta1(), config.beta2(), config.eps(), config.weightDecay(), c[0], c[1], gradScale, seed);
         }
-    }
-
-    private static void check(MemorySegment p, String pName, MemorySegment grads, MemorySegment m, MemorySegment v,
-                              long offset, long length, AdamWConfig config, int step) {
-        Objects.requireNonNull(config, "config");
-        GpuLaunch.nonNegative("offset", offset); GpuLaunch.nonNegative("length", length);
-        GpuLaunch.positive("step", step);
-        GpuLaunch.need(pName, p, length, 4); GpuLaunch.need("grads", grads, length, 4);
-        GpuLaunch.need("m", m, length, 4); GpuLaunch.need("v", v, length, 4);
     }
 
     /** The bias corrections {@code 1/(1−β1ᵗ)}, {@code 1/(1−β2ᵗ)} in float64 rounded to fp32, as the CPU kernel. */
@@ -87,7 +79,7 @@ final class AdamWGpu implements AutoCloseable {
     /** adamw_f32_multi over {@code ranges} of the buffers (device views holding every range's elements). */
     void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v, List<AdamWRange> ranges,
                AdamWConfig config, int step, float gradScale) {
-        if (prepare(params, "params", grads, m, v, ranges, config, step)) {
+        if (prepare(params, "params", grads, m, v, ranges, config, step, gradScale)) {
             float[] c = adamwCoefficients(config, step);
             Kernels.ADAMW_F32_MULTI.launch(gpu.kernel(Kernels.ADAMW_F32_MULTI), Dim.of(grid), Dim.of(THREADS), 0,
                     null, params, grads, m, v, uploaded, ranges.size(), config.lr(), config.beta1(),
@@ -99,8 +91,8 @@ final class AdamWGpu implements AutoCloseable {
     void adamwBf16(MemorySegment paramsBf16, MemorySegment master, MemorySegment grads, MemorySegment m,
                    MemorySegment v, List<AdamWRange> ranges, AdamWConfig config, int step, float gradScale,
                    long seed) {
-        if (prepare(master, "master", grads, m, v, ranges, config, step)) {
-            GpuLaunch.need("paramsBf16", paramsBf16, AdamWRange.check(ranges), 2);
+        if (prepare(master, "master", grads, m, v, ranges, config, step, gradScale)) {
+            OpChecks.elements("paramsBf16", paramsBf16, AdamWRange.check(ranges), 2, "16-bit values");
             float[] c = adamwCoefficients(config, step);
             Kernels.ADAMW_BF16_MULTI.launch(gpu.kernel(Kernels.ADAMW_BF16_MULTI), Dim.of(grid), Dim.of(THREADS), 0,
                     null, paramsBf16, master, grads, m, v, uploaded, ranges.size(), config.lr(),
@@ -110,12 +102,8 @@ final class AdamWGpu implements AutoCloseable {
 
     /** Checks the arguments and uploads the table when it changed; false when there is nothing to update. */
     private boolean prepare(MemorySegment p, String pName, MemorySegment grads, MemorySegment m, MemorySegment v,
-                            List<AdamWRange> ranges, AdamWConfig config, int step) {
-        Objects.requireNonNull(config, "config");
-        GpuLaunch.positive("step", step);
-        long elements = AdamWRange.check(ranges);
-        GpuLaunch.need(pName, p, elements, 4); GpuLaunch.need("grads", grads, elements, 4);
-        GpuLaunch.need("m", m, elements, 4); GpuLaunch.need("v", v, elements, 4);
+                            List<AdamWRange> ranges, AdamWConfig config, int step, float gradScale) {
+        long elements = OptimizerOps.checkAdamWRanges(pName, p, grads, m, v, ranges, config, step, gradScale);
         if (elements == 0) {
             return false;
         }

@@ -1,7 +1,9 @@
 package io.accel4j.kernels;
 
-import io.accel4j.cuda.CudaKernel;
 import io.accel4j.core.DType;
+import io.accel4j.core.ops.AttentionOps;
+import io.accel4j.core.ops.OpChecks;
+import io.accel4j.cuda.CudaKernel;
 import io.accel4j.cuda.CudaKernel.Dim;
 import io.accel4j.cuda.TensorMap;
 import io.accel4j.cuda.bindings.cuda_h;
@@ -216,7 +218,7 @@ public final class AttentionBf16Gpu implements AutoCloseable {
         Objects.requireNonNull(kernel, "kernel");
         int hs = headSize(B, T, C, NH);
         long bt = (long) B * T;
-        need("out", out, bt * C, 2); need("lse", lse, (long) B * NH * T, 4); need("qkv", qkv, bt * 3 * C, 2);
+        bf16s("out", out, bt * C); OpChecks.floats("lse", lse, (long) B * NH * T); bf16s("qkv", qkv, bt * 3 * C);
         aligned("qkv", qkv);
         if (kernel == ForwardKernel.WMMA) {
             launch(Kernels.ATTENTION_BF16_FORWARD, new Dim(tiles(T, FORWARD_ROWS), NH, B), forwardSharedBytes(hs),
@@ -277,8 +279,8 @@ public final class AttentionBf16Gpu implements AutoCloseable {
                          MemorySegment lse, int B, int T, int C, int NH, boolean causal) {
         int hs = headSize(B, T, C, NH);
         long bt = (long) B * T, nLse = (long) B * NH * T;
-        need("dqkv", dqkv, bt * 3 * C, 2); need("dout", dout, bt * C, 2); need("qkv", qkv, bt * 3 * C, 2);
-        need("out", out, bt * C, 2); need("lse", lse, nLse, 4);
+        bf16s("dqkv", dqkv, bt * 3 * C); bf16s("dout", dout, bt * C); bf16s("qkv", qkv, bt * 3 * C);
+        bf16s("out", out, bt * C); OpChecks.floats("lse", lse, nLse);
         aligned("qkv", qkv); aligned("dout", dout);
         MemorySegment dev = d.view(4 * nLse);
         int warps = D_THREADS / 32;
@@ -298,9 +300,8 @@ public final class AttentionBf16Gpu implements AutoCloseable {
      * BF16 operands: qkv cast to bf16 into scratch, {@link #forward}, out widened into the fp32 buffer.
      */
     public void forwardFp32(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH) {
-        headSize(B, T, C, NH);
+        limits(AttentionOps.checkForward(out, lse, qkv, B, T, C, NH), C, NH, B);
         long btc = (long) B * T * C;
-        need("out", out, btc, 4); need("qkv", qkv, 3 * btc, 4);
         MemorySegment q = qkv16.view(2 * 3 * btc), o = out16.view(2 * btc);
         ops.castFromFp32(q, DType.BF16, qkv, 3 * btc);
         forward(o, lse, q, B, T, C, NH, true);
@@ -314,10 +315,8 @@ public final class AttentionBf16Gpu implements AutoCloseable {
      */
     public void backwardFp32(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
                              MemorySegment lse, int B, int T, int C, int NH) {
-        headSize(B, T, C, NH);
+        limits(AttentionOps.checkBackward(dqkv, dout, qkv, out, lse, B, T, C, NH), C, NH, B);
         long btc = (long) B * T * C;
-        need("dqkv", dqkv, 3 * btc, 4); need("dout", dout, btc, 4); need("qkv", qkv, 3 * btc, 4);
-        need("out", out, btc, 4);
         MemorySegment q = qkv16.view(2 * 3 * btc), o = out16.view(2 * btc), g = dout16.view(2 * btc);
         MemorySegment dq = dqkv16.view(2 * 3 * btc);
         ops.castFromFp32(q, DType.BF16, qkv, 3 * btc);
@@ -341,13 +340,12 @@ public final class AttentionBf16Gpu implements AutoCloseable {
         s.launch(ops.kernel(s), grid, Dim.of(THREADS), sharedBytes, null, args);
     }
 
-    /** Sizes ≥ 1, hs = C/NH ∈ {64, 128}, grid limits; returns hs. */
+    /** Past the contract's sizes ({@link AttentionOps#checkSizes}): hs = C/NH ∈ {64, 128}, grid limits; returns hs. */
     static int headSize(int B, int T, int C, int NH) {
-        positive("B", B); positive("T", T); positive("C", C); positive("NH", NH);
-        if (C % NH != 0) {
-            throw new IllegalArgumentException("C (" + C + ") must be divisible by NH (" + NH + ")");
-        }
-        int hs = C / NH;
+        return limits(AttentionOps.checkSizes(B, T, C, NH), C, NH, B);
+    }
+
+    private static int limits(int hs, int C, int NH, int B) {
         if (hs != 64 && hs != 128) {
             throw new IllegalArgumentException("bf16 attention takes head sizes 64 and 128, got hs = C/NH = " + C
                     + "/" + NH + " = " + hs);
@@ -367,18 +365,9 @@ public final class AttentionBf16Gpu implements AutoCloseable {
         return (n + tile - 1) / tile;
     }
 
-    private static void positive(String name, long v) {
-        if (v < 1) {
-            throw new IllegalArgumentException(name + " must be >= 1, got " + v);
-        }
-    }
-
-    private static void need(String name, MemorySegment s, long elements, long bytesEach) {
-        Objects.requireNonNull(s, name);
-        if (s.byteSize() < elements * bytesEach) {
-            throw new IllegalArgumentException(name + " holds " + s.byteSize() + " bytes, needs " + elements + " × "
-                    + bytesEach + " = " + elements * bytesEach);
-        }
+    /** {@code s} holds {@code n} bf16 values (the messages of {@link OpChecks}). */
+    private static void bf16s(String name, MemorySegment s, long n) {
+        OpChecks.elements(name, s, n, 2, "bf16 values");
     }
 
     /** A 16-byte aligned address: the kernels load qkv and dout rows 16 bytes at a time. */

@@ -1,8 +1,6 @@
 package io.accel4j.kernels;
 
 import static io.accel4j.kernels.GpuLaunch.BLOCK;
-import static io.accel4j.kernels.GpuLaunch.need;
-import static io.accel4j.kernels.GpuLaunch.positive;
 import static io.accel4j.kernels.GpuLaunch.tiles;
 
 import io.accel4j.core.DType;
@@ -51,13 +49,12 @@ final class AttentionGpu implements AutoCloseable {
         return 96 * paddedHeadSize(hs) * Float.BYTES;
     }
 
-    /** Sizes ≥ 1, C divisible by NH, hs ≤ 128, grid limits; returns hs = C/NH. */
+    /** The GPU's own limits past the contract's sizes ({@link AttentionOps#checkSizes}): hs ≤ 128, grid limits. */
     static int headSize(int B, int T, int C, int NH) {
-        positive("B", B); positive("T", T); positive("C", C); positive("NH", NH);
-        if (C % NH != 0) {
-            throw new IllegalArgumentException("C (" + C + ") must be divisible by NH (" + NH + ")");
-        }
-        int hs = C / NH;
+        return gpuLimits(AttentionOps.checkSizes(B, T, C, NH), C, NH, B);
+    }
+
+    private static int gpuLimits(int hs, int C, int NH, int B) {
         if (hs > MAX_HEAD_SIZE) {
             throw new IllegalArgumentException("attention on the GPU takes head sizes up to "
                     + MAX_HEAD_SIZE + ", got hs = C/NH = " + C + "/" + NH + " = " + hs);
@@ -78,9 +75,7 @@ final class AttentionGpu implements AutoCloseable {
             bf16.get().forwardFp32(out, lse, qkv, B, T, C, NH);
             return;
         }
-        int hs = headSize(B, T, C, NH);
-        long bt = (long) B * T;
-        need("out", out, bt * C, 4); need("lse", lse, (long) B * NH * T, 4); need("qkv", qkv, bt * 3 * C, 4);
+        int hs = gpuLimits(AttentionOps.checkForward(out, lse, qkv, B, T, C, NH), C, NH, B);
         gpu.launchShared(Kernels.ATTENTION_FORWARD, new Dim(tiles(T, FWD_ROWS), NH, B),
                 Dim.of(THREADS), sharedBytes(hs), out, lse, qkv, B, T, C, NH, scale(hs));
     }
@@ -96,10 +91,8 @@ final class AttentionGpu implements AutoCloseable {
             bf16.get().backwardFp32(dqkv, dout, qkv, out, lse, B, T, C, NH);
             return;
         }
-        int hs = headSize(B, T, C, NH);
-        long bt = (long) B * T, nLse = (long) B * NH * T;
-        need("dqkv", dqkv, bt * 3 * C, 4); need("dout", dout, bt * C, 4); need("qkv", qkv, bt * 3 * C, 4);
-        need("out", out, bt * C, 4); need("lse", lse, nLse, 4);
+        int hs = gpuLimits(AttentionOps.checkBackward(dqkv, dout, qkv, out, lse, B, T, C, NH), C, NH, B);
+        long nLse = (long) B * NH * T;
         MemorySegment dView = d.view(4 * nLse);
         // a warp per (b, t, h): 8 warps per block of 256
         gpu.launch(Kernels.ATTENTION_BACKWARD_D, Dim.of(Math.toIntExact((nLse + 7) / 8)), Dim.of(BLOCK),

@@ -2,10 +2,9 @@ package io.accel4j.kernels;
 
 import static io.accel4j.kernels.GpuLaunch.BLOCK;
 import static io.accel4j.kernels.GpuLaunch.blocks;
-import static io.accel4j.kernels.GpuLaunch.need;
-import static io.accel4j.kernels.GpuLaunch.nonNegative;
 
 import io.accel4j.core.DType;
+import io.accel4j.core.ops.CastOps;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaException;
 import io.accel4j.cuda.CudaKernel.Dim;
@@ -13,7 +12,6 @@ import io.accel4j.cuda.bindings.cuda_h;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.Objects;
 
 /**
  * cast.cu: fp32 to and from bf16, fp16 and the FP8 formats (bit-identical to {@link DType#encode} /
@@ -36,8 +34,8 @@ final class CastGpu implements AutoCloseable {
     }
 
     void castFromFp32(MemorySegment dst, DType dstType, MemorySegment src, long n) {
-        Objects.requireNonNull(dstType, "dstType");
-        check(dst, dstType, src, DType.FP32, n);
+        CastOps.checkFromFp32(dst, dstType, src, n);
+        disjoint(dst, dstType, src, DType.FP32, n);
         if (n == 0) {
             return;
         }
@@ -51,12 +49,8 @@ final class CastGpu implements AutoCloseable {
     }
 
     float castToFp8(MemorySegment dst, DType fp8Type, MemorySegment src, long n, float scale) {
-        Objects.requireNonNull(fp8Type, "fp8Type");
-        if (!fp8Type.isFp8()) {
-            throw new IllegalArgumentException("castToFp8 writes FP8_E4M3 or FP8_E5M2, got " + fp8Type);
-        }
-        scale("scale", scale);
-        check(dst, fp8Type, src, DType.FP32, n);
+        CastOps.checkToFp8(dst, fp8Type, src, n, scale);
+        disjoint(dst, fp8Type, src, DType.FP32, n);
         if (n == 0) {
             return 0f;
         }
@@ -81,13 +75,8 @@ final class CastGpu implements AutoCloseable {
     }
 
     void castToFp32(MemorySegment dst, MemorySegment src, DType srcType, long n, float scaleInv) {
-        Objects.requireNonNull(srcType, "srcType");
-        check(dst, DType.FP32, src, srcType, n);
-        if (!srcType.isFp8() && scaleInv != 1f) {
-            throw new IllegalArgumentException("scaleInv must be 1 for " + srcType + " (only FP8 is scaled), got "
-                    + scaleInv);
-        }
-        scale("scaleInv", scaleInv);
+        CastOps.checkToFp32(dst, src, srcType, n, scaleInv);
+        disjoint(dst, DType.FP32, src, srcType, n);
         if (n == 0) {
             return;
         }
@@ -109,22 +98,13 @@ final class CastGpu implements AutoCloseable {
         return castTranspose.castTransposeToFp8(dst, dstT, fp8Type, src, R, C, scale);
     }
 
-    private static void check(MemorySegment dst, DType dstType, MemorySegment src, DType srcType, long n) {
-        nonNegative("n", n);
-        need("dst", dst, n, dstType.byteSize());
-        need("src", src, n, srcType.byteSize());
+    /** Past the contract's checks ({@link CastOps}): dst and src do not overlap (device addresses). */
+    private static void disjoint(MemorySegment dst, DType dstType, MemorySegment src, DType srcType, long n) {
         long dEnd = dst.address() + n * dstType.byteSize(), sEnd = src.address() + n * srcType.byteSize();
         if (n > 0 && dst.address() < sEnd && src.address() < dEnd) {
             throw new IllegalArgumentException("dst [0x" + Long.toHexString(dst.address()) + ", 0x"
                     + Long.toHexString(dEnd) + ") overlaps src [0x" + Long.toHexString(src.address()) + ", 0x"
                     + Long.toHexString(sEnd) + ")");
-        }
-    }
-
-    /** A scale must be finite and positive (as the CPU casts require). */
-    private static void scale(String name, float scale) {
-        if (!(scale > 0 && scale < Float.POSITIVE_INFINITY)) {
-            throw new IllegalArgumentException(name + " must be finite and > 0, got " + scale);
         }
     }
 

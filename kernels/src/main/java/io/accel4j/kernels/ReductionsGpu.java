@@ -2,9 +2,8 @@ package io.accel4j.kernels;
 
 import static io.accel4j.kernels.GpuLaunch.BLOCK;
 import static io.accel4j.kernels.GpuLaunch.blocks;
-import static io.accel4j.kernels.GpuLaunch.need;
-import static io.accel4j.kernels.GpuLaunch.nonNegative;
 
+import io.accel4j.core.ops.ReductionOps;
 import io.accel4j.cuda.CudaKernel.Dim;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -26,7 +25,7 @@ final class ReductionsGpu {
     }
 
     double sumOfSquares(MemorySegment x, long n) {
-        nonNegative("n", n); need("x", x, n, 4);
+        ReductionOps.checkReduction(x, n);
         if (n == 0) {
             return 0;
         }
@@ -47,7 +46,7 @@ final class ReductionsGpu {
     }
 
     boolean hasNonFinite(MemorySegment x, long n) {
-        nonNegative("n", n); need("x", x, n, 4);
+        ReductionOps.checkReduction(x, n);
         if (n == 0) {
             return false;
         }
@@ -69,7 +68,7 @@ final class ReductionsGpu {
     }
 
     float amax(MemorySegment x, long n) {
-        nonNegative("n", n); need("x", x, n, 4);
+        ReductionOps.checkReduction(x, n);
         if (n == 0) {
             return 0f;
         }

@@ -86,6 +86,58 @@ public interface AttentionOps {
     }
 
     /**
+     * The sizes every backend checks first: B, T, C, NH ≥ 1, C divisible by NH, and qkv's {@code B·T·3C} elements
+     * countable in a long. Returns the head size {@code hs = C/NH}.
+     *
+     * @throws IllegalArgumentException naming the size and its value
+     */
+    static int checkSizes(int B, int T, int C, int NH) {
+        OpChecks.positive("B", B);
+        OpChecks.positive("T", T);
+        OpChecks.positive("C", C);
+        OpChecks.positive("NH", NH);
+        if (C % NH != 0) {
+            throw new IllegalArgumentException("C (" + C + ") must be divisible by NH (" + NH + ")");
+        }
+        try {
+            Math.multiplyExact(Math.multiplyExact((long) B * T, 3L), (long) C);
+        } catch (ArithmeticException e) {
+            throw new IllegalArgumentException("qkv's B·T·3C = " + B + "·" + T + "·3·" + C + " elements overflow a long");
+        }
+        return C / NH;
+    }
+
+    /**
+     * {@link #attentionForward}'s argument checks, shared by every backend: {@link #checkSizes}, then out holds
+     * {@code B·T·C} floats, lse {@code B·NH·T}, qkv {@code B·T·3C}. Returns hs. Thread-sharing and aliasing stay
+     * each backend's own checks.
+     */
+    static int checkForward(MemorySegment out, MemorySegment lse, MemorySegment qkv, int B, int T, int C, int NH) {
+        int hs = checkSizes(B, T, C, NH);
+        long bt = (long) B * T;
+        OpChecks.floats("out", out, bt * C);
+        OpChecks.floats("lse", lse, (long) B * NH * T);
+        OpChecks.floats("qkv", qkv, bt * 3 * C);
+        return hs;
+    }
+
+    /**
+     * {@link #attentionBackward}'s argument checks, shared by every backend: {@link #checkSizes}, then dqkv and qkv
+     * hold {@code B·T·3C} floats, dout and out {@code B·T·C}, lse {@code B·NH·T}. Returns hs.
+     */
+    static int checkBackward(MemorySegment dqkv, MemorySegment dout, MemorySegment qkv, MemorySegment out,
+                             MemorySegment lse, int B, int T, int C, int NH) {
+        int hs = checkSizes(B, T, C, NH);
+        long bt = (long) B * T;
+        OpChecks.floats("dqkv", dqkv, bt * 3 * C);
+        OpChecks.floats("dout", dout, bt * C);
+        OpChecks.floats("qkv", qkv, bt * 3 * C);
+        OpChecks.floats("out", out, bt * C);
+        OpChecks.floats("lse", lse, (long) B * NH * T);
+        return hs;
+    }
+
+    /**
      * Checks an attention operand precision: returns it when it is FP32 or BF16.
      *
      * @throws IllegalArgumentException for null or any other type (FP16 included: see the interface comment)

@@ -147,6 +147,56 @@ public interface OptimizerOps {
     }
 
     /**
+     * {@link #adamw}'s argument checks, shared by every backend: offset, length ≥ 0 without overflow, step ≥ 1, a
+     * finite gradScale; params, grads, m and v hold length floats. Thread-sharing and aliasing stay the CPU's own.
+     */
+    static void checkAdamW(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v, long offset,
+                           long length, AdamWConfig config, int step, float gradScale) {
+        checkAdamWState("params", params, grads, m, v, offset, length, config, step, gradScale);
+    }
+
+    /**
+     * {@link #adamwBf16}'s argument checks: {@link #checkAdamW}'s with {@code master} for params, and paramsBf16
+     * holding length 16-bit values.
+     */
+    static void checkAdamWBf16(MemorySegment paramsBf16, MemorySegment master, MemorySegment grads, MemorySegment m,
+                               MemorySegment v, long offset, long length, AdamWConfig config, int step,
+                               float gradScale) {
+        checkAdamWState("master", master, grads, m, v, offset, length, config, step, gradScale);
+        OpChecks.elements("paramsBf16", paramsBf16, length, Short.BYTES, "16-bit values");
+    }
+
+    /**
+     * The multi-range AdamW's checks, shared by every backend: {@link AdamWRange#check} on the ranges, step ≥ 1, a
+     * finite gradScale; params (or master), grads, m and v hold every range's elements. Returns that count.
+     */
+    static long checkAdamWRanges(String paramsName, MemorySegment params, MemorySegment grads, MemorySegment m,
+                                 MemorySegment v, List<AdamWRange> ranges, AdamWConfig config, int step,
+                                 float gradScale) {
+        java.util.Objects.requireNonNull(config, "config");
+        long elements = AdamWRange.check(ranges);
+        OpChecks.positive("step", step);
+        checkRange(0, 0, gradScale);
+        OpChecks.floats(paramsName, params, elements);
+        OpChecks.floats("grads", grads, elements);
+        OpChecks.floats("m", m, elements);
+        OpChecks.floats("v", v, elements);
+        return elements;
+    }
+
+    private static void checkAdamWState(String paramsName, MemorySegment params, MemorySegment grads,
+                                        MemorySegment m, MemorySegment v, long offset, long length,
+                                        AdamWConfig config, int step, float gradScale) {
+        java.util.Objects.requireNonNull(config, "config");
+        checkRange(offset, length, gradScale);
+        OpChecks.positive("step", step);
+        OpChecks.floats(paramsName, params, length);
+        OpChecks.floats("grads", grads, length);
+        OpChecks.floats("m", m, length);
+        OpChecks.floats("v", v, length);
+    }
+
+    /**
      * {@link #sgd}'s argument checks, shared by every backend: offset, length ≥ 0 without overflow, step ≥ 1, a finite
      * gradScale; params and grads hold length floats, and buf too when there is momentum.
      */

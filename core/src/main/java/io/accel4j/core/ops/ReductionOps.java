@@ -16,4 +16,10 @@ public interface ReductionOps {
 
     /** {@code max |x[i]|} over n fp32 values (0 when n is 0); NaN when any value is NaN. */
     float amax(MemorySegment x, long n);
+
+    /** The checks every backend makes for each reduction: {@code n ≥ 0} and x holding n floats. */
+    static void checkReduction(MemorySegment x, long n) {
+        OpChecks.nonNegative("n", n);
+        OpChecks.floats("x", x, n);
+    }
 }

@@ -3,6 +3,7 @@ package io.accel4j.cpu.ops;
 import io.accel4j.core.Bf16;
 import io.accel4j.core.CounterRng;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.OptimizerOps;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
@@ -73,8 +74,8 @@ public final class AdamW {
     public static void update(Parallel pool, MemorySegment params, MemorySegment grads, MemorySegment m,
                               MemorySegment v, long offset, long length, AdamWConfig config, int step,
                               float gradScale) {
-        check(pool, grads, m, v, offset, length, config, step, gradScale);
-        Check.floats("params", params, length);
+        OptimizerOps.checkAdamW(params, grads, m, v, offset, length, config, step, gradScale);
+        shared(pool, grads, m, v, length);
         Check.shared("params", params, pool.threads());
         disjoint("params", params, length * 4, grads, m, v, length);
         Coefficients c = new Coefficients(config, step, gradScale);
@@ -91,9 +92,8 @@ public final class AdamW {
     public static void updateBf16(Parallel pool, MemorySegment paramsBf16, MemorySegment master, MemorySegment grads,
                                   MemorySegment m, MemorySegment v, long offset, long length, AdamWConfig config,
                                   int step, float gradScale, long seed) {
-        check(pool, grads, m, v, offset, length, config, step, gradScale);
-        Check.floats("master", master, length);
-        Check.shorts("paramsBf16", paramsBf16, length);
+        OptimizerOps.checkAdamWBf16(paramsBf16, master, grads, m, v, offset, length, config, step, gradScale);
+        shared(pool, grads, m, v, length);
         Check.shared("master", master, pool.threads());
         Check.shared("paramsBf16", paramsBf16, pool.threads());
         disjoint("master", master, length * 4, grads, m, v, length);
@@ -171,23 +171,12 @@ public final class AdamW {
         }
     }
 
-    /** The arguments both updates share. */
-    private static void check(Parallel pool, MemorySegment grads, MemorySegment m, MemorySegment v, long offset,
-                              long length, AdamWConfig config, int step, float gradScale) {
+    /**
+     * What both updates check past the contract's {@link OptimizerOps#checkAdamW}: grads, m and v shared when the pool
+     * has several threads, and none of them aliasing another.
+     */
+    private static void shared(Parallel pool, MemorySegment grads, MemorySegment m, MemorySegment v, long length) {
         Objects.requireNonNull(pool, "pool");
-        Objects.requireNonNull(config, "config");
-        Check.nonNegative("offset", offset);
-        Check.nonNegative("length", length);
-        if (offset > Long.MAX_VALUE - length) {
-            throw new IllegalArgumentException("offset + length overflows: " + offset + " + " + length);
-        }
-        Check.positive("step", step);
-        if (!Float.isFinite(gradScale)) {
-            throw new IllegalArgumentException("gradScale must be finite, got " + gradScale);
-        }
-        Check.floats("grads", grads, length);
-        Check.floats("m", m, length);
-        Check.floats("v", v, length);
         Check.shared("grads", grads, pool.threads());
         Check.shared("m", m, pool.threads());
         Check.shared("v", v, pool.threads());

@@ -1,34 +1,28 @@
 package io.accel4j.cpu.ops;
 
+import io.accel4j.core.ops.AttentionOps;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.Parallel;
 import java.lang.foreign.MemorySegment;
 
-/** The entry checks {@link NaiveAttention} and {@link FlashAttention} share: sizes, lengths, sharing, aliasing. */
+/**
+ * The entry checks {@link NaiveAttention} and {@link FlashAttention} share: sizes and lengths through the contract
+ * ({@link AttentionOps#checkForward}/{@link AttentionOps#checkBackward}, as on the GPU), then sharing and aliasing.
+ */
 final class AttentionArgs {
 
     private AttentionArgs() {}
 
-    /** Sizes ≥ 1 and {@code C} divisible by {@code NH}; returns {@code hs = C/NH}. */
+    /** Sizes ≥ 1 and {@code C} divisible by {@code NH} ({@link AttentionOps#checkSizes}); returns {@code hs = C/NH}. */
     static int headSize(int B, int T, int C, int NH) {
-        Check.positive("B", B);
-        Check.positive("T", T);
-        Check.positive("C", C);
-        Check.positive("NH", NH);
-        if (C % NH != 0) {
-            throw new IllegalArgumentException("C (" + C + ") must be divisible by NH (" + NH + ")");
-        }
-        Math.multiplyExact(Math.multiplyExact((long) B * T, 3L), (long) C); // qkv's length fits a long
-        return C / NH;
+        return AttentionOps.checkSizes(B, T, C, NH);
     }
 
     /** The forward's segments: lengths, shared when the pool has several threads, outputs not aliasing qkv. */
     static void forward(Parallel pool, MemorySegment out, MemorySegment lse, MemorySegment qkv,
                         int B, int T, int C, int NH) {
         long bt = (long) B * T;
-        Check.floats("out", out, bt * C);
-        Check.floats("lse", lse, (long) B * NH * T);
-        Check.floats("qkv", qkv, bt * 3 * C);
+        AttentionOps.checkForward(out, lse, qkv, B, T, C, NH);
         int threads = pool.threads();
         Check.shared("out", out, threads);
         Check.shared("lse", lse, threads);
@@ -43,11 +37,7 @@ final class AttentionArgs {
                          MemorySegment out, MemorySegment lse, int B, int T, int C, int NH) {
         long bt = (long) B * T;
         long nLse = (long) B * NH * T;
-        Check.floats("dqkv", dqkv, bt * 3 * C);
-        Check.floats("dout", dout, bt * C);
-        Check.floats("qkv", qkv, bt * 3 * C);
-        Check.floats("out", out, bt * C);
-        Check.floats("lse", lse, nLse);
+        AttentionOps.checkBackward(dqkv, dout, qkv, out, lse, B, T, C, NH);
         int threads = pool.threads();
         Check.shared("dqkv", dqkv, threads);
         Check.shared("dout", dout, threads);

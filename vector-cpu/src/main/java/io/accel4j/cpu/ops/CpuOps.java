@@ -3,6 +3,7 @@ package io.accel4j.cpu.ops;
 import io.accel4j.core.DType;
 import io.accel4j.core.fp8.Fp8Scaling;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.CastOps;
 import io.accel4j.core.ops.AttentionOps;
 import io.accel4j.core.ops.LionConfig;
 import io.accel4j.core.ops.Ops;
@@ -234,7 +235,7 @@ public final class CpuOps implements Ops {
 
     @Override
     public void castFromFp32(MemorySegment dst, DType dstType, MemorySegment src, long n) {
-        Objects.requireNonNull(dstType, "dstType");
+        CastOps.checkFromFp32(dst, dstType, src, n);
         checkCast(dst, dstType, src, DType.FP32, n);
         switch (dstType) {
             case FP32 -> chunks(n, (i, len) -> MemorySegment.copy(src, i * 4, dst, i * 4, len * 4));
@@ -247,10 +248,7 @@ public final class CpuOps implements Ops {
 
     @Override
     public float castToFp8(MemorySegment dst, DType fp8Type, MemorySegment src, long n, float scale) {
-        Objects.requireNonNull(fp8Type, "fp8Type");
-        if (!fp8Type.isFp8()) {
-            throw new IllegalArgumentException("castToFp8 writes FP8_E4M3 or FP8_E5M2, got " + fp8Type);
-        }
+        CastOps.checkToFp8(dst, fp8Type, src, n, scale);
         checkCast(dst, fp8Type, src, DType.FP32, n);
         float[] amax = new float[Tasks.chunks(n, CAST_CHUNK)];
         Tasks.ranges(pool, n, CAST_CHUNK,
@@ -264,12 +262,8 @@ public final class CpuOps implements Ops {
 
     @Override
     public void castToFp32(MemorySegment dst, MemorySegment src, DType srcType, long n, float scaleInv) {
-        Objects.requireNonNull(srcType, "srcType");
+        CastOps.checkToFp32(dst, src, srcType, n, scaleInv);
         checkCast(dst, DType.FP32, src, srcType, n);
-        if (!srcType.isFp8() && scaleInv != 1f) {
-            throw new IllegalArgumentException("scaleInv must be 1 for " + srcType + " (only FP8 is scaled), got "
-                    + scaleInv);
-        }
         switch (srcType) {
             case FP32 -> chunks(n, (i, len) -> MemorySegment.copy(src, i * 4, dst, i * 4, len * 4));
             case BF16 -> chunks(n, (i, len) -> Casts.bf16ToF32(dst, i, src, i, len));
@@ -278,10 +272,8 @@ public final class CpuOps implements Ops {
         }
     }
 
+    /** Past the contract's checks ({@link CastOps}): both segments shared with the pool's threads, not aliased. */
     private void checkCast(MemorySegment dst, DType dstType, MemorySegment src, DType srcType, long n) {
-        Check.nonNegative("n", n);
-        Check.elements("dst", dst, n, dstType.byteSize(), dstType + " values");
-        Check.elements("src", src, n, srcType.byteSize(), srcType + " values");
         Check.shared("dst", dst, pool.threads());
         Check.shared("src", src, pool.threads());
         Check.disjoint("dst", dst, n * dstType.byteSize(), "src", src, n * srcType.byteSize());

@@ -1,5 +1,6 @@
 package io.accel4j.cpu.ops;
 
+import io.accel4j.core.ops.ReductionOps;
 import io.accel4j.cpu.Check;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
@@ -156,8 +157,7 @@ public final class Reductions {
     /** Checks the arguments; returns the number of chunks. */
     private static int check(Parallel pool, MemorySegment x, long n) {
         Objects.requireNonNull(pool, "pool");
-        Check.nonNegative("n", n);
-        Check.floats("x", x, n);
+        ReductionOps.checkReduction(x, n);
         Check.shared("x", x, pool.threads());
         long tasks = (n + CHUNK - 1) / CHUNK;
         if (tasks > Integer.MAX_VALUE) {
