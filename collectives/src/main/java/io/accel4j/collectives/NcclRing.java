@@ -12,9 +12,10 @@ import java.lang.foreign.MemorySegment;
 /**
  * {@link NcclCommunicator#ringAllReduceAsync}: {@link RingCommunicator}'s ring all-reduce on the GPU, from
  * {@code ncclSend}/{@code ncclRecv} and {@code ring.cu}'s combine kernel, everything queued on one stream (fp32).
- * The steps are {@link RingSchedule}'s: in one NCCL group per step, send a chunk of {@code buf} to the right and
- * receive the left's into the scratch buffer (reduce-scatter: then {@code buf[c] ← buf[c] op scratch} by the kernel)
- * or straight into {@code buf} (all-gather); AVG divides the owned chunk by {@code N} in between.
+ * The loop is {@link RingAllReduce}'s (which the host simulation runs too), over NCCL and {@code ring.cu}: in one
+ * NCCL group per step, send a chunk of {@code buf} to the right and receive the left's into the scratch buffer
+ * (reduce-scatter: then {@code buf[c] ← buf[c] op scratch} by the kernel) or straight into {@code buf} (all-gather);
+ * AVG divides the owned chunk by {@code N} in between.
  * The scratch buffer holds the longest chunk and grows when a larger all-reduce comes; it is freed by
  * {@link #close()}.
  */
@@ -36,32 +37,29 @@ final class NcclRing implements AutoCloseable {
     /** Queues the all-reduce of {@code count} floats of the device view {@code buf}, in place. */
     void allReduce(MemorySegment buf, long count, ReduceOp op) {
         int n = comm.size();
-        int r = comm.rank();
-        boolean max = op == ReduceOp.MAX;
-        if (n > 1 && count > 0) {
-            MemorySegment tmp = scratch(Chunks.length(count, n, n - 1) * Float.BYTES); // the last chunk is a longest
-            int right = (r + 1) % n;
-            int left = (r - 1 + n) % n;
-            boolean divided = op != ReduceOp.AVG;
-            for (RingSchedule.Step step : RingSchedule.steps(n, r)) {
-                if (!step.combine() && !divided) {
-                    kernels.divide(chunk(buf, count, n, r), Chunks.length(count, n, r), n, stream);
-                    divided = true;
-                }
-                long sendCount = Chunks.length(count, n, step.send());
-                long recvCount = Chunks.length(count, n, step.recv());
-                MemorySegment into = step.combine() ? tmp : chunk(buf, count, n, step.recv());
-                exchange(chunk(buf, count, n, step.send()), sendCount, right, into, recvCount, left);
-                if (step.combine()) {
-                    kernels.combine(chunk(buf, count, n, step.recv()), tmp, recvCount, max, stream);
-                }
-            }
-        } else if (op == ReduceOp.AVG && count > 0) {
-            kernels.divide(buf, count, n, stream); // N = 1: the contract's sum / 1, computed like N > 1
-        }
+        int right = (comm.rank() + 1) % n;
+        int left = (comm.rank() - 1 + n) % n;
+        long scratchFloats = RingAllReduce.scratchFloats(count, n);
+        MemorySegment tmp = scratchFloats > 0 ? scratch(scratchFloats * Float.BYTES) : MemorySegment.NULL;
+        RingAllReduce.run(n, comm.rank(), buf, count, op, tmp,
+                (send, sendCount, recv, recvCount) -> exchange(send, sendCount, right, recv, recvCount, left),
+                new RingAllReduce.Reducer() {
+                    @Override
+                    public void combine(MemorySegment acc, MemorySegment in, long length, boolean max) {
+                        kernels.combine(acc, in, length, max, stream);
+                    }
+
+                    @Override
+                    public void divide(MemorySegment x, long length, float divisor) {
+                        kernels.divide(x, length, divisor, stream);
+                    }
+                });
     }
 
-    /** One ring step: send {@code sendCount} floats to {@code right} and receive {@code recvCount} from {@code left}. */
+    /**
+     * One ring step, one NCCL group: send {@code sendCount} floats to {@code right}, receive {@code recvCount} from
+     * {@code left}.
+     */
     private void exchange(MemorySegment send, long sendCount, int right, MemorySegment recv, long recvCount,
                           int left) {
         NcclComm.group(() -> {
@@ -72,10 +70,6 @@ final class NcclRing implements AutoCloseable {
                 comm.recv(recv, recvCount, nccl_h.ncclFloat32, left, stream);
             }
         });
-    }
-
-    private static MemorySegment chunk(MemorySegment buf, long count, int n, int q) {
-        return buf.asSlice(Chunks.start(count, n, q) * Float.BYTES, Chunks.length(count, n, q) * Float.BYTES);
     }
 
     private MemorySegment scratch(long bytes) {
