@@ -1,5 +1,6 @@
 package io.accel4j.jmh;
 
+import io.accel4j.cpu.FmaProbe;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -22,8 +23,10 @@ import java.util.Set;
  *
  * <pre>java -cp jmh/target/benchmarks.jar io.accel4j.jmh.Report [--peak-per-core GFLOPS] [--no-openblas] FILE.json…</pre>
  *
- * The peak per core defaults to 2 FMA pipes × fp32 lanes (8 with AVX2, 16 with AVX-512) × 2 flops × the clock in
- * {@code /proc/cpuinfo}; it is multiplied by the {@code threads} parameter. Unless {@code --no-openblas}, it also
+ * The peak per core defaults to the fp32 FMA throughput {@link FmaProbe} measures in this process (run the report on
+ * the machine that ran the benchmarks, as {@code jmh/run.sh} does), not pipes × lanes × 2 × {@code /proc/cpuinfo}'s
+ * clock, which is a guest's nominal clock and understates it (the nominal figure is printed beside it); it is
+ * multiplied by the {@code threads} parameter. Unless {@code --no-openblas}, it also
  * prints the kernel set OpenBLAS picks in this process: run it under the benchmark's environment.
  * Exit codes: 0 done, 1 a file could not be read or parsed, 2 usage error.
  */
@@ -86,9 +89,11 @@ public final class Report {
         if (peakPerCore != null) {
             peakNote = String.format(Locale.ROOT, "%.1f GFLOP/s per core (given)", peakPerCore);
         } else {
-            Peak p = Peak.fromCpuinfo();
-            peakPerCore = p == null ? null : p.gflops();
-            peakNote = p == null ? "unknown (no /proc/cpuinfo; pass --peak-per-core)" : p.describe();
+            FmaProbe.Result measured = FmaProbe.peak();
+            Peak nominal = Peak.fromCpuinfo();
+            peakPerCore = measured.gflops();
+            peakNote = measured.describe() + (nominal == null ? "" : "; /proc/cpuinfo's nominal clock would say "
+                    + String.format(Locale.ROOT, "%.1f", nominal.gflops()));
         }
         PrintStream out = System.out;
         header(out, raw, peakNote, openblas);

@@ -6,6 +6,7 @@ import io.accel4j.core.DType;
 import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.cpu.FmaProbe;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
 import io.accel4j.core.memory.DeviceArena;
@@ -123,11 +124,19 @@ public final class TrainBenchCommand implements Callable<Integer> {
         out.printf(Locale.ROOT, "training step of %s %s: B=%d, T=%d, AdamW lr %s (0.9, 0.999, 1e-8), weight decay 0;"
                         + " %s matmul operands; %s; %d untimed + %d timed steps%n", model, config, batch, seq, lr,
                 PrecisionOptions.Precisions.label(precision), gpu ? "CUDA" : Simd.describe(), warmup, steps);
+        FmaProbe.Result peak = gpu ? null : FmaProbe.peak();
+        double flopsPerToken = matmulFlopsPerToken(config);
+        if (peak != null) {
+            out.printf(Locale.ROOT, "FLOP limit: %.1f GFLOP of matmul per step (6 x %,d matmul weights x B*T), peak %s:"
+                    + " %,.0f tokens/s per thread%n", flopsPerToken * batch * seq / 1e9, (long) (flopsPerToken / 6),
+                    peak.describe(), peak.gflops() * 1e9 / flopsPerToken);
+        }
         out.println();
         Table table = new Table(out,
-                new String[] {"threads", "median ms", "best ms", "tokens/s", "best tok/s", "loss first", "loss last"},
-                new int[] {7, 9, 9, 9, 9, 10, 10},
-                new boolean[] {true, true, true, true, true, true, true});
+                new String[] {"threads", "median ms", "best ms", "tokens/s", "best tok/s", "of limit", "loss first",
+                        "loss last"},
+                new int[] {7, 9, 9, 9, 9, 8, 10, 10},
+                new boolean[] {true, true, true, true, true, true, true, true});
         table.header();
         StringBuilder profiles = new StringBuilder();
         for (int t : rows) {
@@ -141,6 +150,8 @@ public final class TrainBenchCommand implements Callable<Integer> {
                 Row r = run(config, prof != null ? prof : ops, prof, gpu ? "cuda" : String.valueOf(t));
                 table.row(r.threads(), Table.num(r.medianNanos() / 1e6), Table.num(r.bestNanos() / 1e6),
                         Table.num(r.tokensPerSecond()), Table.num((double) batch * seq * 1e9 / r.bestNanos()),
+                        peak == null ? "-" : String.format(Locale.ROOT, "%.0f %%",
+                                100 * peak.fraction(r.tokensPerSecond() * flopsPerToken / 1e9, t)),
                         String.format(Locale.ROOT, "%.4f", r.firstLoss()),
                         String.format(Locale.ROOT, "%.4f", r.lastLoss()));
                 if (prof != null) {
@@ -153,11 +164,20 @@ public final class TrainBenchCommand implements Callable<Integer> {
             }
         }
         out.println();
-        out.println("tokens/s = B*T / median step time (best tok/s: / best). Quick figures from one JVM on a possibly"
-                + " busy machine; see docs/PERFORMANCE.md for the rigorous ones.");
+        out.println("tokens/s = B*T / median step time (best tok/s: / best). of limit = the median's matmul GFLOP/s"
+                + " / (threads x the measured peak); attention's and the memory-bound ops' work is not counted. Quick"
+                + " figures from one JVM on a possibly busy machine; see docs/PERFORMANCE.md for the rigorous ones.");
         out.print(profiles);
         out.flush();
         return 0;
+    }
+
+    /**
+     * The matmul flops of one training step per token: forward {@code 2·W}, backward {@code 4·W} for the
+     * {@code W = L·12·C² + Vp·C} matmul weights (QKV 3C², projection C², MLP 4C² + 4C², the LM head Vp·C).
+     */
+    static double matmulFlopsPerToken(GptConfig c) {
+        return 6.0 * ((double) c.L() * 12 * c.C() * c.C() + (double) c.Vp() * c.C());
     }
 
     /** Builds the model on {@code ops}, trains warmup + steps steps, times the last {@code steps}. */

@@ -1,11 +1,15 @@
 package io.accel4j.cli.doctor;
 
+import io.accel4j.cpu.FmaProbe;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
 import java.util.List;
 import jdk.incubator.vector.VectorShape;
 
-/** What the CPU kernels will use: the vector width and the thread count, and where each came from. */
+/**
+ * What the CPU kernels will use: the vector width and the thread count, and where each came from; and the fp32 peak
+ * of one core, measured ({@link FmaProbe}, 0.1–1 s), against which the benchmarks' "of peak" figures are given.
+ */
 final class KernelsSection implements DoctorSection {
 
     @Override
@@ -19,7 +23,17 @@ final class KernelsSection implements DoctorSection {
                 new Line("vector width", vectorWidth()),
                 new Line("hardware width", VectorShape.preferredShape().vectorBitSize() + "-bit preferred"
                         + " (force another with -D" + Simd.BITS_PROPERTY + "=128|256|512|scalar)"),
-                new Line("threads", threads()));
+                new Line("threads", threads()),
+                new Line("fp32 peak", peak()));
+    }
+
+    /** The measured fp32 FMA peak of one core ({@link FmaProbe}), or why it could not be measured. */
+    static String peak() {
+        try {
+            return FmaProbe.peak().describe();
+        } catch (LinkageError e) {
+            return "unknown: " + DoctorCommand.rootMessage(e);
+        }
     }
 
     /** {@link Simd#describe()}, or why the kernels' width could not be chosen (e.g. a bad property). */

@@ -37,16 +37,29 @@ class TrainBenchCommandTest {
         assertThat(rows).hasSize(2);
         for (String[] row : rows) {
             assertThat(Double.parseDouble(row[3])).as("tokens/s").isPositive();
-            assertThat(Double.parseDouble(row[5])).as("first loss ~ ln 256").isBetween(5.0, 6.5);
+            assertThat(row[5]).as("of the FLOP limit").matches("\\d+");
+            assertThat(row[6]).isEqualTo("%");
+            assertThat(Double.parseDouble(row[7])).as("first loss ~ ln 256").isBetween(5.0, 6.5);
         }
+        assertThat(r.out()).containsPattern("FLOP limit: [0-9.]+ GFLOP of matmul per step .* GFLOP/s per core "
+                + "\\(measured: fp32 FMA");
         // the kernels are deterministic: the same losses on 1 and 2 threads
-        assertThat(rows.get(1)[5]).isEqualTo(rows.get(0)[5]);
-        assertThat(rows.get(1)[6]).isEqualTo(rows.get(0)[6]);
+        assertThat(rows.get(1)[7]).isEqualTo(rows.get(0)[7]);
+        assertThat(rows.get(1)[8]).isEqualTo(rows.get(0)[8]);
         // every op of the model's step appears, with its call count: 2 layers, 3 plain matmuls each plus the LM
         // head, and each layer's MLP fc with its GELU fused
         assertThat(calls(r.out(), "matmulForward")).isEqualTo(3 * (2 * 3 + 1));
         assertThat(calls(r.out(), "matmulForwardGelu")).isEqualTo(3 * 2);
         assertThat(calls(r.out(), "matmulBackwardGelu")).isEqualTo(3 * 2);
+    }
+
+    /** Issue 19's figure: the bench model's step (L4 C256 Vp 50304, B4 T64) is ~24.6 GFLOP of matmul. */
+    @Test
+    void theBenchModelsStepIs24Point6GflopOfMatmul() {
+        var bench = new io.accel4j.train.model.GptConfig(256, 50257, 50304, 4, 4, 256);
+        double perToken = TrainBenchCommand.matmulFlopsPerToken(bench);
+        assertThat(perToken).isEqualTo(6.0 * (4 * 12 * 256 * 256 + 50304 * 256));
+        assertThat(perToken * 4 * 64 / 1e9).isCloseTo(24.6, org.assertj.core.data.Offset.offset(0.05));
     }
 
     @Test
