@@ -9,7 +9,7 @@
 # Environment (defaults in brackets):
 #   BENCH [the suite's]          JMH benchmark regex          FORKS [1]       forks per benchmark
 #   WARMUP_ITERS [3]  WARMUP_TIME [3s]                        ITERS [5]       ITER_TIME [3s]
-#   PEAK_PER_CORE [from /proc/cpuinfo]  fp32 GFLOP/s of one core, for the report's "of peak" column
+#   PEAK_PER_CORE [measured: FmaProbe]  fp32 GFLOP/s of one core, for the report's "of peak" column
 #   KEEP_OPENBLAS_ENV [0]  1 keeps OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (by default both are unset for this run)
 #   REBUILD [0]  1 rebuilds benchmarks.jar even when it looks up to date
 #

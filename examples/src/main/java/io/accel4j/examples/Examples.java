@@ -41,14 +41,18 @@ public final class Examples implements Runnable {
         }
     }
 
-    /** adamw, sgd (momentum 0.9) or lion, each with {@code weightDecay} on the tensors that take it. */
-    static io.accel4j.optim.OptimizerSpec optimizer(String name, float weightDecay) {
+    /**
+     * adamw, adamw-bf16 (fp32 master weights, bf16 working weights by stochastic rounding, seeded by {@code seed}),
+     * sgd (momentum 0.9) or lion, each with {@code weightDecay} on the tensors that take it.
+     */
+    static io.accel4j.optim.OptimizerSpec optimizer(String name, float weightDecay, long seed) {
         return switch (name) {
             case "adamw" -> io.accel4j.optim.AdamW.of(weightDecay);
+            case "adamw-bf16" -> io.accel4j.optim.Bf16AdamW.of(weightDecay, seed);
             case "sgd" -> io.accel4j.optim.Sgd.of(0.9f, weightDecay);
             case "lion" -> io.accel4j.optim.Lion.of(weightDecay);
             default -> throw new CommandLine.ParameterException(new CommandLine(new Examples()),
-                    "--optimizer must be adamw, sgd or lion, got '" + name + "'");
+                    "--optimizer must be adamw, adamw-bf16, sgd or lion, got '" + name + "'");
         };
     }
 

@@ -18,7 +18,8 @@ final class TrainingOptions {
     @Option(names = "--lr", description = "Peak learning rate (default ${DEFAULT-VALUE}).")
     float lr;
 
-    @Option(names = "--optimizer", description = "adamw, sgd (momentum 0.9) or lion (default ${DEFAULT-VALUE}).")
+    @Option(names = "--optimizer", description = "adamw, adamw-bf16 (fp32 master weights, bf16 working weights), sgd (momentum 0.9) "
+            + "or lion (default ${DEFAULT-VALUE}).")
     String optimizer = "adamw";
 
     @Option(names = "--ranks", description = "Data-parallel ranks in this process (default ${DEFAULT-VALUE}).")
@@ -53,7 +54,7 @@ final class TrainingOptions {
 
     /** The optimizer (with {@code weightDecay} on the tensors that take it), precision, ranks, threads, seed, output. */
     LearnerBuilder applyTo(LearnerBuilder b, float weightDecay) {
-        return b.optimizer(Examples.optimizer(optimizer, weightDecay)).precision(precision).ranks(ranks)
+        return b.optimizer(Examples.optimizer(optimizer, weightDecay, seed)).precision(precision).ranks(ranks)
                 .threads(threads).seed(seed).out(outDir);
     }
 }

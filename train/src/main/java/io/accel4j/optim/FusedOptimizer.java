@@ -63,6 +63,15 @@ abstract class FusedOptimizer implements Optimizer {
         for (int i = 0; i < groups.lrScales().size(); i++) {
             update(groups.ranges().get(i), lr * groups.lrScales().get(i), t, gradScale);
         }
+        afterStep(t);
+    }
+
+    /** Called once after every group's update of step {@code t}; nothing by default. */
+    void afterStep(int t) {}
+
+    /** The arena the state lives in, for an optimizer's scratch (freed with the state). */
+    final DeviceArena arena() {
+        return arena;
     }
 
     /** One fused call over {@code ranges} at learning rate {@code lr}. */
