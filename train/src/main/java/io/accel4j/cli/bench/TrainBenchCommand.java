@@ -38,7 +38,8 @@ import picocli.CommandLine.Spec;
  * {@code accel4j bench train}: tokens/s of a whole GPT-2 training step — forward, backward and AdamW over every
  * parameter — as the issue measures it: by default the {@link GptConfig#BENCH} model (L=4, NH=4, C=256, maxT=256,
  * V=50257, Vp=50304) at B=4, T=64, lr 1e-4, AdamW (0.9, 0.999, 1e-8), weight decay 0, GPT-2 initialisation and
- * uniform random tokens from {@code --seed}, a new batch each step; step 0 (and any further {@code --warmup} steps)
+ * uniform random tokens from {@code --seed}, a new batch each step; first, throwaway models trained for
+ * {@code --warmup-seconds} (3 s: the JIT compiles the kernels), then step 0 (and any further {@code --warmup} steps)
  * untimed, then {@code --steps} steps timed one by one. tokens/s = B·T / median step time. AdamW's moments live in
  * the model's memory; each timed step ends with a 4-byte copy of a parameter back to the host, which waits for the
  * step's work, so that with {@code --device cuda} (one row, the GPU kernels on device 0) the time is the GPU's and
@@ -88,6 +89,11 @@ public final class TrainBenchCommand implements Callable<Integer> {
     @Option(names = "--warmup", paramLabel = "N", defaultValue = "1", description = "Untimed steps first "
             + "(default: ${DEFAULT-VALUE}: step 0).")
     int warmup;
+
+    @Option(names = "--warmup-seconds", paramLabel = "S", defaultValue = "3", description = "Before each row, "
+            + "train a throwaway copy of the model for S seconds, so that the JIT has compiled the kernels before "
+            + "the measured run starts (its losses do not depend on it) (default: ${DEFAULT-VALUE}).")
+    double warmupSeconds;
 
     @Option(names = "--lr", paramLabel = "X", defaultValue = "1e-4", description = "AdamW's learning rate "
             + "(default: ${DEFAULT-VALUE}).")
@@ -146,8 +152,9 @@ public final class TrainBenchCommand implements Callable<Integer> {
                     out.println("using " + ops.describe());
                     out.flush();
                 }
+                warmUp(config, ops);
                 ProfilingOps prof = profile ? new ProfilingOps(ops) : null;
-                Row r = run(config, prof != null ? prof : ops, prof, gpu ? "cuda" : String.valueOf(t));
+                Row r = run(config, prof != null ? prof : ops, prof, gpu ? "cuda" : String.valueOf(t), warmup, steps);
                 table.row(r.threads(), Table.num(r.medianNanos() / 1e6), Table.num(r.bestNanos() / 1e6),
                         Table.num(r.tokensPerSecond()), Table.num((double) batch * seq * 1e9 / r.bestNanos()),
                         peak == null ? "-" : String.format(Locale.ROOT, "%.0f %%",
@@ -180,8 +187,19 @@ public final class TrainBenchCommand implements Callable<Integer> {
         return 6.0 * ((double) c.L() * 12 * c.C() * c.C() + (double) c.Vp() * c.C());
     }
 
-    /** Builds the model on {@code ops}, trains warmup + steps steps, times the last {@code steps}. */
-    Row run(GptConfig config, Ops ops, ProfilingOps prof, String label) {
+    /**
+     * Trains throwaway models (two steps each, a fresh model each time) for {@code --warmup-seconds}: the Vector API
+     * kernels run 10–20× slower until C2 has compiled them, and a short timed run would otherwise measure the JIT.
+     */
+    private void warmUp(GptConfig config, Ops ops) {
+        long end = System.nanoTime() + (long) (warmupSeconds * 1e9);
+        while (System.nanoTime() < end) {
+            run(config, ops, null, "warm-up", 1, 1);
+        }
+    }
+
+    /** Builds the model on {@code ops}, trains {@code warmup + steps} steps, times the last {@code steps}. */
+    Row run(GptConfig config, Ops ops, ProfilingOps prof, String label, int warmup, int steps) {
         int B = batch, T = seq, BT = B * T;
         int total = warmup + steps;
         AdamWConfig adam = new AdamWConfig(lr, 0.9f, 0.999f, 1e-8f, 0f);
@@ -250,6 +268,9 @@ public final class TrainBenchCommand implements Callable<Integer> {
         }
         if (warmup < 0) {
             throw usage("--warmup must be >= 0, got " + warmup);
+        }
+        if (!(warmupSeconds >= 0) || warmupSeconds > 3600) {
+            throw usage("--warmup-seconds must be in [0, 3600], got " + warmupSeconds);
         }
         if (!(lr >= 0) || !Float.isFinite(lr)) {
             throw usage("--lr must be finite and >= 0, got " + lr);

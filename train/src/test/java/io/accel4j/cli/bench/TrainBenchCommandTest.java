@@ -14,7 +14,18 @@ class TrainBenchCommandTest {
 
     private record Result(int code, String out, String err) {}
 
+    /** Runs the command line; {@code bench train} without its 3-second JIT warm-up unless the test gives one. */
     private static Result run(String... args) {
+        if (args.length >= 2 && args[0].equals("bench") && args[1].equals("train")
+                && !List.of(args).contains("--warmup-seconds")) {
+            String[] with = new String[args.length + 2];
+            with[0] = "bench";
+            with[1] = "train";
+            with[2] = "--warmup-seconds";
+            with[3] = "0";
+            System.arraycopy(args, 2, with, 4, args.length - 2);
+            args = with;
+        }
         StringWriter out = new StringWriter(), err = new StringWriter();
         CommandLine cl = Main.commandLine();
         cl.setOut(new PrintWriter(out, true));
@@ -60,6 +71,26 @@ class TrainBenchCommandTest {
         double perToken = TrainBenchCommand.matmulFlopsPerToken(bench);
         assertThat(perToken).isEqualTo(6.0 * (4 * 12 * 256 * 256 + 50304 * 256));
         assertThat(perToken * 4 * 64 / 1e9).isCloseTo(24.6, org.assertj.core.data.Offset.offset(0.05));
+    }
+
+    /** The warm-up trains a throwaway model: the measured run's losses are those of a run without it. */
+    @Test
+    void theWarmUpDoesNotChangeTheLosses() {
+        Result cold = run("bench", "train", "--model", "tiny", "--steps", "2", "--threads", "1", "--batch", "1",
+                "--seq", "8");
+        Result warm = run("bench", "train", "--model", "tiny", "--steps", "2", "--threads", "1", "--batch", "1",
+                "--seq", "8", "--warmup-seconds", "0.3");
+        assertThat(cold.code()).as(cold.err()).isZero();
+        assertThat(warm.code()).as(warm.err()).isZero();
+        assertThat(losses(warm.out())).isEqualTo(losses(cold.out())).hasSize(2);
+        assertThat(run("bench", "train", "--warmup-seconds", "-1").code()).isEqualTo(2);
+    }
+
+    /** The first and last loss of the row for one thread. */
+    private static List<String> losses(String out) {
+        String[] row = out.lines().map(String::strip).filter(l -> l.matches("1\\s+\\d.*")).findFirst()
+                .orElseThrow().split("\\s+");
+        return List.of(row[row.length - 2], row[row.length - 1]);
     }
 
     @Test
