@@ -1,27 +1,17 @@
 package io.accel4j.jmh;
 
 import io.accel4j.core.ops.LionConfig;
-import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.Lion;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
-import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Measurement;
 import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.annotations.OutputTimeUnit;
-import org.openjdk.jmh.annotations.Param;
-import org.openjdk.jmh.annotations.Scope;
-import org.openjdk.jmh.annotations.Setup;
-import org.openjdk.jmh.annotations.State;
-import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Warmup;
-import org.openjdk.jmh.infra.BenchmarkParams;
 
 /**
  * Fused Lion over {@code params} parameters ({@link Lion#update}) against a plain bulk copy that moves as many bytes
@@ -37,53 +27,24 @@ import org.openjdk.jmh.infra.BenchmarkParams;
 @Warmup(iterations = 3, time = 3)
 @Measurement(iterations = 5, time = 3)
 @Fork(1)
-@State(Scope.Benchmark)
-public class LionBench {
+public class LionBench extends UpdateBench {
 
     /** Bytes the baseline copies per parameter: half of the update's 20 bytes read + written. */
     static final long COPY_BYTES_PER_PARAM = 10;
-    static final int CHUNK = 1 << 16;
 
-    @Param({"16777216"})
-    public long params;
-
-    @Param({"1", "2"})
-    public int threads;
-
-    private Arena arena;
-    private Parallel pool;
-    private MemorySegment p, g, m, src, dst;
+    private MemorySegment p, g, m;
     private final LionConfig config = new LionConfig(1e-4f, 0.9f, 0.99f, 1f);
 
-    @Setup(Level.Trial)
-    public void setup(BenchmarkParams bp) {
-        arena = Arena.ofShared();
-        pool = new Parallel(threads);
-        String method = bp.getBenchmark().substring(bp.getBenchmark().lastIndexOf('.') + 1);
-        if (method.equals("copy")) {
-            src = arena.allocate(params * COPY_BYTES_PER_PARAM, 64).fill((byte) 1);
-            dst = arena.allocate(params * COPY_BYTES_PER_PARAM, 64).fill((byte) 2);
-            return;
-        }
+    @Override
+    long copyBytesPerParam() {
+        return COPY_BYTES_PER_PARAM;
+    }
+
+    @Override
+    void allocate(String method) {
         p = floats(42);
         g = floats(0x5EED);
-        m = arena.allocate(params * 4, 64).fill((byte) 0);
-    }
-
-    /** params fp32 values in [−0.5, 0.5), from a cheap hash of the index. */
-    private MemorySegment floats(long salt) {
-        MemorySegment s = arena.allocate(params * 4, 64);
-        for (long i = 0; i < params; i++) {
-            long h = (i + salt) * 0x9E37_79B9_7F4A_7C15L;
-            s.setAtIndex(ValueLayout.JAVA_FLOAT, i, (h >>> 40) * 0x1p-24f - 0.5f);
-        }
-        return s;
-    }
-
-    @TearDown(Level.Trial)
-    public void tearDown() {
-        pool.close();
-        arena.close();
+        m = zeros(4);
     }
 
     /** Bytes read + written per operation, as counted above; every method is compared with {@code copy}. */
@@ -99,16 +60,5 @@ public class LionBench {
     @Benchmark
     public void lion() {
         Lion.update(pool, p, g, m, 0, params, config, 1f);
-    }
-
-    /** The baseline: copies params·10 bytes in 64Ki·10-byte tasks over the pool. */
-    @Benchmark
-    public void copy() {
-        long chunkBytes = CHUNK * COPY_BYTES_PER_PARAM, total = params * COPY_BYTES_PER_PARAM;
-        int tasks = (int) ((total + chunkBytes - 1) / chunkBytes);
-        pool.forEach(tasks, t -> {
-            long from = t * chunkBytes;
-            MemorySegment.copy(src, from, dst, from, Math.min(chunkBytes, total - from));
-        });
     }
 }
