@@ -1,13 +1,7 @@
 package io.accel4j.cpu;
 
-import java.util.ArrayList;
-import java.util.List;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.IntConsumer;
 
 /**
@@ -17,17 +11,34 @@ import java.util.function.IntConsumer;
  *
  * <p>{@link #common()} is the process-wide pool: {@code -Daccel4j.threads=N}, or every available processor. A pool
  * is closed exactly once; a closed pool refuses work.
+ *
+ * <p><b>Hand-off.</b> A training step is a few hundred short kernel calls back to back, so what a call costs before
+ * the first task starts and after the last one ends matters as much as the tasks (an executor's queue and futures
+ * cost tens of microseconds a call: a worker parked on the queue must be woken, the caller parks on each future). As
+ * OpenMP runtimes do, {@link #forEach} publishes the call in one volatile field that the workers spin on for
+ * {@value #SPIN_MICROS} µs after their last task before they park, and the caller spins on the count of finished
+ * tasks before it parks; both then cost no more than a cache line's round trip between cores while kernels follow
+ * each other, and nothing when the pool idles. Tasks are claimed from one counter, so which thread runs a task is
+ * not fixed, but a task's result does not depend on it. One call runs at a time: a caller that finds the pool busy
+ * (another thread's call in progress) runs its tasks itself, as a call from inside a task does.
  */
 public final class Parallel implements AutoCloseable {
 
     /** System property that sets the common pool's thread count. */
     public static final String THREADS_PROPERTY = "accel4j.threads";
 
+    /** How long a worker, and a caller waiting for the last task, spin before parking. */
+    static final long SPIN_MICROS = 100;
+    private static final long SPIN_NANOS = SPIN_MICROS * 1_000;
+
     private static final AtomicInteger POOL_IDS = new AtomicInteger();
 
     private final int threads;
-    private final ExecutorService workers; // threads − 1 of them; the caller is the last one
+    private final Worker[] workers; // threads − 1 of them; the caller is the last one
     private final ThreadLocal<Boolean> insideTask = ThreadLocal.withInitial(() -> Boolean.FALSE);
+    private final java.util.concurrent.locks.ReentrantLock calling = new java.util.concurrent.locks.ReentrantLock();
+    /** The call in progress (or the last one), which the workers watch; null before the first. */
+    private volatile Call current;
     private volatile boolean closed;
 
     /** Creates a pool of {@code threads} kernel threads (the calling thread counts as one). */
@@ -37,13 +48,16 @@ public final class Parallel implements AutoCloseable {
         }
         this.threads = threads;
         int id = POOL_IDS.incrementAndGet();
-        AtomicInteger n = new AtomicInteger();
-        ThreadFactory factory = r -> {
-            Thread t = new Thread(r, "accel4j-" + id + "-worker-" + n.incrementAndGet());
+        this.workers = new Worker[threads - 1];
+        for (int w = 0; w < workers.length; w++) {
+            workers[w] = new Worker();
+            Thread t = new Thread(workers[w], "accel4j-" + id + "-worker-" + (w + 1));
             t.setDaemon(true);
-            return t;
-        };
-        this.workers = threads > 1 ? Executors.newFixedThreadPool(threads - 1, factory) : null;
+            workers[w].thread = t;
+        }
+        for (Worker w : workers) {
+            w.thread.start();
+        }
     }
 
     private static final class Common {
@@ -79,8 +93,9 @@ public final class Parallel implements AutoCloseable {
 
     /**
      * Runs {@code body.accept(i)} for every {@code i} in {@code [0, tasks)}, spread over the pool, and waits for all.
-     * Tasks must write disjoint outputs. Called from inside a task of this pool, it runs the tasks inline.
-     * The first exception thrown by a task is rethrown (unchecked) after all tasks have stopped.
+     * Tasks must write disjoint outputs. Called from inside a task of this pool, or while another thread's call is in
+     * progress, it runs the tasks on the calling thread. The first exception thrown by a task is rethrown (unchecked)
+     * after all tasks have stopped; the tasks not started by then are not run.
      */
     public void forEach(int tasks, IntConsumer body) {
         if (closed) {
@@ -89,55 +104,127 @@ public final class Parallel implements AutoCloseable {
         if (tasks <= 0) {
             return;
         }
-        if (threads == 1 || tasks == 1 || insideTask.get()) {
+        if (threads == 1 || tasks == 1 || insideTask.get() || !calling.tryLock()) {
             for (int i = 0; i < tasks; i++) {
                 body.accept(i);
             }
             return;
         }
-        AtomicInteger next = new AtomicInteger();
-        Runnable drain = () -> {
+        try {
+            Call call = new Call(tasks, body, Thread.currentThread());
+            current = call;
+            for (Worker w : workers) {
+                if (w.parked) {
+                    LockSupport.unpark(w.thread);
+                }
+            }
             insideTask.set(Boolean.TRUE);
             try {
-                for (int i; (i = next.getAndIncrement()) < tasks; ) {
-                    body.accept(i);
-                }
+                call.drain();
             } finally {
                 insideTask.set(Boolean.FALSE);
             }
-        };
-        int helpers = Math.min(threads - 1, tasks - 1);
-        List<Future<?>> futures = new ArrayList<>(helpers);
-        for (int h = 0; h < helpers; h++) {
-            futures.add(workers.submit(drain));
+            call.awaitAll();
+            call.rethrow();
+        } finally {
+            calling.unlock();
         }
-        Throwable failure = null;
-        try {
-            drain.run();
-        } catch (Throwable t) {
-            failure = t;
-            next.set(tasks); // stop handing out work
+    }
+
+    /** One {@link #forEach} call: its tasks, claimed from one counter, and the count of those finished. */
+    private static final class Call {
+        final int tasks;
+        final IntConsumer body;
+        final Thread caller;
+        final AtomicInteger next = new AtomicInteger();
+        final AtomicInteger finished = new AtomicInteger();
+        final java.util.concurrent.atomic.AtomicReference<Throwable> failure =
+                new java.util.concurrent.atomic.AtomicReference<>();
+        volatile boolean callerParked;
+
+        Call(int tasks, IntConsumer body, Thread caller) {
+            this.tasks = tasks;
+            this.body = body;
+            this.caller = caller;
         }
-        for (Future<?> f : futures) {
-            try {
-                f.get();
-            } catch (ExecutionException e) {
-                if (failure == null) {
-                    failure = e.getCause();
+
+        /** Runs tasks until none is left to claim; a failure stops the handing out of further tasks. */
+        void drain() {
+            for (int i; (i = next.getAndIncrement()) < tasks; ) {
+                try {
+                    body.accept(i);
+                } catch (Throwable t) {
+                    failure.compareAndSet(null, t);
+                    int left = tasks - next.getAndSet(tasks); // tasks never to be started count as finished
+                    if (left > 0) {
+                        finish(left);
+                    }
                 }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                if (failure == null) {
-                    failure = e;
+                finish(1);
+            }
+        }
+
+        private void finish(int n) {
+            if (finished.addAndGet(n) == tasks && callerParked) {
+                LockSupport.unpark(caller);
+            }
+        }
+
+        /** Returns once every task has finished: spinning a while, then parked until the last one unparks it. */
+        void awaitAll() {
+            long spinUntil = System.nanoTime() + SPIN_NANOS;
+            while (finished.get() < tasks) {
+                if (System.nanoTime() < spinUntil) {
+                    Thread.onSpinWait();
+                } else {
+                    callerParked = true;
+                    if (finished.get() < tasks) {
+                        LockSupport.parkNanos(this, 1_000_000);
+                    }
                 }
             }
         }
-        if (failure instanceof RuntimeException re) {
-            throw re;
-        } else if (failure instanceof Error err) {
-            throw err;
-        } else if (failure != null) {
-            throw new IllegalStateException("kernel task failed", failure);
+
+        void rethrow() {
+            Throwable t = failure.get();
+            if (t instanceof RuntimeException re) {
+                throw re;
+            } else if (t instanceof Error err) {
+                throw err;
+            } else if (t != null) {
+                throw new IllegalStateException("kernel task failed", t);
+            }
+        }
+    }
+
+    /** A worker thread: runs each new call's tasks, spins a while for the next call, then parks until unparked. */
+    private final class Worker implements Runnable {
+        Thread thread;
+        volatile boolean parked;
+
+        @Override
+        public void run() {
+            insideTask.set(Boolean.TRUE);
+            Call done = null;
+            while (!closed) {
+                Call call = current;
+                if (call != null && call != done) {
+                    call.drain();
+                    done = call;
+                    continue;
+                }
+                long spinUntil = System.nanoTime() + SPIN_NANOS;
+                while ((call = current) == done && !closed && System.nanoTime() < spinUntil) {
+                    Thread.onSpinWait();
+                }
+                if (call == done && !closed) {
+                    parked = true;
+                    if (current == done && !closed) {
+                        LockSupport.park(this);
+                    }
+                    parked = false;
+                }
+            }
         }
     }
 
@@ -149,8 +236,8 @@ public final class Parallel implements AutoCloseable {
         }
         if (!closed) {
             closed = true;
-            if (workers != null) {
-                workers.shutdownNow();
+            for (Worker w : workers) {
+                LockSupport.unpark(w.thread);
             }
         }
     }
