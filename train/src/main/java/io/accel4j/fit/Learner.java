@@ -64,9 +64,19 @@ public final class Learner implements AutoCloseable {
     /** The run's rank of each rank held here. */
     private final int[] globalRank;
     private final List<StepMetrics> history = Collections.synchronizedList(new ArrayList<>());
+    /** The stages when the learner trains with pipeline parallelism, else null. */
+    private final PipelineLearning pipeline;
 
     Learner(LearnerBuilder b) {
         this.cfg = b;
+        if (b.pipeline != null) { // a strategy of its own: the stages hold the model between them
+            this.pipeline = new PipelineLearning(b);
+            this.group = null;
+            this.world = b.pipeline.stages();
+            this.globalRank = new int[] {pipeline.lead() ? 0 : b.comm.rank()};
+            return;
+        }
+        this.pipeline = null;
         this.group = b.comm == null && b.ranks > 1 ? InProcessGroup.create(b.ranks) : null;
         this.world = b.comm != null ? b.comm.size() : b.ranks;
         int held = b.comm != null ? 1 : b.ranks;
@@ -122,11 +132,17 @@ public final class Learner implements AutoCloseable {
 
     /** The first rank held here's network (every rank's parameters are the same). */
     public Network network() {
+        if (pipeline != null) {
+            throw new IllegalStateException("a pipeline's model is split over its stages: see stages()");
+        }
         return ranks.get(0).network();
     }
 
     /** The optimizer's description. */
     public String describe() {
+        if (pipeline != null) {
+            return pipeline.describe();
+        }
         return ranks.get(0).optimizer().describe() + ", " + world + " rank" + (world == 1 ? "" : "s")
                 + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "")
                 + ", " + (cfg.fp8 != null ? "FP8 linear layers (" + cfg.fp8.format() + ")" : cfg.precision
@@ -135,7 +151,7 @@ public final class Learner implements AutoCloseable {
 
     /** Steps completed. */
     public int step() {
-        return ranks.get(0).completed();
+        return pipeline != null ? pipeline.completed() : ranks.get(0).completed();
     }
 
     /** The metrics of every step so far (rank 0's view). */
@@ -165,7 +181,9 @@ public final class Learner implements AutoCloseable {
                 each.accept(m);
             }
         };
-        if (group == null) { // one rank here: this process's
+        if (pipeline != null) {
+            pipeline.fit(steps, report);
+        } else if (group == null) { // one rank here: this process's
             for (int s = 0; s < steps; s++) {
                 report.accept(ranks.get(0).step());
             }
@@ -363,8 +381,16 @@ public final class Learner implements AutoCloseable {
         }
     }
 
+    /** The pipeline's stages held here (all of them in process), or an empty list without pipeline parallelism. */
+    public List<io.accel4j.pipeline.PipelineRank> stages() {
+        return pipeline == null ? List.of() : pipeline.ranks();
+    }
+
     @Override
     public void close() {
+        if (pipeline != null) {
+            pipeline.close();
+        }
         for (RankStep r : ranks) {
             r.close();
         }

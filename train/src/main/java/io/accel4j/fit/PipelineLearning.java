@@ -1,0 +1,189 @@
+package io.accel4j.fit;
+
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.InProcessGroup;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.pipeline.Partition;
+import io.accel4j.pipeline.PipelineRank;
+import io.accel4j.pipeline.Schedule;
+import io.accel4j.pipeline.SequentialStages;
+import io.accel4j.pipeline.StagedModel;
+import io.accel4j.train.StepMetrics;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+import java.util.function.Consumer;
+
+/**
+ * A {@link Learner}'s ranks when it trains with pipeline parallelism ({@link LearnerBuilder#pipeline}): the model cut
+ * into P stages balanced by parameters ({@link Partition}, printed), one {@link PipelineRank} per stage — all P in this
+ * process over an in-process group, or this process's one over the builder's communicator (the pipeline group) — each
+ * reading the data as data-parallel rank 0 of 1 (the first stage uses the inputs, the last the targets).
+ */
+final class PipelineLearning implements AutoCloseable {
+
+    /** The stages and micro-batches of a pipeline and its schedule. */
+    record Layout(int stages, int micro, Schedule schedule, StagedModel model) {
+        Layout {
+            Objects.requireNonNull(schedule, "schedule");
+            if (stages < 1) {
+                throw new IllegalArgumentException("pipeline stages must be >= 1, got " + stages);
+            }
+            schedule.check(stages, micro);
+        }
+    }
+
+    private final Layout layout;
+    private final InProcessGroup group;
+    private final List<PipelineRank> ranks;
+    private final List<AutoCloseable> owned = new ArrayList<>();
+    private final Partition split;
+    private final StagedModel model;
+
+    PipelineLearning(LearnerBuilder b) {
+        this.layout = b.pipeline;
+        int P = layout.stages();
+        if (b.comm != null && b.comm.size() != P) {
+            throw new IllegalArgumentException("pipeline(" + P + " stages) over a communicator of " + b.comm.size()
+                    + " ranks: the pipeline group must have one rank per stage");
+        }
+        if (b.fp8 != null || b.zero > 0 || b.ranks > 1) {
+            throw new IllegalArgumentException("pipeline parallelism does not combine with "
+                    + (b.fp8 != null ? "FP8" : b.zero > 0 ? "ZeRO" : "ranks(" + b.ranks + ")") + " yet");
+        }
+        this.model = layout.model() != null ? layout.model()
+                : new SequentialStages(b.model, b.tokens > 0 ? 1 : b.features, b.B, b.T);
+        this.split = Partition.balanced(model.parameters(), P);
+        if (b.progress != null && (b.comm == null || b.comm.rank() == 0)) {
+            b.progress.println("pipeline: " + P + " stages, " + layout.micro() + " micro-batches, "
+                    + layout.schedule().name() + " (bubble (P-1)/(M+P-1) = "
+                    + String.format(java.util.Locale.ROOT, "%.3f", io.accel4j.pipeline.Timeline.bubbleFormula(P,
+                    layout.micro())) + ")");
+            for (String line : split.describe(model::layerName, "parameters")) {
+                b.progress.println("  " + line);
+            }
+            b.progress.flush();
+        }
+        PipelineRank.Options o = new PipelineRank.Options(b.B, b.T, layout.micro(), b.tokens, b.classes, b.precision,
+                b.recompute, b.optimizer, b.schedule, b.gradClip, b.seed);
+        int held = b.comm != null ? 1 : P;
+        int perRank = Math.max(1, b.threads / held);
+        this.group = b.comm == null ? InProcessGroup.create(P) : null;
+        List<PipelineRank> built = Collections.synchronizedList(new ArrayList<>(Collections.nCopies(held, null)));
+        try {
+            List<Ops> ops = new ArrayList<>();
+            for (int i = 0; i < held; i++) {
+                int r = b.comm != null ? b.comm.rank() : i;
+                if (b.backend != null) {
+                    ops.add(Objects.requireNonNull(b.backend.apply(r), "the backend of rank " + r));
+                } else {
+                    Parallel pool = new Parallel(perRank);
+                    owned.add(pool);
+                    ops.add(new CpuOps(pool));
+                }
+            }
+            onEveryRank(b.comm, comm -> {
+                int i = b.comm != null ? 0 : comm.rank();
+                built.set(i, new PipelineRank(model, split, layout.schedule(), comm, ops.get(i),
+                        b.data.open(0, 1, b.B, b.T), o));
+            });
+        } catch (RuntimeException | Error e) {
+            for (PipelineRank r : built) {
+                if (r != null) {
+                    r.close();
+                }
+            }
+            closeRest();
+            throw e;
+        }
+        this.ranks = List.copyOf(built);
+        this.comm = b.comm;
+    }
+
+    private final Communicator comm;
+
+    private void onEveryRank(Communicator given, Consumer<Communicator> body) {
+        if (given != null) {
+            body.accept(given);
+        } else {
+            group.runAgain(c -> {
+                body.accept(c);
+                return null;
+            });
+        }
+    }
+
+    /** The stages held here (all P in process, or this process's one). */
+    List<PipelineRank> ranks() {
+        return ranks;
+    }
+
+    Partition split() {
+        return split;
+    }
+
+    StagedModel model() {
+        return model;
+    }
+
+    Layout layout() {
+        return layout;
+    }
+
+    /** Whether the run's stage 0 is held here (it reports and writes). */
+    boolean lead() {
+        return comm == null || comm.rank() == 0;
+    }
+
+    /** Runs {@code steps} steps on every stage, telling {@code report} stage 0's metrics (every stage has the same). */
+    void fit(int steps, Consumer<StepMetrics> report) {
+        onEveryRank(comm, c -> {
+            PipelineRank r = ranks.get(comm != null ? 0 : c.rank());
+            for (int s = 0; s < steps; s++) {
+                StepMetrics m = r.step();
+                if (c.rank() == 0) {
+                    report.accept(m);
+                }
+            }
+        });
+    }
+
+    /** Runs {@code body} on every stage held here (a collective across them: one thread each in process). */
+    void forEachStage(Consumer<PipelineRank> body) {
+        onEveryRank(comm, c -> body.accept(ranks.get(comm != null ? 0 : c.rank())));
+    }
+
+    int completed() {
+        return ranks.get(0).completed();
+    }
+
+    String describe() {
+        return ranks.get(0).optimizer().describe() + ", pipeline of " + layout.stages() + " stages ("
+                + layout.micro() + " micro-batches, " + layout.schedule().name() + ")";
+    }
+
+    private void closeRest() {
+        if (group != null) {
+            group.close();
+        }
+        for (AutoCloseable c : owned) {
+            try {
+                c.close();
+            } catch (Exception ignored) {
+                // a pool's close does not throw
+            }
+        }
+        owned.clear();
+    }
+
+    @Override
+    public void close() {
+        for (PipelineRank r : ranks) {
+            r.close();
+        }
+        closeRest();
+    }
+}
