@@ -210,6 +210,10 @@ public final class Learner implements AutoCloseable {
      * {@link #fit} calls; {@link #resume} continues from it.
      */
     public void save(Path dir) throws IOException {
+        if (pipeline != null) {
+            pipeline.save(dir);
+            return;
+        }
         Network net = network();
         long count = net.table().count();
         Map<String, MemorySegment> whole = new LinkedHashMap<>();
@@ -253,6 +257,10 @@ public final class Learner implements AutoCloseable {
      * @throws io.accel4j.train.io.FileFormatException naming the file and field of a malformed or mismatched one
      */
     public void resume(Path dir) throws IOException {
+        if (pipeline != null) {
+            pipeline.resume(dir);
+            return;
+        }
         Network net = network();
         long count = net.table().count();
         try (Arena host = Arena.ofShared()) {

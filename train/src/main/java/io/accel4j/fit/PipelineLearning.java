@@ -10,7 +10,17 @@ import io.accel4j.pipeline.PipelineRank;
 import io.accel4j.pipeline.Schedule;
 import io.accel4j.pipeline.SequentialStages;
 import io.accel4j.pipeline.StagedModel;
+import io.accel4j.nn.Network;
+import io.accel4j.nn.NetworkSpec;
+import io.accel4j.nn.ParameterTable;
+import io.accel4j.nn.StageNetwork;
+import io.accel4j.pipeline.StageCheckpoint;
 import io.accel4j.train.StepMetrics;
+import io.accel4j.train.precision.LossScaler;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -43,7 +53,10 @@ final class PipelineLearning implements AutoCloseable {
     private final Partition split;
     private final StagedModel model;
 
+    private final LearnerBuilder cfg;
+
     PipelineLearning(LearnerBuilder b) {
+        this.cfg = b;
         this.layout = b.pipeline;
         int P = layout.stages();
         if (b.comm != null && b.comm.size() != P) {
@@ -154,6 +167,89 @@ final class PipelineLearning implements AutoCloseable {
     /** Runs {@code body} on every stage held here (a collective across them: one thread each in process). */
     void forEachStage(Consumer<PipelineRank> body) {
         onEveryRank(comm, c -> body.accept(ranks.get(comm != null ? 0 : c.rank())));
+    }
+
+    /**
+     * Writes the checkpoint of the whole model ({@link Learner#save}'s files, as one rank with M micro-batches of
+     * accumulation would): every stage's parameters and optimizer state gathered by name onto stage 0, which writes.
+     */
+    void save(java.nio.file.Path dir) throws java.io.IOException {
+        ParameterTable whole = wholeTable();
+        try (Arena a = Arena.ofShared()) {
+            Map<String, MemorySegment> w = new LinkedHashMap<>();
+            for (String k : StageCheckpoint.buffers(ranks.get(0)).keySet()) {
+                w.put(k, a.allocate(whole.fp32Bytes(), 64));
+            }
+            forEachStage(r -> StageCheckpoint.gather(r.communicator(), r.network().memory(), r.network().table(),
+                    StageCheckpoint.buffers(r), this::stageTable, whole, w, tiedCopies()));
+            if (!lead()) {
+                return;
+            }
+            PipelineRank r0 = ranks.get(0);
+            LearnerCheckpoint.writeModel(dir, whole, w.remove(StageCheckpoint.PARAMS));
+            LossScaler sc = r0.scaler();
+            boolean resumable = ranks.stream().allMatch(PipelineRank::resumable);
+            LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
+                    sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(),
+                    resumable ? r0.batchesRead() : -1, new byte[0]), w);
+        }
+    }
+
+    /**
+     * Continues from a checkpoint of the whole model (saved by a pipeline of any number of stages, or by one rank):
+     * every stage takes its tensors and their optimizer state by name.
+     */
+    void resume(java.nio.file.Path dir) throws java.io.IOException {
+        ParameterTable whole = wholeTable();
+        try (Arena a = Arena.ofShared()) {
+            Map<String, MemorySegment> w = new LinkedHashMap<>();
+            MemorySegment params = a.allocate(whole.fp32Bytes(), 64);
+            LearnerCheckpoint.readModel(dir, whole, params);
+            for (String k : ranks.get(0).optimizer().state().keySet()) {
+                w.put(k, a.allocate(whole.fp32Bytes(), 64));
+            }
+            LearnerCheckpoint.State st = LearnerCheckpoint.readState(dir, w);
+            if (st.fp8().length > 0) {
+                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE), "FP8 state",
+                        "is present: a pipeline does not run FP8 yet");
+            }
+            w.put(StageCheckpoint.PARAMS, params);
+            for (PipelineRank r : ranks) {
+                StageCheckpoint.scatter(r.network().memory(), r.network().table(), StageCheckpoint.buffers(r), whole,
+                        w, r.tiedCopy() == null ? null : r.tiedCopy().name(), r.tiedTo());
+                try {
+                    r.scaler().restore(st.lossScale(), st.cleanSteps(), st.skippedSteps());
+                } catch (IllegalArgumentException e) {
+                    throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
+                            "scaler state", e.getMessage());
+                }
+                r.resumeAt(st.step());
+            }
+        }
+    }
+
+    /** The names of the last stage's copies of tied tensors (none for one stage). */
+    private java.util.Set<String> tiedCopies() {
+        if (layout.stages() == 1) {
+            return java.util.Set.of();
+        }
+        return model.ties().stream().map(StagedModel.Tie::last).collect(java.util.stream.Collectors.toSet());
+    }
+
+    /** The one-rank model's parameter table (what a checkpoint holds). */
+    private ParameterTable wholeTable() {
+        NetworkSpec s = Network.of(cfg.model.get()).batch(cfg.B, cfg.T).parameterOrder(cfg.order);
+        s = cfg.tokens > 0 ? s.tokens(cfg.tokens) : s.features(cfg.features);
+        return StageNetwork.plannedTable(s);
+    }
+
+    /** Stage {@code s}'s parameter table, planned. */
+    private ParameterTable stageTable(int s) {
+        int from = split.from(s);
+        NetworkSpec spec = Network.of(model.stage(from, split.to(s))).batch(cfg.B, cfg.T)
+                .parameterOrder(model.order());
+        spec = s == 0 && cfg.tokens > 0 ? spec.tokens(cfg.tokens) : spec.features(model.inputWidth(from));
+        return StageNetwork.plannedTable(spec);
     }
 
     int completed() {

@@ -366,6 +366,16 @@ public final class StageNetwork implements AutoCloseable {
         return out;
     }
 
+    /**
+     * The parameter table {@code spec}'s tree would have, planned without allocating (the whole model's, or another
+     * stage's, for gathering by name). Builds the spec's tree: a spec is planned or built once.
+     */
+    public static ParameterTable plannedTable(NetworkSpec spec) {
+        Builder b = new Builder(Network.PLANNING, spec.operands, false, spec.recompute, spec.maxB, spec.maxT);
+        b.child(spec.body, spec.inWidth, false);
+        return new ParameterTable(b.params(), spec.order);
+    }
+
     @Override
     public void close() {
         for (Slot s : all) {

@@ -52,6 +52,7 @@ public final class PipelineRank implements AutoCloseable {
     private final int stages;
     private final Options o;
     private final Timeline timeline;
+    private final StagedModel model;
     private final StageNetwork net;
     private final Optimizer optimizer;
     private final LossScaler scaler;
@@ -80,6 +81,7 @@ public final class PipelineRank implements AutoCloseable {
                     + stages + " ranks");
         }
         this.o = o;
+        this.model = model;
         this.data = data;
         this.timeline = Timeline.of(schedule, stages, o.micro());
         boolean first = stage == 0, last = stage == stages - 1;
@@ -159,6 +161,27 @@ public final class PipelineRank implements AutoCloseable {
     /** The tied tensor this stage holds a copy of (skipped when gathering the model), or null. */
     public ParameterTable.Entry tiedCopy() {
         return stage == stages - 1 ? tied : null;
+    }
+
+    /** The name of the tensor this stage's {@link #tiedCopy()} copies, or null. */
+    public String tiedTo() {
+        ParameterTable.Entry c = tiedCopy();
+        return c == null ? null : tieOf(c.name());
+    }
+
+    private String tieOf(String lastName) {
+        return model.ties().stream().filter(t -> t.last().equals(lastName)).map(StagedModel.Tie::first).findFirst()
+                .orElseThrow();
+    }
+
+    /** The pipeline group. */
+    public Communicator communicator() {
+        return comm;
+    }
+
+    /** Whether the data source can skip what it gave (a resumed run then continues bit for bit). */
+    public boolean resumable() {
+        return data instanceof DataSource.Resumable;
     }
 
     /** Optimizer steps completed. */
