@@ -389,6 +389,19 @@ public final class Learner implements AutoCloseable {
         }
     }
 
+    /**
+     * The whole model's parameters, in the one-rank network's layout ({@code table().count()} fp32), into {@code host}
+     * on the run's rank 0: a copy of the first rank's, or, in a pipeline, every stage's gathered by name (the other
+     * stages' processes only send theirs). A collective when the ranks are processes.
+     */
+    public void gatherParameters(MemorySegment host) {
+        if (pipeline != null) {
+            pipeline.gatherParameters(host);
+        } else {
+            network().copyParamsToHost(host);
+        }
+    }
+
     /** The pipeline's stages held here (all of them in process), or an empty list without pipeline parallelism. */
     public List<io.accel4j.pipeline.PipelineRank> stages() {
         return pipeline == null ? List.of() : pipeline.ranks();

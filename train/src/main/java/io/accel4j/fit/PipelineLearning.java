@@ -196,6 +196,17 @@ final class PipelineLearning implements AutoCloseable {
     }
 
     /**
+     * The whole model's parameters (the one-rank model's table, {@link LearnerBuilder#parameterOrder}) gathered into
+     * {@code host} on stage 0; the other stages only send theirs. A collective of the pipeline group.
+     */
+    void gatherParameters(MemorySegment host) {
+        ParameterTable whole = wholeTable();
+        forEachStage(r -> StageCheckpoint.gather(r.communicator(), r.network().memory(), r.network().table(),
+                Map.of(StageCheckpoint.PARAMS, r.network().params()), this::stageTable, whole,
+                Map.of(StageCheckpoint.PARAMS, host), tiedCopies()));
+    }
+
+    /**
      * Continues from a checkpoint of the whole model (saved by a pipeline of any number of stages, or by one rank):
      * every stage takes its tensors and their optimizer state by name.
      */
