@@ -52,6 +52,8 @@ final class PipelineLearning implements AutoCloseable {
     private final List<AutoCloseable> owned = new ArrayList<>();
     private final Partition split;
     private final StagedModel model;
+    /** The pipeline group when this process is one stage of it, null when every stage is held here. */
+    private final Communicator comm;
 
     private final LearnerBuilder cfg;
 
@@ -115,8 +117,6 @@ final class PipelineLearning implements AutoCloseable {
         this.ranks = List.copyOf(built);
         this.comm = b.comm;
     }
-
-    private final Communicator comm;
 
     private void onEveryRank(Communicator given, Consumer<Communicator> body) {
         if (given != null) {

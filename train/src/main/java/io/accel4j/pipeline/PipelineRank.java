@@ -66,6 +66,7 @@ public final class PipelineRank implements AutoCloseable {
     private final io.accel4j.core.memory.DeviceArena tieArena;
     private int step;
     private double idle;
+    private long busyNanos;
 
     /**
      * Builds stage {@code comm.rank()} of {@code model} as {@code split} cuts it, initialised from the seed (a tied
@@ -224,7 +225,7 @@ public final class PipelineRank implements AutoCloseable {
         double loss = 0, sq = 0;
         boolean overflow = false;
         for (double[] v : all) {
-            loss += Double.isNaN(v[0]) ? 0 : v[0];
+            loss += v[0]; // only the last stage's is not 0
             sq += v[1];
             overflow |= v[2] != 0;
         }
@@ -249,9 +250,10 @@ public final class PipelineRank implements AutoCloseable {
                 : new StepMetrics(s, loss, Double.NaN, ms, perS, lr, norm);
     }
 
-    private long busyNanos;
-
-    /** Runs this stage's events of the timeline; returns the sum of the micro-batches' mean losses (last stage). */
+    /**
+     * Runs this stage's events of the timeline; returns the sum of the micro-batches' mean losses on the last stage, 0
+     * on the others.
+     */
     private double runMicroBatches(float dlossScale) {
         int M = o.micro(), B = o.B(), T = o.T();
         long rows = (long) B * T;
@@ -316,7 +318,7 @@ public final class PipelineRank implements AutoCloseable {
         for (Pending p : sends) {
             p.await();
         }
-        return net.last() ? lossSum : Double.NaN;
+        return lossSum;
     }
 
     /** The first and last stage's tied gradients, each replaced by their sum (the same bits on both). */

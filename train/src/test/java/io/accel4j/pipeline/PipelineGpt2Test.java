@@ -117,6 +117,9 @@ class PipelineGpt2Test {
                 System.out.printf("pp=2 %s vs one rank: loss %.2e relative at worst, norm %.2e, parameters %.2e "
                         + "(key biases %.2e)%n", schedule.name(), worst, worstNorm, worstParam, worstKeyBias);
                 List<PipelineRank> st = pp.stages();
+                for (PipelineRank r : st) { // measured: waiting over the forward-backward phase
+                    assertThat(r.idleFraction()).isBetween(0.0, 1.0);
+                }
                 int slots0 = st.get(0).network().slotsAllocated();
                 assertThat(slots0).as("%s stage 0's micro-batches alive", schedule.name())
                         .isEqualTo(schedule == Schedule.ONE_F_ONE_B ? 2 : M);
