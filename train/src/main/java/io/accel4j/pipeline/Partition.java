@@ -29,7 +29,7 @@ public final class Partition {
             throw new IllegalArgumentException("a pipeline needs at least 1 stage, got " + stages);
         }
         if (stages > L) {
-            throw new IllegalArgumentException("--pp " + stages + " is larger than the model's " + L
+            throw new IllegalArgumentException(stages + " pipeline stages are more than the model's " + L
                     + " layers: each stage needs at least one");
         }
         long[] prefix = new long[L + 1];

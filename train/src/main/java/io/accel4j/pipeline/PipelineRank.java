@@ -93,7 +93,13 @@ public final class PipelineRank implements AutoCloseable {
         if (last) {
             spec = spec.classes(o.classes());
         }
-        StageNetwork n = StageNetwork.build(spec, first, last, ops);
+        StageNetwork n;
+        try {
+            n = StageNetwork.build(spec, first, last, ops);
+        } catch (io.accel4j.nn.ShapeException e) {
+            throw new io.accel4j.nn.ShapeException("pipeline stage " + stage + " (layers " + from + "-" + (to - 1)
+                    + "): " + e.getMessage());
+        }
         Optimizer opt = null;
         StageValues v = null;
         try {

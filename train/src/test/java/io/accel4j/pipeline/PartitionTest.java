@@ -36,7 +36,7 @@ class PartitionTest {
     @Test
     void moreStagesThanLayersIsRefusedNamingBoth() {
         assertThatThrownBy(() -> Partition.balanced(new long[] {1, 2, 3}, 4))
-                .hasMessage("--pp 4 is larger than the model's 3 layers: each stage needs at least one");
+                .hasMessage("4 pipeline stages are more than the model's 3 layers: each stage needs at least one");
     }
 
     private static long bruteForceBest(long[] cost, int P) {
