@@ -402,6 +402,21 @@ public final class Learner implements AutoCloseable {
         }
     }
 
+    /**
+     * Sets the parameters of every rank held here from the whole model's {@code host} ({@code table().count()} fp32 in
+     * the one-rank network's layout, e.g. an llm.c model file's body for GPT-2): each data-parallel replica all of them,
+     * each pipeline stage its tensors by name. Before {@link #fit}: the optimizer state is not touched.
+     */
+    public void loadParameters(MemorySegment host) {
+        if (pipeline != null) {
+            pipeline.loadParameters(host);
+            return;
+        }
+        for (RankStep r : ranks) {
+            r.network().copyParamsFromHost(host);
+        }
+    }
+
     /** The pipeline's stages held here (all of them in process), or an empty list without pipeline parallelism. */
     public List<io.accel4j.pipeline.PipelineRank> stages() {
         return pipeline == null ? List.of() : pipeline.ranks();

@@ -206,6 +206,16 @@ final class PipelineLearning implements AutoCloseable {
                 Map.of(StageCheckpoint.PARAMS, host), tiedCopies()));
     }
 
+    /** Every stage held here takes its tensors (its tied copy the tensor it copies) from the whole model's {@code host}. */
+    void loadParameters(MemorySegment host) {
+        ParameterTable whole = wholeTable();
+        for (PipelineRank r : ranks) {
+            StageCheckpoint.scatter(r.network().memory(), r.network().table(),
+                    Map.of(StageCheckpoint.PARAMS, r.network().params()), whole, Map.of(StageCheckpoint.PARAMS, host),
+                    r.tiedCopy() == null ? null : r.tiedCopy().name(), r.tiedTo());
+        }
+    }
+
     /**
      * Continues from a checkpoint of the whole model (saved by a pipeline of any number of stages, or by one rank):
      * every stage takes its tensors and their optimizer state by name.

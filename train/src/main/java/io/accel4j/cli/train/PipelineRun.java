@@ -17,6 +17,8 @@ import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.ParameterInit;
+import io.accel4j.train.model.ParameterLayout;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.lang.foreign.Arena;
@@ -33,8 +35,10 @@ import java.util.function.Function;
  * P stages in this process (one thread each) or one per {@code mpirun} process; the token files (or the generated
  * dataset) read by the first and last stage; progress lines, {@code metrics.jsonl} and {@code loss.png} in the run
  * directory; at the end the whole model gathered into an llm.c model file {@code model_NNNNNNNN.bin} (what
- * {@code sample --model} reads) and each stage's measured idle fraction beside the bubble formula. The model starts
- * from the blocks' initialisation (not llm.c's scaled one) and the flags a pipeline does not take yet are refused.
+ * {@code sample --model} reads) and each stage's measured idle fraction beside the bubble formula. It starts where the
+ * trainer would (the model file's weights, or llm.c's initialisation from {@code --seed}) and follows the trainer's
+ * learning-rate schedule and AdamW, so it trains as {@code train --grad-accum M} does up to the order of fp32 sums;
+ * the flags a pipeline does not take yet are refused.
  */
 final class PipelineRun {
 
@@ -54,7 +58,6 @@ final class PipelineRun {
                 : cmd.ranks > 1 ? "--ranks (data parallelism with a pipeline is not composed yet)"
                 : cmd.zero > 0 ? "--zero"
                 : cmd.resume != null ? "--resume"
-                : modelFile != null ? "--model FILE (start from a preset)"
                 : cfg.gradAccum() > 1 ? "--grad-accum (use --micro-batches)"
                 : cfg.precision().fp8() != null ? "--precision fp8"
                 : cmd.memory.findBatchSize ? "--find-batch-size"
@@ -75,7 +78,8 @@ final class PipelineRun {
      * The whole run after the flags were checked: the run directory (rank 0 creates it and, without
      * {@code --train-data}, writes the generated dataset), the connection to the other mpirun processes, the training.
      */
-    void run(TrainConfig cfg, GptConfig c, Launch launch, int threads, java.time.Duration timeout, PrintWriter w) {
+    void run(TrainConfig cfg, GptConfig c, Path modelFile, Launch launch, int threads, java.time.Duration timeout,
+             PrintWriter w) {
         MpiCommunicator world = launch.mpi() ? launch.connect(timeout) : null;
         boolean lead = world == null || world.rank() == 0;
         String now = java.time.LocalDateTime.now().format(java.time.format.DateTimeFormatter
@@ -97,7 +101,8 @@ final class PipelineRun {
             if (world != null) {
                 world.barrier(); // rank 0 has created the run directory and written the generated dataset
             }
-            train(cfg, c, dir, trainPath, world, threads, lead ? w : new PrintWriter(java.io.Writer.nullWriter()));
+            train(cfg, c, modelFile, dir, trainPath, world, threads,
+                    lead ? w : new PrintWriter(java.io.Writer.nullWriter()));
             succeeded = true;
         } catch (IOException e) {
             throw new io.accel4j.cli.CliException(TrainCommand.message(e), e);
@@ -117,8 +122,8 @@ final class PipelineRun {
     }
 
     /** Trains in {@code dir} (set up by the caller) and returns the metrics rank 0 saw. */
-    List<StepMetrics> train(TrainConfig cfg, GptConfig c, Path dir, Path trainPath, MpiCommunicator world,
-                            int threads, PrintWriter w) throws IOException {
+    List<StepMetrics> train(TrainConfig cfg, GptConfig c, Path modelFile, Path dir, Path trainPath,
+                            MpiCommunicator world, int threads, PrintWriter w) throws IOException {
         boolean lead = world == null || world.rank() == 0;
         List<AutoCloseable> open = new ArrayList<>();
         try (TokenFile train = TokenFile.open(trainPath)) {
@@ -129,9 +134,7 @@ final class PipelineRun {
                 }
                 return l::next;
             };
-            LrSchedule schedule = cfg.schedule() == TrainConfig.Schedule.CONSTANT
-                    ? LrSchedule.warmupLinear(cfg.lr(), cfg.warmup(), cfg.steps(), 1f)
-                    : LrSchedule.warmupCosine(cfg.lr(), cfg.warmup(), cfg.steps(), cfg.minLrFraction());
+            LrSchedule schedule = cfg::learningRate; // the trainer's
             LearnerBuilder b = Learner.of(() -> Gpt2Blocks.body(c)).tokens(c.V()).classes(c.V())
                     .parameterOrder(Gpt2Blocks.LLMC_ORDER).batch(cfg.batch(), cfg.seq())
                     .optimizer(new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(),
@@ -143,7 +146,14 @@ final class PipelineRun {
             if (world != null) {
                 b.communicator(world);
             }
-            try (Learner learner = b.build()) {
+            try (Learner learner = b.build(); Arena start = Arena.ofShared()) {
+                // the trainer's start: the model file's weights, or llm.c's initialisation from --seed
+                MemorySegment initial = modelFile != null ? LlmcCheckpoint.read(modelFile, start).params()
+                        : start.allocate(c.parameterCount() * Float.BYTES, 64);
+                if (modelFile == null) {
+                    ParameterInit.gpt2(new ParameterLayout(c), initial, cmd.seed);
+                }
+                learner.loadParameters(initial);
                 if (lead) {
                     w.printf("model %s: %,d parameters; %d steps of %d x %d x %d tokens, run directory %s%n", c,
                             c.parameterCount(), cfg.steps(), pp.microBatches(), cfg.batch(), cfg.seq(), dir);

@@ -246,7 +246,7 @@ public final class TrainCommand implements Callable<Integer> {
         if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
             PipelineRun pp = new PipelineRun(this, pipeline, this::usage);
             pp.checkSupported(modelFile, asked, launch);
-            pp.run(asked, modelConfig, launch, launch.threads(Threads.cap(threads, spec.commandLine().getErr())),
+            pp.run(asked, modelConfig, modelFile, launch, launch.threads(Threads.cap(threads, spec.commandLine().getErr())),
                     timeout(), spec.commandLine().getOut());
             return 0;
         }
