@@ -417,6 +417,60 @@ public final class Learner implements AutoCloseable {
         }
     }
 
+    /** The names of the optimizer's state buffers (AdamW: m, v), each one fp32 per parameter. */
+    public java.util.Set<String> stateNames() {
+        return pipeline != null ? pipeline.ranks().get(0).optimizer().state().keySet()
+                : ranks.get(0).optimizer().state().keySet();
+    }
+
+    /**
+     * The whole model's parameters and optimizer state ({@link #stateNames}; host memory, each
+     * {@code table().count()} fp32 in the one-rank network's layout) into {@code params} and {@code state} on the
+     * run's rank 0, for a checkpoint of one's own format (the CLI's llm.c files): a pipeline's stages gathered by
+     * name, or rank 0's copy. A collective when the ranks are processes; not under ZeRO (use {@link #save}).
+     */
+    public void gatherState(MemorySegment params, Map<String, MemorySegment> state) {
+        if (pipeline != null) {
+            pipeline.gatherState(params, state);
+            return;
+        }
+        checkNotSharded();
+        RankStep r = ranks.get(0);
+        r.network().copyParamsToHost(params);
+        for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
+            r.network().memory().copyToHost(e.getValue(), state.get(e.getKey()).asSlice(0, e.getValue().byteSize()));
+        }
+    }
+
+    /**
+     * Every rank held here continues from the whole model's {@code params} and optimizer {@code state} (as
+     * {@link #gatherState} gives them) at step {@code step} with the loss scaler's state; sources that are
+     * {@link DataSource.Resumable} skip what the steps before read. Not under ZeRO (use {@link #resume}).
+     */
+    public void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, float lossScale,
+                             int cleanSteps, int skippedSteps) {
+        if (pipeline != null) {
+            pipeline.restoreState(params, state, step, lossScale, cleanSteps, skippedSteps);
+            return;
+        }
+        checkNotSharded();
+        for (RankStep r : ranks) {
+            r.network().copyParamsFromHost(params);
+            for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
+                r.network().memory().copyToDevice(state.get(e.getKey()).asSlice(0, e.getValue().byteSize()),
+                        e.getValue());
+            }
+            r.scaler().restore(lossScale, cleanSteps, skippedSteps);
+            r.resumeAt(step, (long) step * cfg.gradAccum);
+        }
+    }
+
+    private void checkNotSharded() {
+        if (cfg.zero > 0) {
+            throw new IllegalStateException("ZeRO shards the optimizer state: use save and resume");
+        }
+    }
+
     /** The pipeline's stages held here (all of them in process), or an empty list without pipeline parallelism. */
     public List<io.accel4j.pipeline.PipelineRank> stages() {
         return pipeline == null ? List.of() : pipeline.ranks();

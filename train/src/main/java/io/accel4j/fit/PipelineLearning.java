@@ -176,22 +176,52 @@ final class PipelineLearning implements AutoCloseable {
     void save(java.nio.file.Path dir) throws java.io.IOException {
         ParameterTable whole = wholeTable();
         try (Arena a = Arena.ofShared()) {
+            MemorySegment params = a.allocate(whole.fp32Bytes(), 64);
             Map<String, MemorySegment> w = new LinkedHashMap<>();
-            for (String k : StageCheckpoint.buffers(ranks.get(0)).keySet()) {
+            for (String k : ranks.get(0).optimizer().state().keySet()) {
                 w.put(k, a.allocate(whole.fp32Bytes(), 64));
             }
-            forEachStage(r -> StageCheckpoint.gather(r.communicator(), r.network().memory(), r.network().table(),
-                    StageCheckpoint.buffers(r), this::stageTable, whole, w, tiedCopies()));
+            gatherState(params, w);
             if (!lead()) {
                 return;
             }
             PipelineRank r0 = ranks.get(0);
-            LearnerCheckpoint.writeModel(dir, whole, w.remove(StageCheckpoint.PARAMS));
+            LearnerCheckpoint.writeModel(dir, whole, params);
             LossScaler sc = r0.scaler();
             boolean resumable = ranks.stream().allMatch(PipelineRank::resumable);
             LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
                     sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(),
                     resumable ? r0.batchesRead() : -1, new byte[0]), w);
+        }
+    }
+
+    /**
+     * The whole model's parameters and optimizer state ({@code state}: by name, each the whole table's count of fp32,
+     * host memory) gathered on stage 0; the other stages only send theirs. A collective of the pipeline group.
+     */
+    void gatherState(MemorySegment params, Map<String, MemorySegment> state) {
+        ParameterTable whole = wholeTable();
+        Map<String, MemorySegment> w = new LinkedHashMap<>();
+        w.put(StageCheckpoint.PARAMS, params);
+        w.putAll(state);
+        forEachStage(r -> StageCheckpoint.gather(r.communicator(), r.network().memory(), r.network().table(),
+                StageCheckpoint.buffers(r), this::stageTable, whole, w, tiedCopies()));
+    }
+
+    /**
+     * Every stage held here takes its parameters and optimizer state from the whole model's (as {@link #gatherState}
+     * gave them), continues at {@code step} with the loss scaler's state.
+     */
+    void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, float lossScale,
+                      int cleanSteps, int skippedSteps) {
+        ParameterTable whole = wholeTable();
+        Map<String, MemorySegment> w = new LinkedHashMap<>(state);
+        w.put(StageCheckpoint.PARAMS, params);
+        for (PipelineRank r : ranks) {
+            StageCheckpoint.scatter(r.network().memory(), r.network().table(), StageCheckpoint.buffers(r), whole, w,
+                    r.tiedCopy() == null ? null : r.tiedCopy().name(), r.tiedTo());
+            r.scaler().restore(lossScale, cleanSteps, skippedSteps);
+            r.resumeAt(step);
         }
     }
 
@@ -234,17 +264,11 @@ final class PipelineLearning implements AutoCloseable {
                 throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE), "FP8 state",
                         "is present: a pipeline does not run FP8 yet");
             }
-            w.put(StageCheckpoint.PARAMS, params);
-            for (PipelineRank r : ranks) {
-                StageCheckpoint.scatter(r.network().memory(), r.network().table(), StageCheckpoint.buffers(r), whole,
-                        w, r.tiedCopy() == null ? null : r.tiedCopy().name(), r.tiedTo());
-                try {
-                    r.scaler().restore(st.lossScale(), st.cleanSteps(), st.skippedSteps());
-                } catch (IllegalArgumentException e) {
-                    throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
-                            "scaler state", e.getMessage());
-                }
-                r.resumeAt(st.step());
+            try {
+                restoreState(params, w, st.step(), st.lossScale(), st.cleanSteps(), st.skippedSteps());
+            } catch (IllegalArgumentException e) {
+                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
+                        "scaler state", e.getMessage());
             }
         }
     }

@@ -32,9 +32,12 @@ final class PipelineOptions {
         return stages > 1;
     }
 
-    /** The micro-batches per step. */
+    /** The grad-accum the run was given (or restored from the run it resumes). */
+    private int gradAccum = 1;
+
+    /** The micro-batches per step: --micro-batches, else --grad-accum when > 1 (a resumed run's), else P. */
     int microBatches() {
-        return micro != null ? micro : stages;
+        return micro != null ? micro : gradAccum > 1 ? gradAccum : stages;
     }
 
     /** The schedule asked for. */
@@ -44,10 +47,12 @@ final class PipelineOptions {
 
     /**
      * Throws a usage error naming the flag and the numbers for a layout this model cannot take: P < 1, P larger than
-     * the model's blocks, M < 1, M < P under 1F1B, an unknown schedule, and the pipeline flags without {@code --pp}.
+     * the model's blocks, M < 1, M < P under 1F1B, an unknown schedule, --grad-accum other than M, and the pipeline
+     * flags without {@code --pp}.
      */
-    void check(GptConfig model, Function<String, RuntimeException> usage) {
+    void check(GptConfig model, int gradAccum, Function<String, RuntimeException> usage) {
         stages = pp == null ? 1 : pp;
+        this.gradAccum = gradAccum;
         if (stages < 1) {
             throw usage.apply("--pp must be >= 1, got " + stages);
         }
@@ -63,6 +68,10 @@ final class PipelineOptions {
         }
         if (microBatches() < 1) {
             throw usage.apply("--micro-batches must be >= 1, got " + microBatches());
+        }
+        if (gradAccum > 1 && gradAccum != microBatches()) {
+            throw usage.apply("--grad-accum " + gradAccum + " and --micro-batches " + microBatches() + " disagree: a "
+                    + "pipeline accumulates its micro-batches (give one of them)");
         }
         Schedule s;
         try {

@@ -242,12 +242,12 @@ public final class TrainCommand implements Callable<Integer> {
         checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
-        pipeline.check(modelConfig, this::usage);
+        pipeline.check(modelConfig, asked.gradAccum(), this::usage);
         if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
-            PipelineRun pp = new PipelineRun(this, pipeline, this::usage);
-            pp.checkSupported(modelFile, asked, launch);
-            pp.run(asked, modelConfig, modelFile, launch, launch.threads(Threads.cap(threads, spec.commandLine().getErr())),
-                    timeout(), spec.commandLine().getOut());
+            PipelineRun pp = new PipelineRun(this, pipeline, restored, this::usage);
+            pp.checkSupported(asked, launch);
+            int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
+            pp.run(asked, modelConfig, modelFile, launch, nThreads, timeout(), spec.commandLine().getOut());
             return 0;
         }
         Path runDir = out != null ? out : resume;
