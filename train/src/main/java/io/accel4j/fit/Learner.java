@@ -34,7 +34,9 @@ import java.util.function.Supplier;
  * one per rank), what it takes and predicts, the optimizer, schedule, precision and number of ranks, hand over a
  * {@link DataSource.Factory}, and call {@link #fit}. Underneath, each rank has a {@link Network} on its backend, an
  * optimizer that owns its state and a {@link GradientSync} strategy ({@link GradientSync#local()} for one rank,
- * {@link DataParallel} over an in-process ring for several), and runs the same {@link RankStep}; rank 0 reports.
+ * {@link DataParallel} over an in-process ring for several), and runs the same {@link RankStep}; rank 0 reports. With
+ * {@link LearnerBuilder#pipeline} the model is cut into stages instead, one per rank ({@link PipelineLearning}), and
+ * the methods that need one whole network ({@link #network}, {@link #evaluate}, {@link #predict}) refuse.
  *
  * <pre>{@code
  * try (Learner learner = Learner.of(() -> new Sequential("mlp",
