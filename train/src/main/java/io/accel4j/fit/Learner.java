@@ -34,7 +34,9 @@ import java.util.function.Supplier;
  * one per rank), what it takes and predicts, the optimizer, schedule, precision and number of ranks, hand over a
  * {@link DataSource.Factory}, and call {@link #fit}. Underneath, each rank has a {@link Network} on its backend, an
  * optimizer that owns its state and a {@link GradientSync} strategy ({@link GradientSync#local()} for one rank,
- * {@link DataParallel} over an in-process ring for several), and runs the same {@link RankStep}; rank 0 reports.
+ * {@link DataParallel} over an in-process ring for several), and runs the same {@link RankStep}; rank 0 reports. With
+ * {@link LearnerBuilder#pipeline} the model is cut into stages instead, one per rank ({@link PipelineLearning}), and
+ * the methods that need one whole network ({@link #network}, {@link #evaluate}, {@link #predict}) refuse.
  *
  * <pre>{@code
  * try (Learner learner = Learner.of(() -> new Sequential("mlp",
@@ -64,9 +66,19 @@ public final class Learner implements AutoCloseable {
     /** The run's rank of each rank held here. */
     private final int[] globalRank;
     private final List<StepMetrics> history = Collections.synchronizedList(new ArrayList<>());
+    /** The stages when the learner trains with pipeline parallelism, else null. */
+    private final PipelineLearning pipeline;
 
     Learner(LearnerBuilder b) {
         this.cfg = b;
+        if (b.pipeline != null) { // a strategy of its own: the stages hold the model between them
+            this.pipeline = new PipelineLearning(b);
+            this.group = null;
+            this.world = b.pipeline.stages();
+            this.globalRank = new int[] {pipeline.lead() ? 0 : b.comm.rank()};
+            return;
+        }
+        this.pipeline = null;
         this.group = b.comm == null && b.ranks > 1 ? InProcessGroup.create(b.ranks) : null;
         this.world = b.comm != null ? b.comm.size() : b.ranks;
         int held = b.comm != null ? 1 : b.ranks;
@@ -122,11 +134,17 @@ public final class Learner implements AutoCloseable {
 
     /** The first rank held here's network (every rank's parameters are the same). */
     public Network network() {
+        if (pipeline != null) {
+            throw new IllegalStateException("a pipeline's model is split over its stages: see stages()");
+        }
         return ranks.get(0).network();
     }
 
     /** The optimizer's description. */
     public String describe() {
+        if (pipeline != null) {
+            return pipeline.describe();
+        }
         return ranks.get(0).optimizer().describe() + ", " + world + " rank" + (world == 1 ? "" : "s")
                 + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "")
                 + ", " + (cfg.fp8 != null ? "FP8 linear layers (" + cfg.fp8.format() + ")" : cfg.precision
@@ -135,7 +153,7 @@ public final class Learner implements AutoCloseable {
 
     /** Steps completed. */
     public int step() {
-        return ranks.get(0).completed();
+        return pipeline != null ? pipeline.completed() : ranks.get(0).completed();
     }
 
     /** The metrics of every step so far (rank 0's view). */
@@ -165,7 +183,9 @@ public final class Learner implements AutoCloseable {
                 each.accept(m);
             }
         };
-        if (group == null) { // one rank here: this process's
+        if (pipeline != null) {
+            pipeline.fit(steps, report);
+        } else if (group == null) { // one rank here: this process's
             for (int s = 0; s < steps; s++) {
                 report.accept(ranks.get(0).step());
             }
@@ -192,6 +212,10 @@ public final class Learner implements AutoCloseable {
      * {@link #fit} calls; {@link #resume} continues from it.
      */
     public void save(Path dir) throws IOException {
+        if (pipeline != null) {
+            pipeline.save(dir);
+            return;
+        }
         Network net = network();
         long count = net.table().count();
         Map<String, MemorySegment> whole = new LinkedHashMap<>();
@@ -235,6 +259,10 @@ public final class Learner implements AutoCloseable {
      * @throws io.accel4j.train.io.FileFormatException naming the file and field of a malformed or mismatched one
      */
     public void resume(Path dir) throws IOException {
+        if (pipeline != null) {
+            pipeline.resume(dir);
+            return;
+        }
         Network net = network();
         long count = net.table().count();
         try (Arena host = Arena.ofShared()) {
@@ -363,8 +391,98 @@ public final class Learner implements AutoCloseable {
         }
     }
 
+    /**
+     * The whole model's parameters, in the one-rank network's layout ({@code table().count()} fp32), into {@code host}
+     * on the run's rank 0: a copy of the first rank's, or, in a pipeline, every stage's gathered by name (the other
+     * stages' processes only send theirs). A collective when the ranks are processes.
+     */
+    public void gatherParameters(MemorySegment host) {
+        if (pipeline != null) {
+            pipeline.gatherParameters(host);
+        } else {
+            network().copyParamsToHost(host);
+        }
+    }
+
+    /**
+     * Sets the parameters of every rank held here from the whole model's {@code host} ({@code table().count()} fp32 in
+     * the one-rank network's layout, e.g. an llm.c model file's body for GPT-2): each data-parallel replica all of them,
+     * each pipeline stage its tensors by name. Before {@link #fit}: the optimizer state is not touched.
+     */
+    public void loadParameters(MemorySegment host) {
+        if (pipeline != null) {
+            pipeline.loadParameters(host);
+            return;
+        }
+        for (RankStep r : ranks) {
+            r.network().copyParamsFromHost(host);
+        }
+    }
+
+    /** The names of the optimizer's state buffers (AdamW: m, v), each one fp32 per parameter. */
+    public java.util.Set<String> stateNames() {
+        return pipeline != null ? pipeline.ranks().get(0).optimizer().state().keySet()
+                : ranks.get(0).optimizer().state().keySet();
+    }
+
+    /**
+     * The whole model's parameters and optimizer state ({@link #stateNames}; host memory, each
+     * {@code table().count()} fp32 in the one-rank network's layout) into {@code params} and {@code state} on the
+     * run's rank 0, for a checkpoint of one's own format (the CLI's llm.c files): a pipeline's stages gathered by
+     * name, or rank 0's copy. A collective when the ranks are processes; not under ZeRO (use {@link #save}).
+     */
+    public void gatherState(MemorySegment params, Map<String, MemorySegment> state) {
+        if (pipeline != null) {
+            pipeline.gatherState(params, state);
+            return;
+        }
+        checkNotSharded();
+        RankStep r = ranks.get(0);
+        r.network().copyParamsToHost(params);
+        for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
+            r.network().memory().copyToHost(e.getValue(), state.get(e.getKey()).asSlice(0, e.getValue().byteSize()));
+        }
+    }
+
+    /**
+     * Every rank held here continues from the whole model's {@code params} and optimizer {@code state} (as
+     * {@link #gatherState} gives them) at step {@code step} with the loss scaler's state; sources that are
+     * {@link DataSource.Resumable} skip what the steps before read. Not under ZeRO (use {@link #resume}).
+     */
+    public void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, float lossScale,
+                             int cleanSteps, int skippedSteps) {
+        if (pipeline != null) {
+            pipeline.restoreState(params, state, step, lossScale, cleanSteps, skippedSteps);
+            return;
+        }
+        checkNotSharded();
+        for (RankStep r : ranks) {
+            r.network().copyParamsFromHost(params);
+            for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
+                r.network().memory().copyToDevice(state.get(e.getKey()).asSlice(0, e.getValue().byteSize()),
+                        e.getValue());
+            }
+            r.scaler().restore(lossScale, cleanSteps, skippedSteps);
+            r.resumeAt(step, (long) step * cfg.gradAccum);
+        }
+    }
+
+    private void checkNotSharded() {
+        if (cfg.zero > 0) {
+            throw new IllegalStateException("ZeRO shards the optimizer state: use save and resume");
+        }
+    }
+
+    /** The pipeline's stages held here (all of them in process), or an empty list without pipeline parallelism. */
+    public List<io.accel4j.pipeline.PipelineRank> stages() {
+        return pipeline == null ? List.of() : pipeline.ranks();
+    }
+
     @Override
     public void close() {
+        if (pipeline != null) {
+            pipeline.close();
+        }
         for (RankStep r : ranks) {
             r.close();
         }

@@ -43,6 +43,7 @@ public final class LearnerBuilder {
     java.util.function.IntFunction<Ops> backend;
     io.accel4j.collectives.Communicator comm;
     java.io.PrintWriter progress;
+    PipelineLearning.Layout pipeline;
 
     LearnerBuilder(Supplier<? extends Module> model) {
         this.model = Objects.requireNonNull(model, "model");
@@ -182,6 +183,29 @@ public final class LearnerBuilder {
         return this;
     }
 
+    /**
+     * Pipeline parallelism: the model (a {@link io.accel4j.nn.Sequential}, cut between its children) split into
+     * {@code stages} contiguous stages balanced by parameters, one rank each (in this process, or the
+     * {@link #communicator}'s ranks), each optimizer step a global batch of {@code micro} micro-batches of
+     * {@link #batch B × T} run in {@code schedule}'s order.
+     *
+     * @throws IllegalArgumentException when the schedule cannot run these numbers (1F1B needs micro >= stages)
+     */
+    public LearnerBuilder pipeline(int stages, int micro, io.accel4j.pipeline.Schedule schedule) {
+        return pipeline(null, stages, micro, schedule);
+    }
+
+    /**
+     * {@link #pipeline(int, int, io.accel4j.pipeline.Schedule)} over stages {@code model} describes (e.g.
+     * {@link io.accel4j.pipeline.Gpt2Stages}, whose head is tied to the embedding across stages) instead of the
+     * supplier's children; the supplier then makes the one-rank model whose parameters the stages' together are.
+     */
+    public LearnerBuilder pipeline(io.accel4j.pipeline.StagedModel model, int stages, int micro,
+                                   io.accel4j.pipeline.Schedule schedule) {
+        this.pipeline = new PipelineLearning.Layout(stages, micro, schedule, model);
+        return this;
+    }
+
     public LearnerBuilder data(DataSource.Factory data) {
         this.data = Objects.requireNonNull(data, "data");
         return this;
@@ -216,7 +240,7 @@ public final class LearnerBuilder {
                     + "both say how many ranks there are: with a communicator this process is one of them");
         }
         int world = comm != null ? comm.size() : ranks;
-        if (zero > 0 && world < 2) {
+        if (zero > 0 && world < 2 && pipeline == null) {
             throw new IllegalArgumentException("ZeRO stage " + zero + " shards over the ranks: ask for ranks(2) "
                     + "or more");
         }

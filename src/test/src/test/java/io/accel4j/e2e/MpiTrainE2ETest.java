@@ -91,6 +91,28 @@ class MpiTrainE2ETest {
         assertThat(tmp.resolve("x")).doesNotExist();
     }
 
+    /**
+     * {@code mpirun -np 2 accel4j train --pp 2}: one pipeline stage per process, against the two stages in one process:
+     * the same computation in the same order (Open MPI only moves the activations), so the same losses and model file.
+     */
+    @Test
+    @Timeout(180)
+    void twoMpiStagesTrainLikeTwoInProcessStages() throws Exception {
+        Path mpirun = mpirunOrSkip();
+        Path viaMpi = tmp.resolve("pp-mpi"), inProcess = tmp.resolve("pp-in-process");
+        Mpirun.Result m = mpirunTrain(mpirun, 2, trainArgs(viaMpi, "--threads", "1", "--pp", "2", "--micro-batches",
+                "2"), tmp);
+        assertThat(m.finished()).as("mpirun ended within %s; output:%n%s", LIMIT, m.output()).isTrue();
+        assertThat(m.exitCode()).as("mpirun's exit code; output:%n%s", m.output()).isZero();
+        assertThat(m.output()).contains("pipeline: 2 stages, 2 micro-batches, 1f1b");
+        Cli.Result c = Cli.run(trainArgs(inProcess, "--threads", "2", "--pp", "2", "--micro-batches", "2")
+                .toArray(String[]::new));
+        assertThat(c.exitCode()).as(c.err()).isZero();
+        assertThat(trainLosses(viaMpi)).hasSize(3).containsExactlyElementsOf(trainLosses(inProcess));
+        assertThat(Files.mismatch(viaMpi.resolve("model_00000003.bin"), inProcess.resolve("model_00000003.bin")))
+                .isEqualTo(-1L);
+    }
+
     private static List<Double> trainLosses(Path dir) throws IOException {
         return Files.readAllLines(dir.resolve("metrics.jsonl")).stream().filter(l -> l.contains("train_loss"))
                 .map(l -> Double.parseDouble(l.replaceAll("^.*\"train_loss\":([^,]+),.*$", "$1"))).toList();

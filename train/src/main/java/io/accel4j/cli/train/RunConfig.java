@@ -36,7 +36,8 @@ final class RunConfig {
 
     /** Flags that are not part of a run's configuration: how this invocation runs, not what it trains. */
     static final Set<String> NOT_SAVED = Set.of("--resume", "--out", "--overwrite", "--debug", "--help", "--version",
-            "--profile", "--find-batch-size", "--memory-budget", "--global-batch");
+            "--profile", "--find-batch-size", "--memory-budget", "--global-batch",
+            "--micro-batches", "--schedule-pp"); // a pipeline saves its micro-batches as --grad-accum
 
     /**
      * Flags a resumed run may change: how long it goes on, how often it validates and saves, where it runs and with
@@ -45,7 +46,7 @@ final class RunConfig {
      */
     static final List<String> MAY_CHANGE = List.of("--steps", "--val-every", "--val-batches", "--val-data",
             "--save-every", "--keep-checkpoints", "--save-every-keep", "--threads", "--device", "--recompute",
-            "--bucket-mb", "--zero", "--collective-timeout", "--metrics-out", "--samples", "--eval-problems");
+            "--bucket-mb", "--zero", "--collective-timeout", "--metrics-out", "--samples", "--eval-problems", "--pp");
 
     private final Map<String, String> values;
 

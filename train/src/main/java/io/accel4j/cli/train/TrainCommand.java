@@ -160,6 +160,8 @@ public final class TrainCommand implements Callable<Integer> {
     double collectiveTimeout;
     @Mixin
     MemoryOptions memory;
+    @Mixin
+    PipelineOptions pipeline;
     @Option(names = "--zero", paramLabel = "0|1|2|3", defaultValue = "0", description = "With --ranks: ZeRO "
             + "sharding of the model states over the ranks: 1 AdamW's moments, 2 also the averaged gradients "
             + "(reduce-scattered after backward, not bucketed), 3 also the parameters (gathered whole after each "
@@ -240,6 +242,14 @@ public final class TrainCommand implements Callable<Integer> {
         checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
+        pipeline.check(modelConfig, asked.gradAccum(), this::usage);
+        if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
+            PipelineRun pp = new PipelineRun(this, pipeline, restored, this::usage);
+            pp.checkSupported(asked, launch);
+            int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
+            pp.run(asked, modelConfig, modelFile, launch, nThreads, timeout(), spec.commandLine().getOut());
+            return 0;
+        }
         Path runDir = out != null ? out : resume;
         if (runDir != null && launch.lead()) {
             RunDirectory.checkNotAnotherRun(runDir, resume != null && runDir.equals(resume), overwrite,

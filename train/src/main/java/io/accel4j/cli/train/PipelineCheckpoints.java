@@ -1,0 +1,129 @@
+package io.accel4j.cli.train;
+
+import io.accel4j.fit.Learner;
+import io.accel4j.train.checkpoint.CheckpointFiles;
+import io.accel4j.train.checkpoint.LlmcCheckpoint;
+import io.accel4j.train.checkpoint.TrainState;
+import io.accel4j.train.data.DataLoader;
+import io.accel4j.train.io.FileFormatException;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.ParameterInit;
+import io.accel4j.train.model.ParameterLayout;
+import io.accel4j.train.precision.LossScaler;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A pipeline run's start and checkpoints in the trainer's format, so that layouts trade checkpoints: the whole model
+ * gathered from the stages by name ({@link Learner#gatherState}) into llm.c's model file and the trainer's state file
+ * (AdamW's m and v in llm.c's order, the step, the loader's position, the loss scaler; grad accumulation = M), the
+ * pointer committed last ({@link CheckpointFiles}); resuming reads either a pipeline's or the trainer's checkpoint
+ * ({@code --grad-accum} = M) back into the stages ({@link Learner#restoreState}) and every stage's loader.
+ */
+final class PipelineCheckpoints {
+
+    private final Learner learner;
+    private final boolean lead;
+    private final GptConfig c;
+    private final int B;
+    private final int T;
+    private final int M;
+    private final List<DataLoader> loaders;
+    private final CheckpointFiles.Retention keep;
+
+    PipelineCheckpoints(Learner learner, boolean lead, GptConfig c, int B, int T, int M, List<DataLoader> loaders,
+                        CheckpointFiles.Retention keep) {
+        this.learner = learner;
+        this.lead = lead;
+        this.c = c;
+        this.B = B;
+        this.T = T;
+        this.M = M;
+        this.loaders = loaders;
+        this.keep = keep;
+    }
+
+    /** The trainer's start: {@code modelFile}'s weights, or (null) llm.c's initialisation from {@code seed}. */
+    void start(Path modelFile, long seed) throws IOException {
+        try (Arena a = Arena.ofShared()) {
+            MemorySegment initial = modelFile != null ? LlmcCheckpoint.read(modelFile, a).params()
+                    : a.allocate(bytes(), 64);
+            if (modelFile == null) {
+                ParameterInit.gpt2(new ParameterLayout(c), initial, seed);
+            }
+            learner.loadParameters(initial);
+        }
+    }
+
+    /** Writes the checkpoint of the current step into {@code dir} (stage 0 writes; a collective); its model file. */
+    Path save(Path dir) throws IOException {
+        int step = learner.step();
+        CheckpointFiles files = CheckpointFiles.of(dir, step);
+        try (Arena a = Arena.ofShared()) {
+            MemorySegment params = a.allocate(bytes(), 64), m = a.allocate(bytes(), 64), v = a.allocate(bytes(), 64);
+            learner.gatherState(params, Map.of("m", m, "v", v));
+            if (!lead) {
+                return files.model();
+            }
+            LossScaler sc = learner.stages().get(0).scaler();
+            LlmcCheckpoint.write(files.model(), c, params, LlmcCheckpoint.VERSION_FP32);
+            TrainState.write(files.state(), new TrainState.Header(step, B, T, M, c, position().encode(),
+                    sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps()), m, v);
+            files.commit(step, keep);
+        }
+        return files.model();
+    }
+
+    /** Continues from the latest checkpoint in {@code dir} (a pipeline's or the trainer's); returns its step. */
+    int resume(Path dir) throws IOException {
+        CheckpointFiles files = CheckpointFiles.latest(dir);
+        try (Arena a = Arena.ofShared()) {
+            MemorySegment m = a.allocate(bytes(), 64), v = a.allocate(bytes(), 64);
+            TrainState.Header h = TrainState.read(files.state(), c, m, v);
+            if (h.B() != B || h.T() != T || h.gradAccum() != M) {
+                throw new FileFormatException(files.state(), "header[3..5] (B, T, grad accumulation)", "is " + h.B()
+                        + ", " + h.T() + ", " + h.gradAccum() + ", but this run uses " + B + ", " + T + ", " + M
+                        + ": resume with the same --batch, --seq and --micro-batches (or --grad-accum)");
+            }
+            if (h.fp8State().length > 0) {
+                throw new FileFormatException(files.state(), "FP8 state", "is present: a pipeline does not run FP8 yet");
+            }
+            LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(files.model(), a);
+            if (!loaded.config().equals(c)) {
+                throw new FileFormatException(files.model(), "header", "describes " + loaded.config()
+                        + ", but the model is " + c);
+            }
+            try {
+                learner.restoreState(loaded.params(), Map.of("m", m, "v", v), h.step(), h.lossScale(),
+                        h.cleanSteps(), h.skippedSteps());
+                DataLoader.State at = DataLoader.State.decode(h.loaderState());
+                for (DataLoader l : loaders) {
+                    l.seek(at);
+                }
+            } catch (IllegalArgumentException e) {
+                throw new FileFormatException(files.state(), "loader or scaler state", "does not fit this run: "
+                        + e.getMessage());
+            }
+            return h.step();
+        }
+    }
+
+    /** Where the data is: the first and last stage read the same batches, the others none (the most read). */
+    private DataLoader.State position() {
+        DataLoader most = loaders.get(0);
+        for (DataLoader l : loaders) {
+            if (l.position().tokens() > most.position().tokens()) {
+                most = l;
+            }
+        }
+        return most.position();
+    }
+
+    private long bytes() {
+        return c.parameterCount() * Float.BYTES;
+    }
+}

@@ -1,0 +1,330 @@
+package io.accel4j.fit;
+
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.InProcessGroup;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.pipeline.Partition;
+import io.accel4j.pipeline.PipelineRank;
+import io.accel4j.pipeline.Schedule;
+import io.accel4j.pipeline.SequentialStages;
+import io.accel4j.pipeline.StagedModel;
+import io.accel4j.nn.Network;
+import io.accel4j.nn.NetworkSpec;
+import io.accel4j.nn.ParameterTable;
+import io.accel4j.nn.StageNetwork;
+import io.accel4j.pipeline.StageCheckpoint;
+import io.accel4j.train.StepMetrics;
+import io.accel4j.train.precision.LossScaler;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+import java.util.function.Consumer;
+
+/**
+ * A {@link Learner}'s ranks when it trains with pipeline parallelism ({@link LearnerBuilder#pipeline}): the model cut
+ * into P stages balanced by parameters ({@link Partition}, printed), one {@link PipelineRank} per stage — all P in this
+ * process over an in-process group, or this process's one over the builder's communicator (the pipeline group) — each
+ * reading the data as data-parallel rank 0 of 1 (the first stage uses the inputs, the last the targets).
+ */
+final class PipelineLearning implements AutoCloseable {
+
+    /** The stages and micro-batches of a pipeline and its schedule. */
+    record Layout(int stages, int micro, Schedule schedule, StagedModel model) {
+        Layout {
+            Objects.requireNonNull(schedule, "schedule");
+            if (stages < 1) {
+                throw new IllegalArgumentException("pipeline stages must be >= 1, got " + stages);
+            }
+            schedule.check(stages, micro);
+        }
+    }
+
+    private final Layout layout;
+    private final InProcessGroup group;
+    private final List<PipelineRank> ranks;
+    private final List<AutoCloseable> owned = new ArrayList<>();
+    private final Partition split;
+    private final StagedModel model;
+    /** The pipeline group when this process is one stage of it, null when every stage is held here. */
+    private final Communicator comm;
+
+    private final LearnerBuilder cfg;
+
+    PipelineLearning(LearnerBuilder b) {
+        this.cfg = b;
+        this.layout = b.pipeline;
+        int P = layout.stages();
+        if (b.comm != null && b.comm.size() != P) {
+            throw new IllegalArgumentException("pipeline(" + P + " stages) over a communicator of " + b.comm.size()
+                    + " ranks: the pipeline group must have one rank per stage");
+        }
+        if (b.fp8 != null || b.zero > 0 || b.ranks > 1) {
+            throw new IllegalArgumentException("pipeline parallelism does not combine with "
+                    + (b.fp8 != null ? "FP8" : b.zero > 0 ? "ZeRO" : "ranks(" + b.ranks + ")") + " yet");
+        }
+        this.model = layout.model() != null ? layout.model()
+                : new SequentialStages(b.model, b.tokens > 0 ? 1 : b.features, b.B, b.T);
+        this.split = Partition.balanced(model.parameters(), P);
+        if (b.progress != null && (b.comm == null || b.comm.rank() == 0)) {
+            b.progress.println("pipeline: " + P + " stages, " + layout.micro() + " micro-batches, "
+                    + layout.schedule().name() + " (bubble (P-1)/(M+P-1) = "
+                    + String.format(java.util.Locale.ROOT, "%.3f", io.accel4j.pipeline.Timeline.bubbleFormula(P,
+                    layout.micro())) + ")");
+            for (String line : split.describe(model::layerName, "parameters")) {
+                b.progress.println("  " + line);
+            }
+            b.progress.flush();
+        }
+        PipelineRank.Options o = new PipelineRank.Options(b.B, b.T, layout.micro(), b.tokens, b.classes, b.precision,
+                b.recompute, b.optimizer, b.schedule, b.gradClip, b.seed);
+        int held = b.comm != null ? 1 : P;
+        int perRank = Math.max(1, b.threads / held);
+        this.group = b.comm == null ? InProcessGroup.create(P) : null;
+        List<PipelineRank> built = Collections.synchronizedList(new ArrayList<>(Collections.nCopies(held, null)));
+        try {
+            List<Ops> ops = new ArrayList<>();
+            for (int i = 0; i < held; i++) {
+                int r = b.comm != null ? b.comm.rank() : i;
+                if (b.backend != null) {
+                    ops.add(Objects.requireNonNull(b.backend.apply(r), "the backend of rank " + r));
+                } else {
+                    Parallel pool = new Parallel(perRank);
+                    owned.add(pool);
+                    ops.add(new CpuOps(pool));
+                }
+            }
+            onEveryRank(b.comm, comm -> {
+                int i = b.comm != null ? 0 : comm.rank();
+                built.set(i, new PipelineRank(model, split, layout.schedule(), comm, ops.get(i),
+                        b.data.open(0, 1, b.B, b.T), o));
+            });
+        } catch (RuntimeException | Error e) {
+            for (PipelineRank r : built) {
+                if (r != null) {
+                    r.close();
+                }
+            }
+            closeRest();
+            throw e;
+        }
+        this.ranks = List.copyOf(built);
+        this.comm = b.comm;
+    }
+
+    private void onEveryRank(Communicator given, Consumer<Communicator> body) {
+        if (given != null) {
+            body.accept(given);
+        } else {
+            group.runAgain(c -> {
+                body.accept(c);
+                return null;
+            });
+        }
+    }
+
+    /** The stages held here (all P in process, or this process's one). */
+    List<PipelineRank> ranks() {
+        return ranks;
+    }
+
+    Partition split() {
+        return split;
+    }
+
+    StagedModel model() {
+        return model;
+    }
+
+    Layout layout() {
+        return layout;
+    }
+
+    /** Whether the run's stage 0 is held here (it reports and writes). */
+    boolean lead() {
+        return comm == null || comm.rank() == 0;
+    }
+
+    /** Runs {@code steps} steps on every stage, telling {@code report} stage 0's metrics (every stage has the same). */
+    void fit(int steps, Consumer<StepMetrics> report) {
+        onEveryRank(comm, c -> {
+            PipelineRank r = ranks.get(comm != null ? 0 : c.rank());
+            for (int s = 0; s < steps; s++) {
+                StepMetrics m = r.step();
+                if (c.rank() == 0) {
+                    report.accept(m);
+                }
+            }
+        });
+    }
+
+    /** Runs {@code body} on every stage held here (a collective across them: one thread each in process). */
+    void forEachStage(Consumer<PipelineRank> body) {
+        onEveryRank(comm, c -> body.accept(ranks.get(comm != null ? 0 : c.rank())));
+    }
+
+    /**
+     * Writes the checkpoint of the whole model ({@link Learner#save}'s files, as one rank with M micro-batches of
+     * accumulation would): every stage's parameters and optimizer state gathered by name onto stage 0, which writes.
+     */
+    void save(java.nio.file.Path dir) throws java.io.IOException {
+        ParameterTable whole = wholeTable();
+        try (Arena a = Arena.ofShared()) {
+            MemorySegment params = a.allocate(whole.fp32Bytes(), 64);
+            Map<String, MemorySegment> w = new LinkedHashMap<>();
+            for (String k : ranks.get(0).optimizer().state().keySet()) {
+                w.put(k, a.allocate(whole.fp32Bytes(), 64));
+            }
+            gatherState(params, w);
+            if (!lead()) {
+                return;
+            }
+            PipelineRank r0 = ranks.get(0);
+            LearnerCheckpoint.writeModel(dir, whole, params);
+            LossScaler sc = r0.scaler();
+            boolean resumable = ranks.stream().allMatch(PipelineRank::resumable);
+            LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
+                    sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(),
+                    resumable ? r0.batchesRead() : -1, new byte[0]), w);
+        }
+    }
+
+    /**
+     * The whole model's parameters and optimizer state ({@code state}: by name, each the whole table's count of fp32,
+     * host memory) gathered on stage 0; the other stages only send theirs. A collective of the pipeline group.
+     */
+    void gatherState(MemorySegment params, Map<String, MemorySegment> state) {
+        ParameterTable whole = wholeTable();
+        Map<String, MemorySegment> w = new LinkedHashMap<>();
+        w.put(StageCheckpoint.PARAMS, params);
+        w.putAll(state);
+        forEachStage(r -> StageCheckpoint.gather(r.communicator(), r.network().memory(), r.network().table(),
+                StageCheckpoint.buffers(r), this::stageTable, whole, w, tiedCopies()));
+    }
+
+    /**
+     * Every stage held here takes its parameters and optimizer state from the whole model's (as {@link #gatherState}
+     * gave them), continues at {@code step} with the loss scaler's state.
+     */
+    void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, float lossScale,
+                      int cleanSteps, int skippedSteps) {
+        ParameterTable whole = wholeTable();
+        Map<String, MemorySegment> w = new LinkedHashMap<>(state);
+        w.put(StageCheckpoint.PARAMS, params);
+        for (PipelineRank r : ranks) {
+            StageCheckpoint.scatter(r.network().memory(), r.network().table(), StageCheckpoint.buffers(r), whole, w,
+                    r.tiedCopy() == null ? null : r.tiedCopy().name(), r.tiedTo());
+            r.scaler().restore(lossScale, cleanSteps, skippedSteps);
+            r.resumeAt(step);
+        }
+    }
+
+    /**
+     * The whole model's parameters (the one-rank model's table, {@link LearnerBuilder#parameterOrder}) gathered into
+     * {@code host} on stage 0; the other stages only send theirs. A collective of the pipeline group.
+     */
+    void gatherParameters(MemorySegment host) {
+        ParameterTable whole = wholeTable();
+        forEachStage(r -> StageCheckpoint.gather(r.communicator(), r.network().memory(), r.network().table(),
+                Map.of(StageCheckpoint.PARAMS, r.network().params()), this::stageTable, whole,
+                Map.of(StageCheckpoint.PARAMS, host), tiedCopies()));
+    }
+
+    /** Every stage held here takes its tensors (its tied copy the tensor it copies) from the whole model's {@code host}. */
+    void loadParameters(MemorySegment host) {
+        ParameterTable whole = wholeTable();
+        for (PipelineRank r : ranks) {
+            StageCheckpoint.scatter(r.network().memory(), r.network().table(),
+                    Map.of(StageCheckpoint.PARAMS, r.network().params()), whole, Map.of(StageCheckpoint.PARAMS, host),
+                    r.tiedCopy() == null ? null : r.tiedCopy().name(), r.tiedTo());
+        }
+    }
+
+    /**
+     * Continues from a checkpoint of the whole model (saved by a pipeline of any number of stages, or by one rank):
+     * every stage takes its tensors and their optimizer state by name.
+     */
+    void resume(java.nio.file.Path dir) throws java.io.IOException {
+        ParameterTable whole = wholeTable();
+        try (Arena a = Arena.ofShared()) {
+            Map<String, MemorySegment> w = new LinkedHashMap<>();
+            MemorySegment params = a.allocate(whole.fp32Bytes(), 64);
+            LearnerCheckpoint.readModel(dir, whole, params);
+            for (String k : ranks.get(0).optimizer().state().keySet()) {
+                w.put(k, a.allocate(whole.fp32Bytes(), 64));
+            }
+            LearnerCheckpoint.State st = LearnerCheckpoint.readState(dir, w);
+            if (st.fp8().length > 0) {
+                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE), "FP8 state",
+                        "is present: a pipeline does not run FP8 yet");
+            }
+            try {
+                restoreState(params, w, st.step(), st.lossScale(), st.cleanSteps(), st.skippedSteps());
+            } catch (IllegalArgumentException e) {
+                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
+                        "scaler state", e.getMessage());
+            }
+        }
+    }
+
+    /** The names of the last stage's copies of tied tensors (none for one stage). */
+    private java.util.Set<String> tiedCopies() {
+        if (layout.stages() == 1) {
+            return java.util.Set.of();
+        }
+        return model.ties().stream().map(StagedModel.Tie::last).collect(java.util.stream.Collectors.toSet());
+    }
+
+    /** The one-rank model's parameter table (what a checkpoint holds). */
+    private ParameterTable wholeTable() {
+        NetworkSpec s = Network.of(cfg.model.get()).batch(cfg.B, cfg.T).parameterOrder(cfg.order);
+        s = cfg.tokens > 0 ? s.tokens(cfg.tokens) : s.features(cfg.features);
+        return StageNetwork.plannedTable(s);
+    }
+
+    /** Stage {@code s}'s parameter table, planned. */
+    private ParameterTable stageTable(int s) {
+        int from = split.from(s);
+        NetworkSpec spec = Network.of(model.stage(from, split.to(s))).batch(cfg.B, cfg.T)
+                .parameterOrder(model.order());
+        spec = s == 0 && cfg.tokens > 0 ? spec.tokens(cfg.tokens) : spec.features(model.inputWidth(from));
+        return StageNetwork.plannedTable(spec);
+    }
+
+    int completed() {
+        return ranks.get(0).completed();
+    }
+
+    String describe() {
+        return ranks.get(0).optimizer().describe() + ", pipeline of " + layout.stages() + " stages ("
+                + layout.micro() + " micro-batches, " + layout.schedule().name() + ")";
+    }
+
+    private void closeRest() {
+        if (group != null) {
+            group.close();
+        }
+        for (AutoCloseable c : owned) {
+            try {
+                c.close();
+            } catch (Exception ignored) {
+                // a pool's close does not throw
+            }
+        }
+        owned.clear();
+    }
+
+    @Override
+    public void close() {
+        for (PipelineRank r : ranks) {
+            r.close();
+        }
+        closeRest();
+    }
+}

@@ -1,0 +1,136 @@
+package io.accel4j.cli.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.accel4j.cli.train.TrainCommandTest.Result;
+import io.accel4j.train.checkpoint.LlmcCheckpoint;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code train --pp}: a short pipeline run end to end (the split printed, metrics, plot, an llm.c model file that
+ * {@code sample} reads, the idle per stage beside the bubble formula), and the layouts a model cannot take refused as
+ * usage errors naming the flag and the numbers before anything is written.
+ */
+class TrainCommandPipelineTest {
+
+    @TempDir
+    Path tmp;
+
+    @Test
+    void aPipelineRunPrintsItsSplitAndSavesTheWholeModel() throws Exception {
+        Path dir = tmp.resolve("pp");
+        Result r = TrainCommandTest.run(TrainCommandTest.quick(dir, "--steps", "3", "--pp", "2", "--micro-batches",
+                "3", "--schedule-pp", "gpipe"));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("pipeline: 2 stages, 3 micro-batches, gpipe (bubble (P-1)/(M+P-1) = 0.250)")
+                .contains("stage 0: layers 0-0 (embedding, h.0)").contains("stage 1: layers 1-1 (h.1, ln_f, lm_head)")
+                .contains("step     3/3").contains("idle per stage (last step): 0: ");
+        Path model = dir.resolve("model_00000003.bin");
+        assertThat(LlmcCheckpoint.readConfig(model).L()).isEqualTo(2);
+        assertThat(Files.readAllLines(dir.resolve("metrics.jsonl"))).hasSize(3);
+        assertThat(dir.resolve("loss.png")).exists();
+        Result s = TrainCommandTest.run("sample", "--model", model.toString(), "--prompt", "1+1=", "-n", "3");
+        assertThat(s.code()).as(s.err()).isZero();
+    }
+
+    /**
+     * {@code --pp 2 --micro-batches 2} starts where {@code --grad-accum 2} does (llm.c's initialisation from the seed,
+     * the same data, schedule and AdamW), so it trains the same: losses within fp32's summation order.
+     */
+    @Test
+    void aPipelineRunTrainsAsTheTrainerAccumulatingTheSameMicroBatches() throws Exception {
+        String[] common = {"--steps", "4", "--warmup", "2", "--val-every", "0", "--samples", "0", "--eval-problems",
+                "0"};
+        Path trainer = tmp.resolve("trainer"), pipeline = tmp.resolve("pipeline");
+        Result a = TrainCommandTest.run(TrainCommandTest.quick(trainer, concat(common, "--grad-accum", "2")));
+        assertThat(a.code()).as(a.err()).isZero();
+        Result b = TrainCommandTest.run(TrainCommandTest.quick(pipeline, concat(common, "--pp", "2",
+                "--micro-batches", "2")));
+        assertThat(b.code()).as(b.err()).isZero();
+        java.util.List<Double> la = losses(trainer), lb = losses(pipeline);
+        assertThat(lb).hasSize(4);
+        double worst = 0;
+        for (int s = 0; s < 4; s++) {
+            worst = Math.max(worst, Math.abs(lb.get(s) / la.get(s) - 1));
+        }
+        System.out.printf("train --pp 2 vs --grad-accum 2: losses %.1e relative at worst%n", worst);
+        for (int s = 0; s < 4; s++) { // fp32 sums in another order (the tied embedding's halves): 3e-9 measured
+            assertThat(lb.get(s)).as("step %d", s).isCloseTo(la.get(s),
+                    org.assertj.core.api.Assertions.within(1e-5 * la.get(s)));
+        }
+    }
+
+    /**
+     * Checkpoints trade between layouts: a pipeline's step-2 checkpoint resumed by the trainer on one rank
+     * ({@code --pp 1}), and the trainer's resumed at {@code --pp 2}, both continue as the straight run does (within
+     * fp32's summation order).
+     */
+    @Test
+    void checkpointsMoveBetweenThePipelineAndTheTrainer() throws Exception {
+        String[] common = {"--warmup", "2", "--schedule", "constant", "--save-every", "2", "--val-every", "0",
+                "--samples", "0", "--eval-problems", "0"};
+        Path straight = tmp.resolve("straight"), fromPp = tmp.resolve("from-pp"), toPp = tmp.resolve("to-pp");
+        Result a = TrainCommandTest.run(TrainCommandTest.quick(straight, concat(common, "--steps", "4",
+                "--grad-accum", "2")));
+        assertThat(a.code()).as(a.err()).isZero();
+        Result b1 = TrainCommandTest.run(TrainCommandTest.quick(fromPp, concat(common, "--steps", "2", "--pp", "2",
+                "--micro-batches", "2")));
+        assertThat(b1.code()).as(b1.err()).isZero();
+        assertThat(fromPp.resolve("checkpoint.properties")).exists();
+        Result b2 = TrainCommandTest.run("train", "--resume", fromPp.toString(), "--pp", "1", "--steps", "4");
+        assertThat(b2.code()).as(b2.err()).isZero();
+        assertThat(b2.out()).contains("resumed " + fromPp + " at step 2");
+        Result c1 = TrainCommandTest.run(TrainCommandTest.quick(toPp, concat(common, "--steps", "2", "--grad-accum",
+                "2")));
+        assertThat(c1.code()).as(c1.err()).isZero();
+        Result c2 = TrainCommandTest.run("train", "--resume", toPp.toString(), "--pp", "2", "--steps", "4");
+        assertThat(c2.code()).as(c2.err()).isZero();
+        assertThat(c2.out()).contains("pipeline: 2 stages, 2 micro-batches").contains("resumed " + toPp
+                + " at step 2");
+        java.util.List<Double> want = losses(straight);
+        for (Path d : java.util.List.of(fromPp, toPp)) {
+            java.util.List<Double> got = losses(d);
+            assertThat(got).as("%s", d).hasSize(4);
+            for (int s = 0; s < 4; s++) { // fp32 sums in another order: 3e-9 measured
+                assertThat(got.get(s)).as("%s step %d", d, s).isCloseTo(want.get(s),
+                        org.assertj.core.api.Assertions.within(1e-5 * want.get(s)));
+            }
+        }
+        assertThat(toPp.resolve("model_00000004.bin")).exists();
+    }
+
+    private static String[] concat(String[] a, String... b) {
+        return java.util.stream.Stream.concat(java.util.Arrays.stream(a), java.util.Arrays.stream(b))
+                .toArray(String[]::new);
+    }
+
+    private static java.util.List<Double> losses(Path dir) throws java.io.IOException {
+        return Files.readAllLines(dir.resolve("metrics.jsonl")).stream().filter(l -> l.contains("train_loss"))
+                .map(l -> Double.parseDouble(l.replaceAll("^.*\"train_loss\":([^,]+),.*$", "$1"))).toList();
+    }
+
+    @Test
+    void layoutsTheModelCannotTakeAreUsageErrorsBeforeAnythingIsWritten() {
+        Path dir = tmp.resolve("bad");
+        String[][] cases = {
+                {"--pp", "3"}, {"--pp", "2", "--micro-batches", "1"}, {"--micro-batches", "2"},
+                {"--pp", "2", "--schedule-pp", "zigzag"}, {"--pp", "2", "--grad-accum", "2", "--micro-batches", "4"},
+                {"--pp", "2", "--zero", "1", "--ranks", "2"}};
+        String[] messages = {
+                "--pp 3 is larger than the model's 2 layers (transformer blocks): each stage needs at least one",
+                "--micro-batches 1 is fewer than --pp 2: 1F1B needs at least as many micro-batches as stages",
+                "--micro-batches needs --pp 2 or more",
+                "--schedule-pp: unknown pipeline schedule 'zigzag': use gpipe or 1f1b",
+                "--grad-accum 2 and --micro-batches 4 disagree: a pipeline accumulates its micro-batches",
+                "--pp 2 does not take --ranks (data parallelism with a pipeline is not composed yet) yet"};
+        for (int i = 0; i < cases.length; i++) {
+            Result r = TrainCommandTest.run(TrainCommandTest.quick(dir, cases[i]));
+            assertThat(r.code()).as(String.join(" ", cases[i])).isEqualTo(2);
+            assertThat(r.err()).contains(messages[i]).doesNotContain("Exception");
+            assertThat(dir).doesNotExist();
+        }
+    }
+}
