@@ -6,6 +6,7 @@ import io.accel4j.cli.Threads;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.collectives.MpiCommunicator;
+import io.accel4j.collectives.TcpCommunicator;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.core.DType;
 import io.accel4j.core.ops.Ops;
@@ -230,7 +231,7 @@ public final class TrainCommand implements Callable<Integer> {
         TrainConfig asked = config();
         memory.check(this::usage);
         Launch launch = launch();
-        int worldRanks = launch.mpi() ? launch.worldSize() : ranks;
+        int worldRanks = launch.perProcess() ? launch.worldSize() : ranks;
         if (asked.zeroStage() > 0 && worldRanks == 1) {
             throw usage("--zero " + asked.zeroStage() + " shards the model states over data-parallel ranks: it needs "
                     + "--ranks 2 or more, or mpirun -np 2 or more");
@@ -259,9 +260,11 @@ public final class TrainCommand implements Callable<Integer> {
         }
         int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
         if (launch.lead()) {
-            memory.trial(cfg, modelConfig, worldRanks, launch.mpi() ? nThreads : Math.max(1, nThreads / ranks), w);
+            memory.trial(cfg, modelConfig, worldRanks, launch.perProcess() ? nThreads : Math.max(1, nThreads / ranks), w);
         }
-        MpiCommunicator world = launch.mpi() ? launch.connect(timeout()) : null;
+        Communicator world = launch.perProcess()
+                ? launch.connect(timeout(), Launch.configHash(spec.commandLine().getParseResult().originalArgs()))
+                : null;
         String now = LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss"));
         Path dir = runDir != null ? runDir : Path.of("runs", world == null ? now : Launch.agree(world, now));
         RunDirectory run = launch.lead() ? RunDirectory.open(dir, overwrite, w) : null;
@@ -290,7 +293,7 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /** The run after its directory is set up: the data, then one rank or several. */
-    private void trainIn(Path dir, RunDirectory run, MpiCommunicator world, Launch launch, int nThreads,
+    private void trainIn(Path dir, RunDirectory run, Communicator world, Launch launch, int nThreads,
                          TrainConfig cfg, Path modelFile, GptConfig modelConfig, PrintWriter w) {
         DefaultDataset.Splits data = null;
         Path trainPath = trainData, valPath = valData;
@@ -351,7 +354,7 @@ public final class TrainCommand implements Callable<Integer> {
             trainer.keepCheckpoints(new CheckpointFiles.Retention(keepCheckpoints, saveEveryKeep));
             w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
                     + " data-parallel ranks " + (host instanceof MpiCommunicator ? "under mpirun (Open MPI)"
-                    : "in this process") + (nccl != null ? " over NCCL" : ""))
+                    : host instanceof TcpCommunicator ? "over TCP (one process each)" : "in this process") + (nccl != null ? " over NCCL" : ""))
                     + PrecisionOptions.describe(cfg.precision(), gpt.attentionOperands()));
             w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB%s)%s%n", describe(gpt),
                     gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
@@ -437,7 +440,7 @@ public final class TrainCommand implements Callable<Integer> {
         if (device != Backend.Device.CUDA) {
             return;
         }
-        if (launch.mpi()) {
+        if (launch.perProcess()) {
             try {
                 launch.gpu();
             } catch (IllegalArgumentException e) {
