@@ -7,6 +7,8 @@ import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.collectives.MpiCommunicator;
 import io.accel4j.collectives.TcpCommunicator;
+import io.accel4j.train.parallel.ModelStates;
+import io.accel4j.train.parallel.ParameterServers;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.core.DType;
 import io.accel4j.core.ops.Ops;
@@ -161,6 +163,8 @@ public final class TrainCommand implements Callable<Integer> {
     double collectiveTimeout;
     @Mixin
     MemoryOptions memory;
+    @Mixin
+    AsyncOptions async;
     @Option(names = "--zero", paramLabel = "0|1|2|3", defaultValue = "0", description = "With --ranks: ZeRO "
             + "sharding of the model states over the ranks: 1 AdamW's moments, 2 also the averaged gradients "
             + "(reduce-scattered after backward, not bucketed), 3 also the parameters (gathered whole after each "
@@ -201,6 +205,8 @@ public final class TrainCommand implements Callable<Integer> {
             + "the final accuracy is measured on, on the generated dataset (default: ${DEFAULT-VALUE}).")
     int evalProblems;
 
+    /** How each rank's trainer holds the model states: the synchronous strategies, or async's workers. */
+    private ModelStates.Factory strategy = ModelStates::of;
     /** The run directory of the lead rank, null on the others. */
     private RunDirectory runDirectory;
     /** What the last {@link #call} produced (for tests). */
@@ -237,6 +243,8 @@ public final class TrainCommand implements Callable<Integer> {
                     + "--ranks 2 or more, or mpirun -np 2 or more");
         }
         checkDevice(launch, asked);
+        async.check(worldRanks, launch.perProcess(), asked, resume != null, device == Backend.Device.CUDA,
+                this::usage);
         checkTokenFile("--train-data", trainData);
         checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();
@@ -318,7 +326,15 @@ public final class TrainCommand implements Callable<Integer> {
             int perRank = Math.max(1, nThreads / ranks);
             Path tp = trainPath, vp = valPath;
             DefaultDataset.Splits d = data;
-            try (InProcessGroup group = InProcessGroup.create(ranks, timeout())) {
+            ParameterServers servers = async.async() ? async.servers(ranks, timeout(), w) : null;
+            if (servers != null) {
+                strategy = AsyncOptions.workers(servers);
+                w.printf("asynchronous data parallelism: %d parameter server%s, %d workers, staleness <= %d%n",
+                        servers.servers(), servers.servers() == 1 ? "" : "s", ranks - servers.servers(),
+                        servers.staleness());
+            }
+            try (servers; InProcessGroup group = InProcessGroup.create(servers == null ? ranks
+                    : ranks - servers.servers(), timeout())) {
                 group.run(comm -> {
                     train(comm, comm.rank(), perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
                             comm.rank() == 0 ? w : new PrintWriter(Writer.nullWriter()));
@@ -349,7 +365,7 @@ public final class TrainCommand implements Callable<Integer> {
              Gpt2 gpt = createModel(ops(backend, lead, profiler), cfg, modelFile, modelConfig);
              TokenFile train = open(trainPath, "train");
              TokenFile val = valPath == null ? null : open(valPath, "validation");
-             Trainer trainer = new Trainer(gpt, cfg, train, val, nccl != null ? nccl : host)) {
+             Trainer trainer = new Trainer(gpt, cfg, train, val, nccl != null ? nccl : host, strategy)) {
             Communicator comm = nccl != null ? nccl : host;
             trainer.keepCheckpoints(new CheckpointFiles.Retention(keepCheckpoints, saveEveryKeep));
             w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
@@ -378,6 +394,7 @@ public final class TrainCommand implements Callable<Integer> {
                 trainer.run(new Trainer.RunEvents() {
                     @Override
                     public void stepped(StepMetrics m) {
+                        async.afterStep(host.rank());
                     }
 
                     @Override
@@ -660,14 +677,15 @@ public final class TrainCommand implements Callable<Integer> {
                 @Override
                 public void stepped(StepMetrics m) {
                     history.add(m);
-                    RunDirectory.record(json, m, metrics, trainer, dir, lastSaved[0]);
+                    RunDirectory.record(json, m, trainer.strategyJson(), metrics, trainer, dir, lastSaved[0]);
                     progress.step(m);
+                    async.afterStep(trainer.rank());
                 }
 
                 @Override
                 public void validated(StepMetrics m) {
                     history.add(m);
-                    RunDirectory.record(json, m, metrics, trainer, dir, lastSaved[0]);
+                    RunDirectory.record(json, m, "", metrics, trainer, dir, lastSaved[0]);
                 }
 
                 @Override
