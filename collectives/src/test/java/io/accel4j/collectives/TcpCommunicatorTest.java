@@ -57,11 +57,20 @@ class TcpCommunicatorTest {
 
     /** Runs {@code body} on {@code n} threads, one TCP rank each; returns each rank's result or failure. */
     static <T> List<Object> group(int n, Duration timeout, long[] hashes, Body<T> body) {
-        String at = "127.0.0.1:" + freePort();
-        ExecutorService pool = Executors.newFixedThreadPool(n);
+        return groupOf("127.0.0.1:" + freePort(), n, n, timeout, hashes, body);
+    }
+
+    /** Ranks {@code 0 … here−1} of {@code n} on threads of this JVM (the others elsewhere), meeting at {@code at}. */
+    static <T> List<Object> groupOf(String at, int n, int here, Duration timeout, Body<T> body) {
+        return groupOf(at, n, here, timeout, null, body);
+    }
+
+    private static <T> List<Object> groupOf(String at, int n, int here, Duration timeout, long[] hashes,
+                                            Body<T> body) {
+        ExecutorService pool = Executors.newFixedThreadPool(here);
         try {
             List<Future<Object>> fs = new ArrayList<>();
-            for (int r = 0; r < n; r++) {
+            for (int r = 0; r < here; r++) {
                 int rank = r;
                 fs.add(pool.submit(() -> {
                     try (TcpCommunicator c = TcpCommunicator.connect(at, rank, n, hashes == null ? 7 : hashes[rank],

@@ -376,7 +376,7 @@ public final class TrainCommand implements Callable<Integer> {
                     gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
                     gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
                             .toLowerCase(java.util.Locale.ROOT), comm == null ? "" : " per rank");
-            if (trainer.ranks() > 1) {
+            if (trainer.ranks() > 1 && !async.async()) { // async: the servers hold the optimizer state
                 w.println(trainer.memory().describe(trainer.modelStateBytes(), trainer.workingBytes()));
             }
             w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath,
