@@ -49,9 +49,9 @@ final class AsyncOptions {
 
     /**
      * Checks the options against the run: {@code ranks} data-parallel ranks, {@code perProcess} (mpirun or a
-     * launcher), {@code cfg} and whether it resumes.
+     * launcher), {@code cfg} and whether it runs on a GPU.
      */
-    void check(int ranks, boolean perProcess, TrainConfig cfg, boolean resuming, boolean cuda,
+    void check(int ranks, boolean perProcess, TrainConfig cfg, boolean cuda,
                Function<String, RuntimeException> usage) {
         if (!"sync".equals(sync) && !"async".equals(sync)) {
             throw usage.apply("--sync must be sync or async, got '" + sync + "'");
@@ -78,8 +78,7 @@ final class AsyncOptions {
         }
         String refused = perProcess ? "one process per rank (mpirun, launch): in-process ranks (--ranks N) only"
                 : cfg.zeroStage() > 0 ? "--zero " + cfg.zeroStage() + ": the servers shard the state already"
-                : cfg.precision().scalesLoss() ? "fp16's loss scaling" : resuming ? "--resume"
-                : cuda ? "--device cuda" : null;
+                : cfg.precision().scalesLoss() ? "fp16's loss scaling" : cuda ? "--device cuda" : null;
         if (refused != null) {
             throw usage.apply("--sync async does not support " + refused + " yet");
         }

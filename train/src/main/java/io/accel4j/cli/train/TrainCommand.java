@@ -243,8 +243,7 @@ public final class TrainCommand implements Callable<Integer> {
                     + "--ranks 2 or more, or mpirun -np 2 or more");
         }
         checkDevice(launch, asked);
-        async.check(worldRanks, launch.perProcess(), asked, resume != null, device == Backend.Device.CUDA,
-                this::usage);
+        async.check(worldRanks, launch.perProcess(), asked, device == Backend.Device.CUDA, this::usage);
         checkTokenFile("--train-data", trainData);
         checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();

@@ -8,6 +8,7 @@ import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.precision.LossScaler;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.io.IOException;
 import java.nio.file.Path;
 import java.util.Locale;
 
@@ -16,7 +17,7 @@ import java.util.Locale;
  * (rank {@code comm.rank()} of the {@code comm.size()} workers: the data loader's shard) and, in {@link #update},
  * pushes them to every server shard (point to point, no collective), then pulls the parameters once the staleness
  * bound allows. The loss, norm and overflow it reports are its own: nothing is averaged over the workers. It holds no
- * optimizer state; checkpoints gather the servers' shards (rank 0 writes them).
+ * optimizer state; checkpoints gather the servers' shards (rank 0 writes them) and resuming scatters them back.
  */
 public final class AsyncStates extends ModelStates {
 
@@ -130,14 +131,26 @@ public final class AsyncStates extends ModelStates {
         return new Saved(m, v, p);
     }
 
+    /**
+     * Resuming: the checkpoint's moments go to the servers, whose versions and this worker's clock become the
+     * checkpoint's step ({@link #setParameters} then gives the servers the parameters).
+     */
     @Override
-    public TrainState.Header readMoments(Path stateFile) {
-        throw new IllegalArgumentException("asynchronous runs (--sync async) cannot be resumed yet");
+    public TrainState.Header readMoments(Path stateFile) throws IOException {
+        try (Arena staging = Arena.ofConfined()) {
+            MemorySegment m = staging.allocate(count * Float.BYTES, 64), v = staging.allocate(count * Float.BYTES, 64);
+            TrainState.Header h = TrainState.read(stateFile, model.config(), m, v);
+            clock = h.step();
+            java.util.Arrays.fill(basedOn, clock);
+            servers.restoreMoments(m, v, clock);
+            return h;
+        }
     }
 
     @Override
     public void setParameters(MemorySegment host) {
         model.copyParamsFromHost(host);
+        servers.restoreParameters(host, clock);
     }
 
     @Override

@@ -185,6 +185,32 @@ public final class ParameterServers implements AutoCloseable {
         }
     }
 
+    /**
+     * Resuming at step {@code step}: the whole moments into the shards, whose version becomes {@code step}. Every
+     * worker calls it with the same checkpoint before its first push; the values are the same, and no shard can
+     * have applied an update yet (that takes every worker's push).
+     */
+    void restoreMoments(MemorySegment m, MemorySegment v, int step) {
+        for (Shard sh : shards) {
+            synchronized (sh) {
+                long at = sh.from * Float.BYTES, bytes = sh.len * Float.BYTES;
+                MemorySegment.copy(m, at, sh.m, 0, bytes);
+                MemorySegment.copy(v, at, sh.v, 0, bytes);
+                sh.version = step;
+            }
+        }
+    }
+
+    /** Resuming at step {@code step}: the whole parameter vector into the shards (see {@link #restoreMoments}). */
+    void restoreParameters(MemorySegment params, int step) {
+        for (Shard sh : shards) {
+            synchronized (sh) {
+                MemorySegment.copy(params, sh.from * Float.BYTES, sh.params, 0, sh.len * Float.BYTES);
+                sh.version = step;
+            }
+        }
+    }
+
     /** The staleness of the pushes applied since the last call. */
     public synchronized Staleness drainStaleness() {
         Staleness s = winCount == 0 ? new Staleness(0, 0, 0, 0)
@@ -322,7 +348,7 @@ public final class ParameterServers implements AutoCloseable {
         final LinkedBlockingQueue<Push> queue = new LinkedBlockingQueue<>();
         final Map<Integer, Pending> pending = new TreeMap<>();
         final Thread thread;
-        int version; // clocks applied (guarded by this)
+        volatile int version; // clocks applied (written under this shard's lock)
 
         Shard(int index, long from, long len, List<AdamWRange> ranges, TrainConfig cfg) {
             this.index = index;

@@ -87,6 +87,44 @@ class TrainCommandAsyncTest {
         assertThat(worst).isLessThanOrEqualTo(PARAM_TOL);
     }
 
+    /** A resumed async run (S = 0, 2 workers: the servers' sums a + b are the same bits in any order) is bit-exact. */
+    @Test
+    void anAsyncRunResumesBitForBit() throws IOException {
+        Path straight = tmp.resolve("straight"), split = tmp.resolve("split");
+        String[] async = {"--ranks", "3", "--sync", "async", "--staleness", "0"};
+        Result a = run(args(straight, async));
+        assertThat(a.code()).as(a.err()).isZero();
+        Result b = run(withSteps(args(split, async), "2"));
+        assertThat(b.code()).as(b.err()).isZero();
+        Result r = run(concat(args(split, async), "--resume", split.toString()));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("resumed " + split + " at step 2");
+        assertThat(trainLosses(split)).hasSize(3).containsExactlyElementsOf(trainLosses(straight));
+        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin"}) {
+            assertThat(Files.readAllBytes(split.resolve(f))).as(f).isEqualTo(Files.readAllBytes(straight.resolve(f)));
+        }
+    }
+
+    private static String[] withSteps(String[] a, String steps) {
+        String[] b = a.clone();
+        for (int i = 0; i < b.length - 1; i++) {
+            if (b[i].equals("--steps")) {
+                b[i + 1] = steps;
+            }
+        }
+        return b;
+    }
+
+    private static List<String> trainLosses(Path dir) throws IOException {
+        Pattern p = Pattern.compile("\"train_loss\":([-0-9.eE]+)");
+        return Files.readAllLines(dir.resolve("metrics.jsonl")).stream().map(p::matcher).filter(Matcher::find)
+                .map(m -> m.group(1)).toList();
+    }
+
+    private static String[] concat(String[] a, String... b) {
+        return Stream.concat(Stream.of(a), Stream.of(b)).toArray(String[]::new);
+    }
+
     @Test
     void aStragglerStaysWithinTheStalenessBound() throws IOException {
         Path dir = tmp.resolve("straggler");
