@@ -55,12 +55,7 @@ public final class ParameterServers implements AutoCloseable {
     private final boolean[] alive;
     private volatile String failure;
     private boolean initialised;
-    // the staleness window, and the run's maximum (guarded by this)
-    private int winMin = Integer.MAX_VALUE;
-    private int winMax;
-    private long winSum;
-    private long winCount;
-    private int maxSeen;
+    private final StalenessWindow stalenessSeen = new StalenessWindow();
 
     /**
      * {@code servers} shards for {@code workers} workers with staleness bound {@code staleness}; the workers call
@@ -212,32 +207,18 @@ public final class ParameterServers implements AutoCloseable {
     }
 
     /** The staleness of the pushes applied since the last call. */
-    public synchronized Staleness drainStaleness() {
-        Staleness s = winCount == 0 ? new Staleness(0, 0, 0, 0)
-                : new Staleness(winMin, (double) winSum / winCount, winMax, winCount);
-        winMin = Integer.MAX_VALUE;
-        winMax = 0;
-        winSum = 0;
-        winCount = 0;
-        return s;
+    public Staleness drainStaleness() {
+        return stalenessSeen.drain();
     }
 
     /** The largest staleness of any push applied so far, from the version stamps. */
-    public synchronized int maxStaleness() {
-        return maxSeen;
+    public int maxStaleness() {
+        return stalenessSeen.maxSeen();
     }
 
     /** Whether worker {@code w} is still counted on. */
     public synchronized boolean alive(int w) {
         return alive[w];
-    }
-
-    private synchronized void recordStaleness(int s) {
-        winMin = Math.min(winMin, s);
-        winMax = Math.max(winMax, s);
-        winSum += s;
-        winCount++;
-        maxSeen = Math.max(maxSeen, s);
     }
 
     private synchronized int liveWorkers() {
@@ -381,7 +362,7 @@ public final class ParameterServers implements AutoCloseable {
                         acc.from[p.worker()] = true;
                         acc.pushes++;
                         acc.lr = p.lr();
-                        recordStaleness(p.clock() - p.basedOn());
+                        stalenessSeen.record(p.clock() - p.basedOn());
                     }
                     applyReady();
                 }
