@@ -2,6 +2,7 @@ package io.accel4j.cli;
 
 import io.accel4j.cli.bench.BenchCommand;
 import io.accel4j.cli.doctor.DoctorCommand;
+import io.accel4j.cli.launch.LaunchCommand;
 import io.accel4j.cli.prepare.PrepareCommand;
 import io.accel4j.cli.sample.SampleCommand;
 import io.accel4j.cli.train.TrainCommand;
@@ -35,7 +36,7 @@ import picocli.CommandLine.UnmatchedArgumentException;
         sortOptions = false,
         description = "Pure-Java GPT-2 training: Vector API CPU kernels, CUDA through Panama (--device cuda), "
                 + "data parallelism in one process, over Open MPI or over NCCL.",
-        subcommands = {TrainCommand.class, DoctorCommand.class, BenchCommand.class, PrepareCommand.class,
+        subcommands = {TrainCommand.class, LaunchCommand.class, DoctorCommand.class, BenchCommand.class, PrepareCommand.class,
             SampleCommand.class, CommandLine.HelpCommand.class},
         footer = {"", "bin/accel4j example mlp|chars trains a model of its own through the Java API (examples/)."})
 public final class Main implements Callable<Integer> {
@@ -65,7 +66,7 @@ public final class Main implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        throw new ParameterException(spec.commandLine(), "missing command: one of train, sample, prepare, doctor, bench");
+        throw new ParameterException(spec.commandLine(), "missing command: one of train, launch, sample, prepare, doctor, bench");
     }
 
     /**

@@ -91,6 +91,16 @@ public final class Trainer implements AutoCloseable {
      */
     public Trainer(Gpt2 model, TrainConfig cfg, TokenFile trainFile, TokenFile valFile, Communicator comm)
             throws IOException {
+        this(model, cfg, trainFile, valFile, comm, ModelStates::of);
+    }
+
+    /**
+     * A trainer whose model states come from {@code strategy} (e.g. asynchronous data parallelism's workers), the
+     * ranks of {@code comm} sharing the data as for {@link #Trainer(Gpt2, TrainConfig, TokenFile, TokenFile,
+     * Communicator)}.
+     */
+    public Trainer(Gpt2 model, TrainConfig cfg, TokenFile trainFile, TokenFile valFile, Communicator comm,
+                   ModelStates.Factory strategy) throws IOException {
         this.comm = comm == null || comm.size() == 1 ? null : comm;
         int rank = this.comm == null ? 0 : this.comm.rank(), ranks = this.comm == null ? 1 : this.comm.size();
         this.model = Objects.requireNonNull(model, "model");
@@ -122,7 +132,7 @@ public final class Trainer implements AutoCloseable {
                 vl = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1, SampleOrder.Mode.SEQUENTIAL, 0);
             }
             // the exchange's room: ReplicaCheck's 8 pieces, updateFp8's amaxes
-            st = ModelStates.of(this.comm, model, cfg, model.fp8() == null ? 0 : model.fp8().histories());
+            st = strategy.create(this.comm, model, cfg, model.fp8() == null ? 0 : model.fp8().histories());
             long tokens = (long) cfg.batch() * cfg.seq() * Integer.BYTES;
             this.inputs = arena.allocate(tokens, 64);
             this.targets = arena.allocate(tokens, 64);
@@ -196,6 +206,11 @@ public final class Trainer implements AutoCloseable {
                     ? "a host communicator (in-process or MPI) for a CPU model"
                     : "NCCL for a model on a GPU (--device cuda), or train one rank on this device"));
         }
+    }
+
+    /** Fields the strategy adds to the last step's metrics line ({@link ModelStates#stepJson}). */
+    public String strategyJson() {
+        return states.stepJson();
     }
 
     /** This trainer's rank (0 without a communicator). */

@@ -1,8 +1,10 @@
 package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
+import io.accel4j.collectives.CollectiveException;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.MpiCommunicator;
+import io.accel4j.collectives.TcpCommunicator;
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import java.lang.foreign.Arena;
@@ -14,15 +16,25 @@ import java.util.Map;
 
 /**
  * How {@code accel4j train} runs its data-parallel ranks, decided once from the environment: {@code --ranks N}
- * threads of this process on the in-process ring, or, when Open MPI's {@code mpirun} started this process (it sets
- * {@code OMPI_COMM_WORLD_SIZE}, {@code OMPI_COMM_WORLD_RANK}, {@code OMPI_COMM_WORLD_LOCAL_SIZE} and
- * {@code OMPI_COMM_WORLD_LOCAL_RANK}), one rank per process on {@code MPI_COMM_WORLD} ({@link MpiCommunicator}); with
- * {@code --device cuda} the local rank picks the process's GPU ({@link #gpu()}). Under {@code mpirun}, {@code --ranks} must be absent
- * or equal the world size, and the default thread count is the processors the process may use: the cores mpirun bound
- * it to (Open MPI binds each of up to 2 ranks to one core unless told {@code --bind-to none} or
- * {@code --map-by slot:PE=K}), or, unbound, this machine's processors shared among the processes mpirun placed on it.
+ * threads of this process on the in-process ring, or one rank per process, started either
+ * <ul>
+ *   <li>by Open MPI's {@code mpirun} (it sets {@code OMPI_COMM_WORLD_SIZE}, {@code OMPI_COMM_WORLD_RANK},
+ *       {@code OMPI_COMM_WORLD_LOCAL_SIZE} and {@code OMPI_COMM_WORLD_LOCAL_RANK}): the ranks talk on
+ *       {@code MPI_COMM_WORLD} ({@link MpiCommunicator}); or</li>
+ *   <li>by {@code accel4j launch} or any launcher that sets torchrun's {@code env://} variables {@code RANK},
+ *       {@code WORLD_SIZE}, {@code MASTER_ADDR}, {@code MASTER_PORT} (and {@code LOCAL_RANK},
+ *       {@code LOCAL_WORLD_SIZE}): the ranks meet at {@code MASTER_ADDR:MASTER_PORT} and talk over TCP
+ *       ({@link TcpCommunicator}), refusing a rank whose training configuration differs from rank 0's.</li>
+ * </ul>
+ * With {@code --device cuda} the local rank picks the process's GPU ({@link #gpu()}). With one process per rank,
+ * {@code --ranks} must be absent or equal the world size, and the default thread count is the processors the
+ * process may use: the cores mpirun bound it to (Open MPI binds each of up to 2 ranks to one core unless told
+ * {@code --bind-to none} or {@code --map-by slot:PE=K}), or, unbound, this machine's processors shared among the
+ * processes started on it.
+ *
+ * @param rendezvous {@code MASTER_ADDR:MASTER_PORT} for the TCP ranks, null in-process and under mpirun
  */
-record Launch(int worldSize, int worldRank, int localSize, int localRank, boolean bound) {
+record Launch(int worldSize, int worldRank, int localSize, int localRank, boolean bound, String rendezvous) {
 
     static final String WORLD_SIZE = "OMPI_COMM_WORLD_SIZE";
     static final String WORLD_RANK = "OMPI_COMM_WORLD_RANK";
@@ -34,11 +46,19 @@ record Launch(int worldSize, int worldRank, int localSize, int localRank, boolea
     /** Set by MPICH's and Intel MPI's launchers (Hydra), which this build does not support. */
     static final String OTHER_MPI = "PMI_RANK";
 
+    /** torchrun's {@code env://} variables, set by {@code accel4j launch}. */
+    static final String ENV_RANK = "RANK";
+    static final String ENV_WORLD_SIZE = "WORLD_SIZE";
+    static final String ENV_LOCAL_RANK = "LOCAL_RANK";
+    static final String ENV_LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE";
+    static final String ENV_MASTER_ADDR = "MASTER_ADDR";
+    static final String ENV_MASTER_PORT = "MASTER_PORT";
+
     /** A one-byte dtype: a broadcast only moves bytes, whatever their type. */
     private static final DType BYTE = DType.FP8_E4M3;
 
     /** In-process: no {@code mpirun}. */
-    static final Launch IN_PROCESS = new Launch(0, 0, 0, 0, false);
+    static final Launch IN_PROCESS = new Launch(0, 0, 0, 0, false, null);
 
     /**
      * The launch described by {@code env} (the process environment), checked against {@code --ranks}
@@ -54,7 +74,7 @@ record Launch(int worldSize, int worldRank, int localSize, int localRank, boolea
                 throw new IllegalArgumentException("this process was started by an MPI launcher other than Open "
                         + "MPI's mpirun (" + OTHER_MPI + " is set); accel4j's MPI backend supports Open MPI only");
             }
-            return IN_PROCESS;
+            return env.containsKey(ENV_WORLD_SIZE) ? detectEnv(env, ranks, ranksGiven) : IN_PROCESS;
         }
         int n = number(env, WORLD_SIZE, size);
         int r = number(env, WORLD_RANK, env.get(WORLD_RANK));
@@ -71,7 +91,45 @@ record Launch(int worldSize, int worldRank, int localSize, int localRank, boolea
                     + (n == 1 ? "" : "es") + ": under mpirun each process is one rank; drop --ranks or pass "
                     + "--ranks " + n);
         }
-        return new Launch(n, r, local, localRank, "1".equals(env.get(BOUND)));
+        return new Launch(n, r, local, localRank, "1".equals(env.get(BOUND)), null);
+    }
+
+    /** The {@code env://} variables of {@code accel4j launch} (or torchrun-style launchers). */
+    private static Launch detectEnv(Map<String, String> env, int ranks, boolean ranksGiven) {
+        for (String v : new String[] {ENV_RANK, ENV_MASTER_ADDR, ENV_MASTER_PORT}) {
+            if (env.get(v) == null || env.get(v).isBlank()) {
+                throw new IllegalArgumentException(ENV_WORLD_SIZE + " is set but " + v + " is not: a launcher "
+                        + "started this process with an incomplete env:// rendezvous (" + ENV_RANK + ", "
+                        + ENV_WORLD_SIZE + ", " + ENV_MASTER_ADDR + ", " + ENV_MASTER_PORT + " are all needed)");
+            }
+        }
+        int n = envNumber(env, ENV_WORLD_SIZE);
+        int r = envNumber(env, ENV_RANK);
+        int local = env.containsKey(ENV_LOCAL_WORLD_SIZE) ? envNumber(env, ENV_LOCAL_WORLD_SIZE) : n;
+        int localRank = env.containsKey(ENV_LOCAL_RANK) ? envNumber(env, ENV_LOCAL_RANK) : local == n ? r : -1;
+        int port = envNumber(env, ENV_MASTER_PORT);
+        if (n < 1 || r < 0 || r >= n || local < 1 || localRank >= local || localRank < -1 || port < 1
+                || port > 65535) {
+            throw new IllegalArgumentException("inconsistent launcher environment: " + ENV_RANK + "=" + r + ", "
+                    + ENV_WORLD_SIZE + "=" + n + ", " + ENV_LOCAL_WORLD_SIZE + "=" + local + ", " + ENV_LOCAL_RANK
+                    + "=" + localRank + ", " + ENV_MASTER_PORT + "=" + port);
+        }
+        if (ranksGiven && ranks != n) {
+            throw new IllegalArgumentException("--ranks " + ranks + " contradicts the launcher's " + ENV_WORLD_SIZE
+                    + "=" + n + ": under a launcher each process is one rank; drop --ranks or pass --ranks " + n);
+        }
+        String host = env.get(ENV_MASTER_ADDR).strip();
+        return new Launch(n, r, local, localRank, false, (host.contains(":") ? "[" + host + "]" : host) + ":" + port);
+    }
+
+    private static int envNumber(Map<String, String> env, String name) {
+        String value = env.get(name);
+        try {
+            return Integer.parseInt(value == null ? "" : value.strip());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("the launcher set " + name + " to "
+                    + (value == null ? "nothing" : "'" + value + "'") + ", not a number");
+        }
     }
 
     private static int number(Map<String, String> env, String name, String value) {
@@ -84,9 +142,14 @@ record Launch(int worldSize, int worldRank, int localSize, int localRank, boolea
         }
     }
 
-    /** Whether this process is one rank of an {@code mpirun} job. */
-    boolean mpi() {
+    /** Whether this process is one rank of a job of several processes (mpirun's or a launcher's). */
+    boolean perProcess() {
         return worldSize > 0;
+    }
+
+    /** Who started this process: {@code "mpirun"} or {@code "the launcher"} (for messages). */
+    String starter() {
+        return rendezvous == null ? "mpirun" : "the launcher";
     }
 
     /**
@@ -96,15 +159,16 @@ record Launch(int worldSize, int worldRank, int localSize, int localRank, boolea
      */
     int gpu() {
         if (localRank < 0) {
-            throw new IllegalArgumentException("mpirun did not set " + LOCAL_RANK + ", which picks each process's "
-                    + "GPU with --device cuda (Open MPI's mpirun sets it)");
+            throw new IllegalArgumentException(rendezvous == null ? "mpirun did not set " + LOCAL_RANK + ", which "
+                    + "picks each process's GPU with --device cuda (Open MPI's mpirun sets it)" : "the launcher did "
+                    + "not set " + ENV_LOCAL_RANK + ", which picks each process's GPU with --device cuda");
         }
         return localRank;
     }
 
     /** GPUs this machine needs: one per rank of this process (in-process {@code ranks}) or per local mpirun rank. */
     int gpusNeeded(int ranks) {
-        return mpi() ? localSize : ranks;
+        return perProcess() ? localSize : ranks;
     }
 
     /** Whether this process prints, writes the metrics, checkpoints and plots: not the non-zero MPI ranks. */
@@ -124,11 +188,44 @@ record Launch(int worldSize, int worldRank, int localSize, int localRank, boolea
     }
 
     /**
+     * The communicator of a rank started by mpirun or a launcher, whose calls give up after {@code timeout}:
+     * {@link #connectMpi MPI_COMM_WORLD}, or the TCP ring met at {@link #rendezvous}, where rank 0 refuses ranks
+     * whose {@code configHash} differs from its own. Close it only after a successful run (see {@link #connectMpi}).
+     */
+    Communicator connect(Duration timeout, long configHash) {
+        if (rendezvous == null) {
+            return connectMpi(timeout);
+        }
+        try {
+            return TcpCommunicator.connect(rendezvous, worldRank, worldSize, configHash, timeout);
+        } catch (CollectiveException e) {
+            throw new CliException("rank " + worldRank + " of " + worldSize + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * A 64-bit hash of the training command's arguments, which every rank of a launched job must share (rank 0
+     * compares them at the rendezvous).
+     */
+    static long configHash(java.util.List<String> args) {
+        try {
+            java.security.MessageDigest md = java.security.MessageDigest.getInstance("SHA-256");
+            for (String a : args) {
+                md.update(a.getBytes(StandardCharsets.UTF_8));
+                md.update((byte) 0);
+            }
+            return java.nio.ByteBuffer.wrap(md.digest()).getLong();
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is missing from this JDK", e);
+        }
+    }
+
+    /**
      * {@code MPI_COMM_WORLD} (initializing MPI) whose calls give up after {@code timeout}; closing it calls
      * {@code MPI_Finalize}. Close it only after a successful run: a rank that fails exits without finalizing, and
      * {@code mpirun} then stops the others (they would otherwise fail with a timeout).
      */
-    MpiCommunicator connect(Duration timeout) {
+    private MpiCommunicator connectMpi(Duration timeout) {
         if (!MpiCommunicator.available()) {
             throw new CliException("started by mpirun (" + WORLD_SIZE + "=" + worldSize + "), but "
                     + io.accel4j.collectives.mpi.MpiLibrary.unavailableReason());

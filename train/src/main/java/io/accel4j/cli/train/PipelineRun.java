@@ -1,7 +1,7 @@
 package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
-import io.accel4j.collectives.MpiCommunicator;
+import io.accel4j.collectives.Communicator;
 import io.accel4j.fit.DataSource;
 import io.accel4j.fit.Learner;
 import io.accel4j.fit.LearnerBuilder;
@@ -63,9 +63,9 @@ final class PipelineRun {
         if (no != null) {
             throw usage.apply("--pp " + pp.stages + " does not take " + no + " yet");
         }
-        if (launch.mpi() && launch.worldSize() != pp.stages) {
-            throw usage.apply("--pp " + pp.stages + " needs one process per stage: mpirun -np " + pp.stages
-                    + ", got " + launch.worldSize());
+        if (launch.perProcess() && launch.worldSize() != pp.stages) {
+            throw usage.apply("--pp " + pp.stages + " needs one process per stage (mpirun -np " + pp.stages
+                    + " or launch --nproc " + pp.stages + "), got " + launch.worldSize());
         }
     }
 
@@ -75,7 +75,8 @@ final class PipelineRun {
      */
     void run(TrainConfig cfg, GptConfig c, Path modelFile, Launch launch, int threads, java.time.Duration timeout,
              PrintWriter w) {
-        MpiCommunicator world = launch.mpi() ? launch.connect(timeout) : null;
+        Communicator world = launch.perProcess() ? launch.connect(timeout,
+                Launch.configHash(cmd.spec.commandLine().getParseResult().originalArgs())) : null;
         boolean lead = world == null || world.rank() == 0;
         String now = java.time.LocalDateTime.now().format(java.time.format.DateTimeFormatter
                 .ofPattern("yyyyMMdd-HHmmss"));
@@ -126,7 +127,7 @@ final class PipelineRun {
 
     /** Trains in {@code dir} (set up by the caller) and returns the metrics rank 0 saw. */
     List<StepMetrics> train(TrainConfig cfg, GptConfig c, Path modelFile, Path dir, Path trainPath,
-                            MpiCommunicator world, int threads, PrintWriter w) throws IOException {
+                            Communicator world, int threads, PrintWriter w) throws IOException {
         boolean lead = world == null || world.rank() == 0;
         int M = pp.microBatches();
         List<DataLoader> loaders = new ArrayList<>();

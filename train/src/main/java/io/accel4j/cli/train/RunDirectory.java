@@ -222,10 +222,11 @@ final class RunDirectory {
     }
 
     /** One metrics record, flushed; a failure names the file, the step and the last complete checkpoint. */
-    static void record(java.io.BufferedWriter json, io.accel4j.train.StepMetrics m, Path metrics, io.accel4j.train.Trainer trainer, Path dir,
-                              int lastSaved) {
+    static void record(java.io.BufferedWriter json, io.accel4j.train.StepMetrics m, String extra, Path metrics,
+                       io.accel4j.train.Trainer trainer, Path dir, int lastSaved) {
         try {
-            json.write(m.toJson());
+            String line = m.toJson(); // the strategy's fields (e.g. async's staleness) before the closing brace
+            json.write(extra.isEmpty() ? line : line.substring(0, line.length() - 1) + extra + "}");
             json.newLine();
             json.flush();
         } catch (IOException e) {

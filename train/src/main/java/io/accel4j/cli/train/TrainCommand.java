@@ -6,6 +6,9 @@ import io.accel4j.cli.Threads;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.collectives.MpiCommunicator;
+import io.accel4j.collectives.TcpCommunicator;
+import io.accel4j.train.parallel.ModelStates;
+import io.accel4j.train.parallel.ParameterServers;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.core.DType;
 import io.accel4j.core.ops.Ops;
@@ -162,6 +165,8 @@ public final class TrainCommand implements Callable<Integer> {
     MemoryOptions memory;
     @Mixin
     PipelineOptions pipeline;
+    @Mixin
+    AsyncOptions async;
     @Option(names = "--zero", paramLabel = "0|1|2|3", defaultValue = "0", description = "With --ranks: ZeRO "
             + "sharding of the model states over the ranks: 1 AdamW's moments, 2 also the averaged gradients "
             + "(reduce-scattered after backward, not bucketed), 3 also the parameters (gathered whole after each "
@@ -202,6 +207,8 @@ public final class TrainCommand implements Callable<Integer> {
             + "the final accuracy is measured on, on the generated dataset (default: ${DEFAULT-VALUE}).")
     int evalProblems;
 
+    /** How each rank's trainer holds the model states: the synchronous strategies, or async's workers. */
+    private ModelStates.Factory strategy = ModelStates::of;
     /** The run directory of the lead rank, null on the others. */
     private RunDirectory runDirectory;
     /** What the last {@link #call} produced (for tests). */
@@ -232,12 +239,13 @@ public final class TrainCommand implements Callable<Integer> {
         TrainConfig asked = config();
         memory.check(this::usage);
         Launch launch = launch();
-        int worldRanks = launch.mpi() ? launch.worldSize() : ranks;
+        int worldRanks = launch.perProcess() ? launch.worldSize() : ranks;
         if (asked.zeroStage() > 0 && worldRanks == 1) {
             throw usage("--zero " + asked.zeroStage() + " shards the model states over data-parallel ranks: it needs "
                     + "--ranks 2 or more, or mpirun -np 2 or more");
         }
         checkDevice(launch, asked);
+        async.check(worldRanks, launch.perProcess(), asked, device == Backend.Device.CUDA, this::usage);
         checkTokenFile("--train-data", trainData);
         checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();
@@ -269,9 +277,11 @@ public final class TrainCommand implements Callable<Integer> {
         }
         int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
         if (launch.lead()) {
-            memory.trial(cfg, modelConfig, worldRanks, launch.mpi() ? nThreads : Math.max(1, nThreads / ranks), w);
+            memory.trial(cfg, modelConfig, worldRanks, launch.perProcess() ? nThreads : Math.max(1, nThreads / ranks), w);
         }
-        MpiCommunicator world = launch.mpi() ? launch.connect(timeout()) : null;
+        Communicator world = launch.perProcess()
+                ? launch.connect(timeout(), Launch.configHash(spec.commandLine().getParseResult().originalArgs()))
+                : null;
         String now = LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss"));
         Path dir = runDir != null ? runDir : Path.of("runs", world == null ? now : Launch.agree(world, now));
         RunDirectory run = launch.lead() ? RunDirectory.open(dir, overwrite, w) : null;
@@ -300,7 +310,7 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /** The run after its directory is set up: the data, then one rank or several. */
-    private void trainIn(Path dir, RunDirectory run, MpiCommunicator world, Launch launch, int nThreads,
+    private void trainIn(Path dir, RunDirectory run, Communicator world, Launch launch, int nThreads,
                          TrainConfig cfg, Path modelFile, GptConfig modelConfig, PrintWriter w) {
         DefaultDataset.Splits data = null;
         Path trainPath = trainData, valPath = valData;
@@ -325,7 +335,15 @@ public final class TrainCommand implements Callable<Integer> {
             int perRank = Math.max(1, nThreads / ranks);
             Path tp = trainPath, vp = valPath;
             DefaultDataset.Splits d = data;
-            try (InProcessGroup group = InProcessGroup.create(ranks, timeout())) {
+            ParameterServers servers = async.async() ? async.servers(ranks, timeout(), w) : null;
+            if (servers != null) {
+                strategy = AsyncOptions.workers(servers);
+                w.printf("asynchronous data parallelism: %d parameter server%s, %d workers, staleness <= %d%n",
+                        servers.servers(), servers.servers() == 1 ? "" : "s", ranks - servers.servers(),
+                        servers.staleness());
+            }
+            try (servers; InProcessGroup group = InProcessGroup.create(servers == null ? ranks
+                    : ranks - servers.servers(), timeout())) {
                 group.run(comm -> {
                     train(comm, comm.rank(), perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
                             comm.rank() == 0 ? w : new PrintWriter(Writer.nullWriter()));
@@ -356,18 +374,18 @@ public final class TrainCommand implements Callable<Integer> {
              Gpt2 gpt = createModel(ops(backend, lead, profiler), cfg, modelFile, modelConfig);
              TokenFile train = open(trainPath, "train");
              TokenFile val = valPath == null ? null : open(valPath, "validation");
-             Trainer trainer = new Trainer(gpt, cfg, train, val, nccl != null ? nccl : host)) {
+             Trainer trainer = new Trainer(gpt, cfg, train, val, nccl != null ? nccl : host, strategy)) {
             Communicator comm = nccl != null ? nccl : host;
             trainer.keepCheckpoints(new CheckpointFiles.Retention(keepCheckpoints, saveEveryKeep));
             w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
                     + " data-parallel ranks " + (host instanceof MpiCommunicator ? "under mpirun (Open MPI)"
-                    : "in this process") + (nccl != null ? " over NCCL" : ""))
+                    : host instanceof TcpCommunicator ? "over TCP (one process each)" : "in this process") + (nccl != null ? " over NCCL" : ""))
                     + PrecisionOptions.describe(cfg.precision(), gpt.attentionOperands()));
             w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB%s)%s%n", describe(gpt),
                     gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
                     gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
                             .toLowerCase(java.util.Locale.ROOT), comm == null ? "" : " per rank");
-            if (trainer.ranks() > 1) {
+            if (trainer.ranks() > 1 && !async.async()) { // async: the servers hold the optimizer state
                 w.println(trainer.memory().describe(trainer.modelStateBytes(), trainer.workingBytes()));
             }
             w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath,
@@ -385,6 +403,7 @@ public final class TrainCommand implements Callable<Integer> {
                 trainer.run(new Trainer.RunEvents() {
                     @Override
                     public void stepped(StepMetrics m) {
+                        async.afterStep(host.rank());
                     }
 
                     @Override
@@ -447,7 +466,7 @@ public final class TrainCommand implements Callable<Integer> {
         if (device != Backend.Device.CUDA) {
             return;
         }
-        if (launch.mpi()) {
+        if (launch.perProcess()) {
             try {
                 launch.gpu();
             } catch (IllegalArgumentException e) {
@@ -667,14 +686,15 @@ public final class TrainCommand implements Callable<Integer> {
                 @Override
                 public void stepped(StepMetrics m) {
                     history.add(m);
-                    RunDirectory.record(json, m, metrics, trainer, dir, lastSaved[0]);
+                    RunDirectory.record(json, m, trainer.strategyJson(), metrics, trainer, dir, lastSaved[0]);
                     progress.step(m);
+                    async.afterStep(trainer.rank());
                 }
 
                 @Override
                 public void validated(StepMetrics m) {
                     history.add(m);
-                    RunDirectory.record(json, m, metrics, trainer, dir, lastSaved[0]);
+                    RunDirectory.record(json, m, "", metrics, trainer, dir, lastSaved[0]);
                 }
 
                 @Override

@@ -42,6 +42,12 @@ public abstract class ModelStates implements AutoCloseable {
         this.exchange = comm == null ? null : new ValueExchange(comm, memory, Math.max(8, values));
     }
 
+    /** How a trainer makes its strategy ({@link #of} for the synchronous ones, {@link AsyncStates} composed in). */
+    @FunctionalInterface
+    public interface Factory {
+        ModelStates create(Communicator comm, Gpt2 model, TrainConfig cfg, int values);
+    }
+
     /** The strategy of {@code cfg}: ZeRO's stage, or stage 0 (one rank, or DDP over {@code comm}). */
     public static ModelStates of(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
         return cfg.zeroStage() == 0 ? new ReplicatedStates(comm, model, cfg, values)
@@ -95,6 +101,11 @@ public abstract class ModelStates implements AutoCloseable {
     /** Each of {@code amaxes} replaced by its maximum over the ranks (one rank: as it is). */
     public final float[] maxOverRanks(float[] amaxes) {
         return exchange == null ? amaxes : exchange.allReduce(ReduceOp.MAX, amaxes);
+    }
+
+    /** Fields this strategy adds to the step's metrics line, as JSON ({@code ,"name":value…}); none by default. */
+    public String stepJson() {
+        return "";
     }
 
     /** Whether the averaged gradient holds inf or NaN anywhere, the same answer on every rank. */
