@@ -68,7 +68,7 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Option(names = "--model", paramLabel = "FILE|PRESET", defaultValue = "tiny",
             description = "An llm.c model file to start from, or a preset trained from scratch: tiny, bench, gpt2 "
-                    + "(default: ${DEFAULT-VALUE}).")
+                    + "(also tiny-bpe, gpt2-medium, gpt2-large, gpt2-xl) (default: ${DEFAULT-VALUE}).")
     String model;
     @Option(names = "--train-data", paramLabel = "FILE",
             description = "Train tokens (llm.c format, e.g. from 'accel4j prepare'); default: the generated dataset.")
