@@ -1,0 +1,59 @@
+package io.accel4j.cli.train;
+
+import io.accel4j.cli.CliException;
+import io.accel4j.train.data.TokenShards;
+import io.accel4j.train.io.FileFormatException;
+import java.io.IOException;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.function.Function;
+import picocli.CommandLine.Option;
+
+/**
+ * {@code train}'s data-loading options and the train data's shards: {@code --train-data} given as one file, a
+ * comma-separated list or a glob ({@link TokenShards#expand}), and {@code --loader-threads}.
+ */
+final class DataOptions {
+
+    @Option(names = "--loader-threads", paramLabel = "N", defaultValue = "1", description = "Threads reading the "
+            + "train batches ahead (2 buffers each); the batches are the same for any N (default: ${DEFAULT-VALUE}).")
+    int loaderThreads;
+
+    /** Checks the options and that {@code trainData} names at least one file; a usage error otherwise. */
+    void check(Path trainData, Function<String, RuntimeException> usage) {
+        if (loaderThreads < 1 || loaderThreads > 64) {
+            throw usage.apply("--loader-threads must be in [1, 64], got " + loaderThreads);
+        }
+        if (trainData != null && TokenShards.isPattern(trainData.toString())) {
+            shards(trainData, usage);
+        }
+    }
+
+    /** The files of {@code --train-data}. */
+    static List<Path> shards(Path trainData, Function<String, RuntimeException> usage) {
+        try {
+            return TokenShards.expand(trainData.toString());
+        } catch (NoSuchFileException e) {
+            throw usage.apply("--train-data " + e.getFile() + ": " + e.getReason());
+        } catch (IllegalArgumentException e) {
+            throw usage.apply("--train-data " + e.getMessage());
+        } catch (IOException e) {
+            throw new CliException("cannot list --train-data " + trainData + ": " + io.accel4j.cli.IoMessages
+                    .describe(e), e);
+        }
+    }
+
+    /** Opens the train data's shards; a format error names the shard. */
+    static TokenShards open(Path trainData, Function<String, RuntimeException> usage) throws IOException {
+        List<Path> files = TokenShards.isPattern(trainData.toString()) ? shards(trainData, usage)
+                : List.of(trainData);
+        try {
+            return TokenShards.open(files);
+        } catch (NoSuchFileException e) {
+            throw new CliException("the train token file " + e.getFile() + " does not exist", e);
+        } catch (FileFormatException e) {
+            throw e;
+        }
+    }
+}
