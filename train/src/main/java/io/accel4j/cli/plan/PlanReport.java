@@ -87,7 +87,8 @@ final class PlanReport {
                     (double) globalBatch * T / s));
         }
         sb.append(String.format(Locale.ROOT, "(B×K: micro-batch × accumulation per rank; step: compute + "
-                + "collectives, not overlapped)%n"));
+                + "collectives, not overlapped; --precision bf16|fp16|fp8 change the matmuls' operands, not these "
+                + "bytes: this trainer stores fp32)%n"));
         String cmd = command();
         if (cmd != null) {
             sb.append(String.format(Locale.ROOT, "%nbest: %s, %s per device, about %.3f s a step%n  %s%n",

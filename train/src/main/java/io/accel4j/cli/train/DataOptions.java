@@ -2,7 +2,6 @@ package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
 import io.accel4j.train.data.TokenShards;
-import io.accel4j.train.io.FileFormatException;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
@@ -25,9 +24,18 @@ final class DataOptions {
         if (loaderThreads < 1 || loaderThreads > 64) {
             throw usage.apply("--loader-threads must be in [1, 64], got " + loaderThreads);
         }
-        if (trainData != null && TokenShards.isPattern(trainData.toString())) {
+        if (isShardList(trainData)) {
             shards(trainData, usage);
         }
+    }
+
+    /**
+     * Whether {@code trainData} is a glob or a list of shards rather than one file: it names no existing file and has
+     * a glob character or a comma (so an existing file whose name has one is still that file).
+     */
+    static boolean isShardList(Path trainData) {
+        return trainData != null && !java.nio.file.Files.exists(trainData)
+                && TokenShards.isPattern(trainData.toString());
     }
 
     /** The files of {@code --train-data}. */
@@ -46,14 +54,11 @@ final class DataOptions {
 
     /** Opens the train data's shards; a format error names the shard. */
     static TokenShards open(Path trainData, Function<String, RuntimeException> usage) throws IOException {
-        List<Path> files = TokenShards.isPattern(trainData.toString()) ? shards(trainData, usage)
-                : List.of(trainData);
+        List<Path> files = isShardList(trainData) ? shards(trainData, usage) : List.of(trainData);
         try {
             return TokenShards.open(files);
-        } catch (NoSuchFileException e) {
+        } catch (NoSuchFileException e) { // a format error (FileFormatException) names the shard already
             throw new CliException("the train token file " + e.getFile() + " does not exist", e);
-        } catch (FileFormatException e) {
-            throw e;
         }
     }
 }

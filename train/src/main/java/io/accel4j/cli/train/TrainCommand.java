@@ -240,7 +240,7 @@ public final class TrainCommand implements Callable<Integer> {
         }
         checkDevice(launch, asked);
         dataOptions.check(trainData, this::usage);
-        if (trainData == null || !io.accel4j.train.data.TokenShards.isPattern(trainData.toString())) {
+        if (!DataOptions.isShardList(trainData)) {
             checkTokenFile("--train-data", trainData);
         }
         checkTokenFile("--val-data", valData);
