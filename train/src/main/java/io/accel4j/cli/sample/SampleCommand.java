@@ -103,6 +103,11 @@ public final class SampleCommand implements Callable<Integer> {
                         + tok.decoder().size() + " of the tokenizer (" + tok.decoder().describe() + "): was it "
                         + "trained on tokens from another tokenizer?");
             }
+            if (tokenizerOptions.byteLevel() && c.V() == 50257) {
+                LOG.warn("{} has GPT-2's vocabulary but the tokens are read as bytes: --tokenizer gpt2 (or the "
+                        + "tokenizer.bin that prepare wrote) encodes the prompt and decodes the tokens as GPT-2's",
+                        model);
+            }
             if (promptTokens.length == 0) {
                 throw usage("--prompt encodes to no tokens");
             }
