@@ -20,9 +20,10 @@ import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
 /**
- * {@code accel4j plan}: which data-parallel layout (DDP, ZeRO 1–3, each with every recompute mode) trains a model at a
- * global batch on N devices of a given memory, from the trainer's own accounting ({@link io.accel4j.train.plan
- * .MemoryPlan}); the layouts that fit ranked by estimated step time, and the command line of the best.
+ * {@code accel4j plan}: which data-parallel layout (DDP, ZeRO 1–3, each with every recompute mode) trains a model at
+ * a global batch on N devices of a given memory, from the trainer's own accounting
+ * ({@link io.accel4j.train.plan.MemoryPlan}); the layouts that fit ranked by estimated step time ({@link Planner}),
+ * and the command line of the best ({@link PlanReport}).
  */
 @Command(name = "plan", sortOptions = false,
         description = {

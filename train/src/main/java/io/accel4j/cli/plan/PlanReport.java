@@ -79,7 +79,8 @@ final class PlanReport {
             MemoryPlan m = l.memory();
             boolean fits = l.bytesPerDevice() <= cluster.memoryBytes();
             double s = l.step().seconds();
-            sb.append(String.format(Locale.ROOT, "  %-7s %-9s %-9s %10s %10s %10s %10s %10s %11s  %-4s %9.3f %,12.0f%n",
+            sb.append(String.format(Locale.ROOT, "  %-7s %-9s %-9s %10s %10s %10s %10s %10s %11s  %-4s %9.3g "
+                            + "%,12.0f%n",
                     l.strategy(), l.recompute().name().toLowerCase(Locale.ROOT), l.microBatch() + "×"
                             + l.accumulation(), MemoryCheck.size(m.parameters()), MemoryCheck.size(m.gradients()),
                     MemoryCheck.size(m.optimizer()), m.working() == 0 ? "-" : MemoryCheck.size(m.working()),
@@ -91,7 +92,7 @@ final class PlanReport {
                 + "bytes: this trainer stores fp32)%n"));
         String cmd = command();
         if (cmd != null) {
-            sb.append(String.format(Locale.ROOT, "%nbest: %s, %s per device, about %.3f s a step%n  %s%n",
+            sb.append(String.format(Locale.ROOT, "%nbest: %s, %s per device, about %.3g s a step%n  %s%n",
                     describe(result.best()), MemoryCheck.size(result.best().bytesPerDevice()),
                     result.best().step().seconds(), cmd));
         }

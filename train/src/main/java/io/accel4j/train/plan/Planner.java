@@ -8,7 +8,7 @@ import java.util.List;
 /**
  * {@code accel4j plan}'s logic: every layout of every {@link LayoutSource}, those that fit a device ranked by the
  * estimated step time (then by fewer accumulation steps, which the estimate does not price but a real device runs
- * faster, then by memory), and, when none fits, the smallest need.
+ * faster, then by less recomputation — GELU's is not priced either —, then by memory), and, when none fits, the smallest need.
  */
 public final class Planner {
 
@@ -53,7 +53,8 @@ public final class Planner {
         }
         List<Layout> feasible = all.stream().filter(l -> l.bytesPerDevice() <= cluster.memoryBytes())
                 .sorted(Comparator.comparingDouble((Layout l) -> l.step().seconds())
-                        .thenComparingInt(Layout::accumulation).thenComparingLong(Layout::bytesPerDevice))
+                        .thenComparingInt(Layout::accumulation).thenComparing(Layout::recompute)
+                        .thenComparingLong(Layout::bytesPerDevice))
                 .toList();
         Layout smallest = all.stream().min(Comparator.comparingLong(Layout::bytesPerDevice)).orElseThrow();
         return new Result(List.copyOf(all), feasible, smallest);

@@ -91,6 +91,26 @@ class PlanCommandTest {
     }
 
     @Test
+    void aCheckpointGivesTheDimensions() throws Exception {
+        io.accel4j.train.model.GptConfig c = new io.accel4j.train.model.GptConfig(32, 100, 128, 3, 2, 16);
+        Path model = dir.resolve("m.bin");
+        try (io.accel4j.cpu.Parallel pool = new io.accel4j.cpu.Parallel(1);
+             io.accel4j.train.model.Gpt2 g = new io.accel4j.train.model.Gpt2(c,
+                     new io.accel4j.cpu.ops.CpuOps(pool), 1, 32)) {
+            g.initialise(1);
+            g.save(model);
+        }
+        Result r = run("plan", "--model", model.toString(), "--global-batch", "4", "--device-memory", "1g",
+                "--device", "cpu");
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("model: L=3, C=16, NH=2, V=100, maxT=32; " + String.format("%,d",
+                c.parameterCount()) + " parameters", "  bin/accel4j train --model " + model + " --batch 4 --seq 32");
+        Result bad = run("plan", "--model", dir.resolve("m.bin").getParent().toString(), "--global-batch", "4",
+                "--device-memory", "1g");
+        assertThat(bad.code()).isEqualTo(2);
+    }
+
+    @Test
     void theBestCommandForCpuRanksTrains() throws Exception {
         Result r = run("plan", "--model", "tiny", "--device", "cpu", "--devices", "2", "--global-batch", "8", "--seq",
                 "32", "--device-memory", "64m");
