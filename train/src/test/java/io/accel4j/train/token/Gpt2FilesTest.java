@@ -83,6 +83,78 @@ class Gpt2FilesTest {
         return s.getBytes(StandardCharsets.UTF_8);
     }
 
+    /**
+     * GPT-2's own files, rebuilt from r50k_base's ranks: each token's merge is found by a plain BPE written here
+     * (merge the lowest-ranked adjacent pair among ranks below the token's own until none is left: two parts remain,
+     * the pair whose merge made the token), then encoder.json (with \\u escapes, as Python's json.dump writes it) and
+     * vocab.bpe are written as OpenAI's are; read back, they encode the sample text to tiktoken's ids.
+     */
+    @Test
+    void gpt2sFilesRebuiltFromItsRanksEncodeAsTiktoken() throws IOException {
+        BpeTokenizer gpt2 = BpeTokenizer.gpt2();
+        int n = 50256;
+        java.util.Map<String, Integer> rank = new java.util.HashMap<>();
+        byte[][] tok = new byte[n][];
+        for (int id = 0; id < n; id++) {
+            tok[id] = gpt2.bytes(id);
+            rank.put(new String(tok[id], StandardCharsets.ISO_8859_1), id);
+        }
+        char[] map = Gpt2Files.byteToChar();
+        StringBuilder merges = new StringBuilder("#version: 0.2\n");
+        StringBuilder encoder = new StringBuilder("{");
+        for (int id = 0; id < n; id++) {
+            if (id >= 256) {
+                List<String> parts = bpe(new String(tok[id], StandardCharsets.ISO_8859_1), rank, id);
+                assertThat(parts).as("token %d", id).hasSize(2);
+                merges.append(alphabet(parts.get(0), map)).append(' ').append(alphabet(parts.get(1), map))
+                        .append('\n');
+            }
+            encoder.append(json(alphabet(new String(tok[id], StandardCharsets.ISO_8859_1), map))).append(": ")
+                    .append(id).append(", ");
+        }
+        encoder.append("\"<|endoftext|>\": 50256}");
+        Files.writeString(dir.resolve("encoder.json"), encoder, StandardCharsets.UTF_8);
+        Files.writeString(dir.resolve("vocab.bpe"), merges, StandardCharsets.UTF_8);
+
+        BpeTokenizer files = Gpt2Files.read(dir);
+        assertThat(files.size()).isEqualTo(50257);
+        assertThat(files.eotToken()).isEqualTo(50256);
+        byte[] text = BpeTokenizerTest.resource("gpt2-sample.txt");
+        assertThat(files.encode(text)).containsExactly(BpeTokenizerTest.referenceIds());
+        assertThat(Vocabularies.sameTokens(files, gpt2)).isTrue();
+    }
+
+    /** Plain BPE over Latin-1 strings (one char per byte), only merges ranked below {@code below}. */
+    private static List<String> bpe(String s, java.util.Map<String, Integer> rank, int below) {
+        List<String> parts = new ArrayList<>();
+        for (char c : s.toCharArray()) {
+            parts.add(String.valueOf(c));
+        }
+        while (parts.size() > 1) {
+            int best = -1, bestRank = Integer.MAX_VALUE;
+            for (int i = 0; i + 1 < parts.size(); i++) {
+                Integer r = rank.get(parts.get(i) + parts.get(i + 1));
+                if (r != null && r < below && r < bestRank) {
+                    best = i;
+                    bestRank = r;
+                }
+            }
+            if (best < 0) {
+                break;
+            }
+            parts.set(best, parts.get(best) + parts.remove(best + 1));
+        }
+        return parts;
+    }
+
+    private static String alphabet(String latin1, char[] map) {
+        StringBuilder sb = new StringBuilder();
+        for (char c : latin1.toCharArray()) {
+            sb.append(map[c]);
+        }
+        return sb.toString();
+    }
+
     @Test
     void filesThatDoNotBelongTogetherAreRefusedNamingTheEntry() throws IOException {
         writeFiles(MERGES, "");
