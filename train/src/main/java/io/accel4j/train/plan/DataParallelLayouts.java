@@ -4,10 +4,9 @@ import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 
 /**
- * DDP and ZeRO 1–3 over all the devices, each with every {@link Recompute} mode: the global batch G is split into
+ * DDP and ZeRO 1–3 over all the devices, each with every {@link Recompute} mode ({@link #modes}): the global batch G is split into
  * {@code G/N} sequences per rank (N must divide G), made of K micro-batches of B = G/(N·K) for each divisor B, and
  * each (stage, recompute) keeps the largest B that fits the device (fewer, larger micro-batches run faster) — or, if
  * none fits, B = 1, so that the planner can say by how much it misses. Memory: {@link MemoryPlan#of} (the trainer's
@@ -26,7 +25,7 @@ public final class DataParallelLayouts implements LayoutSource {
         int maxStage = n == 1 ? 0 : 3; // ZeRO shards nothing on one device
         List<Layout> out = new ArrayList<>();
         for (int stage = 0; stage <= maxStage; stage++) {
-            for (Recompute r : Recompute.values()) {
+            for (Recompute r : modes(model)) {
                 Layout fit = null;
                 Layout last = null;
                 for (int b = perRank; b >= 1 && fit == null; b--) {
@@ -41,6 +40,15 @@ public final class DataParallelLayouts implements LayoutSource {
         return out;
     }
 
+    /** NONE, GELU, LAYER and, from 3 layers, every:K with K = round(√L) (the fewest kept layer outputs). */
+    public static List<Recompute> modes(GptConfig model) {
+        List<Recompute> modes = new ArrayList<>(List.of(Recompute.values()));
+        if (model.L() >= 3) {
+            modes.add(Recompute.every(Math.max(2, (int) Math.round(Math.sqrt(model.L())))));
+        }
+        return modes;
+    }
+
     private static Layout layout(GptConfig model, int T, Cluster cluster, int stage, Recompute r, int B, int K) {
         int n = cluster.devices();
         MemoryPlan mem = MemoryPlan.of(model, B, T, r, stage, n);
@@ -51,7 +59,7 @@ public final class DataParallelLayouts implements LayoutSource {
             args.addAll(List.of("--zero", String.valueOf(stage)));
         }
         if (r != Recompute.NONE) {
-            args.addAll(List.of("--recompute", r.name().toLowerCase(Locale.ROOT)));
+            args.addAll(List.of("--recompute", r.toString()));
         }
         args.addAll(List.of("--batch", String.valueOf(B), "--seq", String.valueOf(T)));
         if (K > 1) {

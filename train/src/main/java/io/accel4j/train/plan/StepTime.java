@@ -29,8 +29,8 @@ public record StepTime(double computeSeconds, double commSeconds) {
         double psi = c.parameterCount();
         double blocks = 12.0 * c.L() * (double) c.C() * c.C(); // the layers' matmul weights
         double perToken = 6 * psi + 12.0 * c.L() * c.C() * T;
-        if (recompute == Recompute.LAYER) {
-            perToken += 2 * blocks;
+        if (recompute.holdsLayers()) { // one more forward of the layers; every:K's segments a second one
+            perToken += (recompute.segment() > 0 ? 4 : 2) * blocks;
         }
         return perToken * sequences * T;
     }

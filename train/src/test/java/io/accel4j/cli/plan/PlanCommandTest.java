@@ -51,7 +51,7 @@ class PlanCommandTest {
         String j = r.out().strip();
         assertThat(j).startsWith("{\"model\":{\"L\":12,\"C\":768,\"NH\":12,\"V\":50257,\"maxT\":1024,"
                 + "\"parameters\":124475904}").endsWith("}").doesNotContain("\n");
-        assertThat(j.split("\"strategy\"", -1)).hasSize(1 + 12);
+        assertThat(j.split("\"strategy\"", -1)).hasSize(1 + 16); // 4 stages × none, gelu, layer, every:3
         assertThat(j).contains("\"flopsPerDevice\":5.00000e+13", "\"bandwidthBytesPerS\":2.50000e+10",
                 "\"best\":\"mpirun -np 2 bin/accel4j train --device cuda --model <an llm.c model file of these "
                         + "dimensions>");
@@ -65,7 +65,7 @@ class PlanCommandTest {
         assertThat(r.code()).isEqualTo(1);
         assertThat(r.err().lines().toList()).singleElement().asString()
                 .startsWith("accel4j: error: does not fit: needs ")
-                .contains(" per device, has 1.0 GiB (the smallest layout: ZeRO-3 with --recompute layer, "
+                .contains(" per device, has 1.0 GiB (the smallest layout: ZeRO-3 with --recompute every:7, "
                         + "micro-batch 1)");
     }
 

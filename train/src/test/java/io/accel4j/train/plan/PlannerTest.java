@@ -86,7 +86,9 @@ class PlannerTest {
         GptConfig c = GptConfig.GPT2;
         Cluster cluster = new Cluster(8, 40L << 30, 50e9, 80e12);
         Planner.Result r = Planner.standard().plan(c, 96, 1024, cluster);
-        assertThat(r.all()).hasSize(4 * Recompute.values().length);
+        assertThat(r.all()).hasSize(4 * 4); // 4 stages × none, gelu, layer, every:3 (√12 rounded)
+        assertThat(r.all()).anyMatch(l -> l.recompute().equals(Recompute.every(3))
+                && l.trainArgs().containsAll(List.of("--recompute", "every:3")));
         for (Layout l : r.all()) {
             assertThat(l.microBatch() * l.accumulation() * l.dataParallel()).isEqualTo(96);
             assertThat(l.tensorParallel()).isOne();
@@ -117,7 +119,7 @@ class PlannerTest {
         assertThat(r.feasible()).isEmpty();
         assertThat(r.best()).isNull();
         assertThat(r.smallest().zeroStage()).isEqualTo(3);
-        assertThat(r.smallest().recompute()).isEqualTo(Recompute.LAYER);
+        assertThat(r.smallest().recompute()).isEqualTo(Recompute.every(7)); // √48 rounded: the fewest outputs kept
         assertThat(r.smallest().microBatch()).isOne();
         assertThat(r.smallest().bytesPerDevice()).isEqualTo(r.all().stream().mapToLong(Layout::bytesPerDevice).min()
                 .orElseThrow());
@@ -126,6 +128,7 @@ class PlannerTest {
     @Test
     void oneDeviceHasNoZeroAndNoCommunication() {
         Planner.Result r = Planner.standard().plan(GptConfig.TINY, 16, 64, new Cluster(1, 1L << 30, 1e9, 1e12));
+        // tiny has 2 layers: no segments, so none, gelu and layer
         assertThat(r.all()).hasSize(Recompute.values().length).allMatch(l -> l.zeroStage() == 0
                 && l.step().commSeconds() == 0 && l.microBatch() == 16 && l.accumulation() == 1);
     }
