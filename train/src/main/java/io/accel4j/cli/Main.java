@@ -36,8 +36,9 @@ import picocli.CommandLine.UnmatchedArgumentException;
         sortOptions = false,
         description = "Pure-Java GPT-2 training: Vector API CPU kernels, CUDA through Panama (--device cuda), "
                 + "data parallelism in one process, over Open MPI or over NCCL.",
-        subcommands = {TrainCommand.class, LaunchCommand.class, DoctorCommand.class, BenchCommand.class, PrepareCommand.class,
-            SampleCommand.class, CommandLine.HelpCommand.class},
+        subcommands = {TrainCommand.class, LaunchCommand.class, DoctorCommand.class, BenchCommand.class,
+            PrepareCommand.class, SampleCommand.class, io.accel4j.cli.plan.PlanCommand.class,
+            CommandLine.HelpCommand.class},
         footer = {"", "bin/accel4j example mlp|chars trains a model of its own through the Java API (examples/)."})
 public final class Main implements Callable<Integer> {
 

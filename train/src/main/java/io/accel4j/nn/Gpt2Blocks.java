@@ -69,7 +69,7 @@ public final class Gpt2Blocks {
         }
         return new Sequential("",
                 new UnitScope(embedding, 0, 1, -1, UnitScope.Backward.CLOSES, -1),
-                new Sequential("h", blocks),
+                Sequential.checkpointed("h", blocks),
                 new UnitScope(new LayerNorm("ln_f", c.C()), fin, 0, L, UnitScope.Backward.FULL, -2),
                 new UnitScope(LmHead.tied("lm_head", embedding), 0, -1, fin, UnitScope.Backward.OPENS, -2));
     }

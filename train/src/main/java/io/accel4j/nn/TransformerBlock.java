@@ -11,7 +11,7 @@ import java.lang.foreign.MemorySegment;
  * </pre>
  * Its backward works on the residual stream's gradient in place ({@link #gradientInPlace()}): the buffer holds d(out)
  * on entry; each branch reads it and its LayerNorm's backward adds into it, leaving d(in). Under
- * {@link Recompute#LAYER} every activation of the block but its output is held for one layer only (one set of regions
+ * {@link Recompute#LAYER} (and every:K) every activation of the block but its output is held for one layer only (one set of regions
  * for all blocks) and backward recomputes them from the block's input (up to the MLP's hidden activation) when
  * another block's forward overwrote them.
  */
@@ -56,7 +56,7 @@ public final class TransformerBlock implements Module {
     @Override
     public int build(Builder b, int inWidth) {
         b.expectWidth(inWidth, C);
-        held = b.recompute() == Recompute.LAYER;
+        held = b.recompute().holdsLayers();
         child(b, ln1);
         ln1Out = act(b, "ln_1.out");
         child(b, attn);

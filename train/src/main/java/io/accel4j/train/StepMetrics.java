@@ -16,9 +16,24 @@ import java.util.Locale;
  * @param lossScale  fp16: the loss scale the step ran at; NaN without loss scaling (fp32, bf16)
  * @param skipped    fp16: whether the step's gradients overflowed, so it made no update
  * @param skippedSteps fp16: steps skipped so far in the run, this one included
+ * @param dataMs     the time the step waited for its batches from the data loader (within {@code stepMs}); NaN
+ *                   when not measured
  */
 public record StepMetrics(int step, double trainLoss, double valLoss, double stepMs, double tokensPerS, float lr,
-                          double gradNorm, float lossScale, boolean skipped, int skippedSteps) {
+                          double gradNorm, float lossScale, boolean skipped, int skippedSteps, double dataMs) {
+
+    /** A step whose data wait is not measured. */
+    public StepMetrics(int step, double trainLoss, double valLoss, double stepMs, double tokensPerS, float lr,
+                       double gradNorm, float lossScale, boolean skipped, int skippedSteps) {
+        this(step, trainLoss, valLoss, stepMs, tokensPerS, lr, gradNorm, lossScale, skipped, skippedSteps,
+                Double.NaN);
+    }
+
+    /** This step with its data wait. */
+    public StepMetrics withDataMs(double ms) {
+        return new StepMetrics(step, trainLoss, valLoss, stepMs, tokensPerS, lr, gradNorm, lossScale, skipped,
+                skippedSteps, ms);
+    }
 
     /** A step without loss scaling (fp32, bf16). */
     public StepMetrics(int step, double trainLoss, double valLoss, double stepMs, double tokensPerS, float lr,
@@ -38,6 +53,7 @@ public record StepMetrics(int step, double trainLoss, double valLoss, double ste
         field(sb, "val_loss", valLoss);
         field(sb, "step_ms", round(stepMs, 3));
         field(sb, "tokens_per_s", round(tokensPerS, 1));
+        field(sb, "data_ms", round(dataMs, 3));
         field(sb, "lr", lr);
         field(sb, "grad_norm", gradNorm);
         if (Float.isFinite(lossScale)) {
@@ -72,7 +88,8 @@ public record StepMetrics(int step, double trainLoss, double valLoss, double ste
             return new StepMetrics(Integer.parseInt(f.get("step")), number(f, "train_loss"), number(f, "val_loss"),
                     number(f, "step_ms"), number(f, "tokens_per_s"), (float) number(f, "lr"),
                     number(f, "grad_norm"), (float) number(f, "loss_scale"), Boolean.parseBoolean(f.get("skipped")),
-                    f.containsKey("skipped_steps") ? Integer.parseInt(f.get("skipped_steps")) : 0);
+                    f.containsKey("skipped_steps") ? Integer.parseInt(f.get("skipped_steps")) : 0,
+                    number(f, "data_ms"));
         } catch (NumberFormatException e) {
             throw new IllegalArgumentException("a metrics line with a malformed number (" + e.getMessage() + "): "
                     + line, e);

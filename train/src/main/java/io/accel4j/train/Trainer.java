@@ -8,6 +8,7 @@ import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.parallel.ModelStates;
@@ -91,7 +92,7 @@ public final class Trainer implements AutoCloseable {
      */
     public Trainer(Gpt2 model, TrainConfig cfg, TokenFile trainFile, TokenFile valFile, Communicator comm)
             throws IOException {
-        this(model, cfg, trainFile, valFile, comm, ModelStates::of);
+        this(model, cfg, TokenShards.of(trainFile), 1, valFile, comm, ModelStates::of);
     }
 
     /**
@@ -101,6 +102,16 @@ public final class Trainer implements AutoCloseable {
      */
     public Trainer(Gpt2 model, TrainConfig cfg, TokenFile trainFile, TokenFile valFile, Communicator comm,
                    ModelStates.Factory strategy) throws IOException {
+        this(model, cfg, TokenShards.of(trainFile), 1, valFile, comm, strategy);
+    }
+
+    /**
+     * {@link #Trainer(Gpt2, TrainConfig, TokenFile, TokenFile, Communicator, ModelStates.Factory)} on the shards of
+     * {@code trainShards} (in llm.c's order over shards), read ahead by {@code loaderThreads} threads; the caller
+     * closes the shards.
+     */
+    public Trainer(Gpt2 model, TrainConfig cfg, TokenShards trainShards, int loaderThreads, TokenFile valFile,
+                   Communicator comm, ModelStates.Factory strategy) throws IOException {
         this.comm = comm == null || comm.size() == 1 ? null : comm;
         int rank = this.comm == null ? 0 : this.comm.rank(), ranks = this.comm == null ? 1 : this.comm.size();
         this.model = Objects.requireNonNull(model, "model");
@@ -110,7 +121,7 @@ public final class Trainer implements AutoCloseable {
                     + model.maxT() + ", the run asks for B=" + cfg.batch() + ", T=" + cfg.seq());
         }
         int V = model.config().V();
-        trainFile.checkVocabulary(V);
+        trainShards.checkVocabulary(V);
         if (valFile != null) {
             valFile.checkVocabulary(V);
         }
@@ -127,7 +138,8 @@ public final class Trainer implements AutoCloseable {
         DataLoader t = null, vl = null;
         ModelStates st = null;
         try {
-            t = new DataLoader(trainFile, cfg.batch(), cfg.seq(), rank, ranks, cfg.dataOrder(), cfg.seed());
+            t = new DataLoader(trainShards, cfg.batch(), cfg.seq(), rank, ranks, cfg.dataOrder(), cfg.seed(),
+                    loaderThreads);
             if (valFile != null && cfg.valBatches() > 0) {
                 vl = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1, SampleOrder.Mode.SEQUENTIAL, 0);
             }
@@ -316,6 +328,11 @@ public final class Trainer implements AutoCloseable {
         return val != null && cfg.valEvery() > 0 && s % cfg.valEvery() == 0;
     }
 
+    /** Nanoseconds the steps have waited for the train loader's batches so far ({@link DataLoader#waitNanos}). */
+    public long dataWaitNanos() {
+        return train.waitNanos();
+    }
+
     /** The loss scaler (disabled unless the run is fp16). */
     public LossScaler lossScaler() {
         return scaler;
@@ -344,6 +361,7 @@ public final class Trainer implements AutoCloseable {
             valLoss = rank() == 0 ? v : Double.NaN;
         }
         long t0 = System.nanoTime();
+        long wait0 = train.waitNanos();
         float lossScale = scaler.scale();
         double loss;
         try {
@@ -370,10 +388,11 @@ public final class Trainer implements AutoCloseable {
         step = s + 1;
         double ms = (System.nanoTime() - t0) / 1e6;
         double tokensPerS = cfg.tokensPerStep() * ranks() / (ms / 1e3);
-        return scaler.enabled()
+        double dataMs = (train.waitNanos() - wait0) / 1e6;
+        return (scaler.enabled()
                 ? new StepMetrics(s, loss, valLoss, ms, tokensPerS, lr, norm, lossScale, overflow,
                         scaler.skippedSteps())
-                : new StepMetrics(s, loss, valLoss, ms, tokensPerS, lr, norm);
+                : new StepMetrics(s, loss, valLoss, ms, tokensPerS, lr, norm)).withDataMs(dataMs);
     }
 
     /**

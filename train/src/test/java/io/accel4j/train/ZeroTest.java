@@ -190,10 +190,12 @@ class ZeroTest {
 
     /**
      * One layer (its buffers shared by every layer; stage 2's scratch chunk for later micro-batches), three, and
-     * backward recomputing a layer from its gathered weights.
+     * backward recomputing a layer from its gathered weights; five with every:K, backward running a segment's forward
+     * again (gathering its layers once more).
      */
     @ParameterizedTest(name = "ZeRO-{2} with L = {0}, recompute {1}, {3} micro-batches")
-    @CsvSource({"1, NONE, 3, 1", "3, LAYER, 3, 1", "3, GELU, 3, 1", "1, NONE, 2, 2", "1, NONE, 3, 2"})
+    @CsvSource({"1, NONE, 3, 1", "3, LAYER, 3, 1", "3, GELU, 3, 1", "1, NONE, 2, 2", "1, NONE, 3, 2",
+        "5, every:2, 3, 1", "5, every:3, 2, 2"})
     void theShardedStagesUseEveryUnitWhereTheModelDoes(int L, Recompute recompute, int stage, int K) {
         GptConfig c = new GptConfig(8, 11, 16, L, 2, 8);
         Run ddp = ranks(2, c, Recompute.NONE, cfg(0, 0, 0).gradAccum(K).build());

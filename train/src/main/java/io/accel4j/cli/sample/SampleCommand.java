@@ -2,6 +2,9 @@ package io.accel4j.cli.sample;
 
 import io.accel4j.cli.CliException;
 import io.accel4j.cli.MemoryCheck;
+import io.accel4j.cli.token.TokenizerOptions;
+import io.accel4j.train.token.ByteTokenizer;
+import io.accel4j.train.token.Vocabulary;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.sample.Generator;
@@ -20,6 +23,7 @@ import java.util.concurrent.Callable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
@@ -27,15 +31,16 @@ import picocli.CommandLine.Spec;
 
 /**
  * {@code accel4j sample}: continues a prompt with a model from an llm.c checkpoint, through {@link Generator}.
- * Byte-level: the prompt's UTF-8 bytes are tokens 0…255 and generated tokens below 256 are bytes again; a token
- * ≥ 256 (a GPT-2 BPE id this tool cannot decode) is printed as {@code <id>}. Prints the prompt followed by the
- * continuation.
+ * Byte-level by default: the prompt's UTF-8 bytes are tokens 0…255 and generated tokens below 256 are bytes again;
+ * a token ≥ 256 is printed as {@code <id>}. With {@code --tokenizer gpt2}, GPT-2-format files or an llm.c tokenizer
+ * file, the prompt is BPE-encoded and tokens decode to their bytes. Prints the prompt followed by the continuation.
  */
 @Command(name = "sample", sortOptions = false,
         description = {
             "Generate text from an llm.c checkpoint (e.g. one that 'accel4j train' saved).",
-            "Tokens are bytes: the prompt's UTF-8 bytes become tokens 0-255, and generated tokens 0-255 are printed "
-                    + "as bytes; tokens >= 256 (GPT-2 BPE ids, not decoded here) are printed as <id>.",
+            "Tokens are bytes by default: the prompt's UTF-8 bytes become tokens 0-255, and generated tokens 0-255 "
+                    + "are printed as bytes; tokens >= 256 are printed as <id>. With --tokenizer gpt2 (or a "
+                    + "tokenizer.bin that prepare wrote) the prompt is GPT-2 BPE and tokens decode as GPT-2's.",
             "Temperature 0 is greedy; otherwise each token is drawn from softmax(logits/temperature) over the top-k "
                     + "tokens with a Mersenne Twister seeded by --seed, so a seed repeats its text."})
 public final class SampleCommand implements Callable<Integer> {
@@ -73,14 +78,14 @@ public final class SampleCommand implements Callable<Integer> {
     @Option(names = "--threads", paramLabel = "N", description = "Kernel threads (default: all processors).")
     Integer threads;
 
+    @Mixin
+    TokenizerOptions tokenizerOptions;
+
     @Override
     public Integer call() {
         checkOptions();
-        byte[] promptBytes = prompt.getBytes(StandardCharsets.UTF_8);
-        int[] promptTokens = new int[promptBytes.length];
-        for (int i = 0; i < promptBytes.length; i++) {
-            promptTokens[i] = promptBytes[i] & 0xFF;
-        }
+        TokenizerOptions.Pair tok = tokenizerOptions.both(this::usage);
+        int[] promptTokens = tok.encoder().encode(prompt.getBytes(StandardCharsets.UTF_8));
         Integer capped = io.accel4j.cli.Threads.cap(threads, spec.commandLine().getErr());
         int nThreads = capped != null ? capped : Parallel.defaultThreads();
         PrintWriter out = spec.commandLine().getOut();
@@ -89,16 +94,29 @@ public final class SampleCommand implements Callable<Integer> {
              Gpt2 gpt = load(new CpuOps(pool));
              Generator generator = new Generator(gpt)) {
             GptConfig c = gpt.config();
-            if (c.V() < 256) {
+            if (c.V() < 256 && tokenizerOptions.byteLevel()) {
                 throw new CliException(model + " has a vocabulary of " + c.V() + " tokens, fewer than the 256 byte "
                         + "tokens this command uses");
+            }
+            if (c.V() < tok.decoder().size()) {
+                throw new CliException(model + " has a vocabulary of " + c.V() + " tokens, fewer than the "
+                        + tok.decoder().size() + " of the tokenizer (" + tok.decoder().describe() + "): was it "
+                        + "trained on tokens from another tokenizer?");
+            }
+            if (tokenizerOptions.byteLevel() && c.V() == 50257) {
+                LOG.warn("{} has GPT-2's vocabulary but the tokens are read as bytes: --tokenizer gpt2 (or the "
+                        + "tokenizer.bin that prepare wrote) encodes the prompt and decodes the tokens as GPT-2's",
+                        model);
+            }
+            if (promptTokens.length == 0) {
+                throw usage("--prompt encodes to no tokens");
             }
             LOG.info("sampling {} tokens from {} (L={}, NH={}, C={}, V={}, maxT={}) on {}, {}", tokens, model,
                     c.L(), c.NH(), c.C(), c.V(), c.maxT(), gpt.ops().describe(), temperature == 0 ? "greedy"
                     : "temperature " + temperature + (topK > 0 ? ", top-k " + topK : "") + ", seed " + seed);
             out.print(prompt);
             out.flush();
-            TokenPrinter printer = new TokenPrinter(out);
+            TokenPrinter printer = new TokenPrinter(out, tok.decoder());
             generator.stream(promptTokens, tokens, temperature, topK, seed, printer);
             printer.finish();
             out.println();
@@ -112,11 +130,19 @@ public final class SampleCommand implements Callable<Integer> {
 
     /** Bytes for tokens 0…255 (decoded as UTF-8, invalid sequences as U+FFFD), {@code <id>} for the others. */
     public static String decode(int[] tokens) {
+        return decode(tokens, ByteTokenizer.INSTANCE);
+    }
+
+    /**
+     * The tokens' bytes in {@code vocab} decoded as UTF-8 (invalid sequences as U+FFFD), {@code <id>} for a token
+     * outside it.
+     */
+    public static String decode(int[] tokens, Vocabulary vocab) {
         StringBuilder sb = new StringBuilder();
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         for (int t : tokens) {
-            if (t >= 0 && t < 256) {
-                bytes.write(t);
+            if (t >= 0 && t < vocab.size()) {
+                bytes.writeBytes(vocab.bytes(t));
             } else {
                 sb.append(bytes.toString(StandardCharsets.UTF_8)).append('<').append(t).append('>');
                 bytes.reset();
@@ -153,20 +179,26 @@ public final class SampleCommand implements Callable<Integer> {
      */
     static final class TokenPrinter implements java.util.function.IntConsumer {
         private final PrintWriter out;
+        private final Vocabulary vocab;
         private final java.nio.charset.CharsetDecoder decoder = StandardCharsets.UTF_8.newDecoder()
                 .onMalformedInput(java.nio.charset.CodingErrorAction.REPLACE)
                 .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPLACE);
-        private final java.nio.ByteBuffer bytes = java.nio.ByteBuffer.allocate(16);
-        private final java.nio.CharBuffer chars = java.nio.CharBuffer.allocate(32);
+        private final java.nio.ByteBuffer bytes = java.nio.ByteBuffer.allocate(16 + 255);
+        private final java.nio.CharBuffer chars = java.nio.CharBuffer.allocate(32 + 2 * 255);
 
         TokenPrinter(PrintWriter out) {
+            this(out, ByteTokenizer.INSTANCE);
+        }
+
+        TokenPrinter(PrintWriter out, Vocabulary vocab) {
             this.out = out;
+            this.vocab = vocab;
         }
 
         @Override
         public void accept(int t) {
-            if (t >= 0 && t < 256) {
-                bytes.put((byte) t);
+            if (t >= 0 && t < vocab.size()) {
+                bytes.put(vocab.bytes(t));
                 bytes.flip();
                 decoder.decode(bytes, chars, false);
                 bytes.compact();

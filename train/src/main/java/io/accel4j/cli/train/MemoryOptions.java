@@ -24,10 +24,12 @@ import picocli.CommandLine.TypeConversionException;
  */
 final class MemoryOptions {
 
-    @Option(names = "--recompute", paramLabel = "none|gelu|layer", defaultValue = "none",
+    @Option(names = "--recompute", paramLabel = "none|gelu|layer|every:K", defaultValue = "none",
             converter = RecomputeConverter.class, description = "Activation checkpointing: keep every activation "
-            + "(none), recompute each layer's GELU in backward (gelu), or keep only each layer's output and recompute "
-            + "the rest of the layer (layer). Same losses, less memory (default: ${DEFAULT-VALUE}).")
+            + "(none), recompute each layer's GELU in backward (gelu), keep only each layer's output and recompute "
+            + "the rest of the layer (layer), or as layer but keep the output of only every K-th layer and recompute "
+            + "each segment of K layers from its input (every:K, K >= 2; K near sqrt(L) keeps the fewest). Same "
+            + "losses, less memory (default: ${DEFAULT-VALUE}).")
     Recompute recompute;
     @Option(names = "--find-batch-size", description = "Choose --batch (and with --global-batch, --grad-accum) as "
             + "the largest micro-batch whose parameters, gradients, optimizer state and activations fit "
@@ -178,16 +180,15 @@ final class MemoryOptions {
         }
     }
 
-    /** {@code none|gelu|layer}, case-insensitive. */
+    /** {@code none|gelu|layer|every:K}, case-insensitive ({@link Recompute#parse}). */
     static final class RecomputeConverter implements ITypeConverter<Recompute> {
         @Override
         public Recompute convert(String s) {
-            for (Recompute r : Recompute.values()) {
-                if (r.name().equalsIgnoreCase(s)) {
-                    return r;
-                }
+            try {
+                return Recompute.parse(s);
+            } catch (IllegalArgumentException e) {
+                throw new TypeConversionException(e.getMessage());
             }
-            throw new TypeConversionException("'" + s + "' is not a recompute mode: none, gelu or layer");
         }
     }
 }

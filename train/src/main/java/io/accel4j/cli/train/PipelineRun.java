@@ -59,6 +59,7 @@ final class PipelineRun {
                 : cmd.memory.findBatchSize ? "--find-batch-size"
                 : cmd.profile ? "--profile"
                 : cmd.metricsOut != null ? "--metrics-out (the metrics go to the run directory)"
+                : DataOptions.isShardList(cmd.trainData) ? "--train-data with several shards (one token file)"
                 : null;
         if (no != null) {
             throw usage.apply("--pp " + pp.stages + " does not take " + no + " yet");

@@ -71,11 +71,14 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Option(names = "--model", paramLabel = "FILE|PRESET", defaultValue = "tiny",
             description = "An llm.c model file to start from, or a preset trained from scratch: tiny, bench, gpt2 "
-                    + "(default: ${DEFAULT-VALUE}).")
+                    + "(also tiny-bpe, gpt2-medium, gpt2-large, gpt2-xl) (default: ${DEFAULT-VALUE}).")
     String model;
-    @Option(names = "--train-data", paramLabel = "FILE",
-            description = "Train tokens (llm.c format, e.g. from 'accel4j prepare'); default: the generated dataset.")
+    @Option(names = "--train-data", paramLabel = "FILE|GLOB|LIST",
+            description = "Train tokens (llm.c format, e.g. from 'accel4j prepare'): a file, a glob such as "
+                    + "'data/train_*.bin' or a comma-separated list of shards; default: the generated dataset.")
     Path trainData;
+    @Mixin
+    DataOptions dataOptions;
     @Option(names = "--val-data", paramLabel = "FILE",
             description = "Validation tokens; default: the generated dataset's held-out split (none with "
                     + "--train-data).")
@@ -246,7 +249,10 @@ public final class TrainCommand implements Callable<Integer> {
         }
         checkDevice(launch, asked);
         async.check(worldRanks, launch.perProcess(), asked, device == Backend.Device.CUDA, this::usage);
-        checkTokenFile("--train-data", trainData);
+        dataOptions.check(trainData, this::usage);
+        if (!DataOptions.isShardList(trainData)) {
+            checkTokenFile("--train-data", trainData);
+        }
         checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
@@ -372,9 +378,10 @@ public final class TrainCommand implements Callable<Integer> {
              Backend backend = Backend.open(device, pool, gpu);
              Communicator nccl = host == null ? null : owned(backend.dataParallel(host, timeout()), host);
              Gpt2 gpt = createModel(ops(backend, lead, profiler), cfg, modelFile, modelConfig);
-             TokenFile train = open(trainPath, "train");
+             io.accel4j.train.data.TokenShards train = trainShards(trainPath);
              TokenFile val = valPath == null ? null : open(valPath, "validation");
-             Trainer trainer = new Trainer(gpt, cfg, train, val, nccl != null ? nccl : host, strategy)) {
+             Trainer trainer = new Trainer(gpt, cfg, train, dataOptions.loaderThreads, val,
+                     nccl != null ? nccl : host, strategy)) {
             Communicator comm = nccl != null ? nccl : host;
             trainer.keepCheckpoints(new CheckpointFiles.Retention(keepCheckpoints, saveEveryKeep));
             w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
@@ -388,8 +395,9 @@ public final class TrainCommand implements Callable<Integer> {
             if (trainer.ranks() > 1 && !async.async()) { // async: the servers hold the optimizer state
                 w.println(trainer.memory().describe(trainer.modelStateBytes(), trainer.workingBytes()));
             }
-            w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath,
-                    train.size(), val == null ? "" : String.format(", validation %s: %,d tokens", valPath,
+            w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath
+                    + (train.count() > 1 ? " (" + train.count() + " shards)" : ""),
+                    train.tokens(), val == null ? "" : String.format(", validation %s: %,d tokens", valPath,
                             val.size()), cfg.steps(), cfg.batch() * cfg.gradAccum() * trainer.ranks(), cfg.seq(),
                     trainer.ranks() > 1 ? " (" + cfg.gradAccum() + " x " + cfg.batch() + " sequences on each of "
                             + trainer.ranks() + " ranks)" : cfg.gradAccum() > 1 ? " (" + cfg.gradAccum()
@@ -421,6 +429,7 @@ public final class TrainCommand implements Callable<Integer> {
             Progress progress = new Progress(w, cfg.steps(), trainer.step());
             int firstStep = trainer.step();
             long start = System.nanoTime();
+            long wait0 = trainer.dataWaitNanos();
             List<StepMetrics> history = run(trainer, dir, runDirectory, progress);
             long runNanos = System.nanoTime() - start;
             trainer.gatherModel(true); // ZeRO-3: the report's samples run the model on this rank alone
@@ -431,6 +440,11 @@ public final class TrainCommand implements Callable<Integer> {
                 w.println();
                 w.println("kernel profile of rank 0 (the run's steps and validations; % of the run's wall time):");
                 ProfileReport.print(w, profile, runNanos, Math.max(1, trainer.step() - firstStep));
+                double waitMs = (trainer.dataWaitNanos() - wait0) / 1e6;
+                w.printf(java.util.Locale.ROOT, "data wait of rank 0: %.3f ms per step (%.2f %% of the run's wall "
+                        + "time), %d loader thread%s%n", waitMs / Math.max(1, trainer.step() - firstStep),
+                        100 * waitMs / (runNanos / 1e6), dataOptions.loaderThreads,
+                        dataOptions.loaderThreads == 1 ? "" : "s");
                 w.flush();
             }
         } catch (IOException | IllegalArgumentException e) {
@@ -578,6 +592,11 @@ public final class TrainCommand implements Callable<Integer> {
 
     private ParameterException usage(String msg) {
         return new ParameterException(spec.commandLine(), msg);
+    }
+
+    /** The train data's shards (one file, a glob or a list: {@link DataOptions}). */
+    private io.accel4j.train.data.TokenShards trainShards(Path p) throws IOException {
+        return DataOptions.open(p, this::usage);
     }
 
     private static TokenFile open(Path p, String what) throws IOException {

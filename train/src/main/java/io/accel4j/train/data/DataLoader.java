@@ -9,13 +9,16 @@ import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 
 /**
- * Batches of a {@link TokenFile} for one rank, in a {@link SampleOrder}, read ahead by a background thread.
+ * Batches of a {@link TokenFile} (or of the shards of a {@link TokenShards}) for one rank, in a {@link SampleOrder},
+ * read ahead by background threads.
  *
  * <p>Each {@link #next} gives B·T inputs and B·T targets (int32), the B·T + 1 tokens from
  * {@link SampleOrder#tokenOffset}: inputs the first B·T, targets the same shifted by one. While the caller trains on
- * one batch the thread ({@code accel4j-dataloader}, a daemon) reads the next into one of two buffers and hands it over
- * through a one-slot queue; {@code next} copies it into the caller's memory. An exception in the thread is rethrown by
- * {@code next} (as an {@link IllegalStateException} whose cause it is), then and on every later call.
+ * one batch the threads ({@code accel4j-dataloader}, daemons; one unless asked for more) read the next ones into free
+ * buffers (two per thread) and file each under its place in the order; {@code next} takes them in that order and
+ * copies them into the caller's memory, so the batches do not depend on the thread count. An exception in a thread
+ * is rethrown by the {@code next} whose batch it was reading (as an {@link IllegalStateException} whose cause it is),
+ * then and on every later call. {@link #waitNanos} is how long {@code next} has waited for them.
  *
  * <p>{@link #position()} is where the batches handed out so far leave the loader, a {@link State} that
  * {@link State#encode encodes} to bytes; a loader that {@link #seek seeks} to it (or is built for the same file and
@@ -92,24 +95,47 @@ public final class DataLoader implements AutoCloseable {
 
     private record Slot(int[] tokens, State after, Throwable error) {}
 
-    private static final Slot CLOSED = new Slot(null, null, null);
+    /** Reads tokens {@code [start, start + n)} of shard {@code shard}. */
+    private interface ShardReader {
+        void read(int shard, long start, int[] dst, int n);
+    }
 
-    private final Path path;
+    /**
+     * One start of the reading threads: their buffers, the batches read and not yet taken (by sequence number, the
+     * order {@link #order} gave them out in) and the counters; a {@link #seek} or a failure starts a new one.
+     */
+    private static final class Run {
+        final java.util.Map<Long, Slot> ready = new java.util.HashMap<>();
+        final BlockingQueue<int[]> free;
+        long assigned;
+        long taken;
+        Thread[] workers;
+
+        Run(int depth, int size) {
+            free = new ArrayBlockingQueue<>(depth);
+            for (int i = 0; i < depth; i++) {
+                free.add(new int[size]);
+            }
+        }
+    }
+
+    private final String path;
     private final long tokens;
-    private final Reader reader;
+    private final ShardReader reader;
     private final int B;
     private final int T;
     private final int rank;
     private final int ranks;
     private final SampleOrder order;
     private final int bt;
+    private final int threads;
+    private final int depth;
 
-    private volatile BlockingQueue<Slot> ready;
-    private volatile BlockingQueue<int[]> free;
-    private Thread thread;
+    private volatile Run run;
     private State position;
     private Throwable failure;
     private volatile boolean closed;
+    private long waitNanos;
 
     /**
      * A loader of {@code file} for rank {@code rank} of {@code ranks}, B sequences of T tokens per batch, starting at
@@ -121,8 +147,34 @@ public final class DataLoader implements AutoCloseable {
         this(file.path(), file.size(), file::read, B, T, rank, ranks, mode, seed);
     }
 
+    /**
+     * A loader of the shards of {@code shards} ({@link SampleOrder#SampleOrder(int[], SampleOrder.Mode, long, int)}:
+     * llm.c's order over shards), read ahead by {@code threads} threads into {@code 2·threads} buffers (at least 2).
+     * The batches, and so training, are the same whatever the thread count. Each shard needs at least
+     * {@code ranks·B·T + 1} tokens; samples do not cross shards.
+     */
+    public DataLoader(TokenShards shards, int B, int T, int rank, int ranks, SampleOrder.Mode mode, long seed,
+                      int threads) {
+        this(shards.describe(), names(shards), sizes(shards), (k, start, dst, n) -> shards.file(k).read(start, dst, n),
+                B, T, rank, ranks, mode, seed, threads);
+    }
+
     DataLoader(Path path, long tokens, Reader reader, int B, int T, int rank, int ranks, SampleOrder.Mode mode,
                long seed) {
+        this(path.toString(), new String[] {path.toString()}, new long[] {tokens},
+                (k, start, dst, n) -> reader.read(start, dst, n), B, T, rank, ranks, mode, seed, 1);
+    }
+
+    private static String[] names(TokenShards shards) {
+        return shards.files().stream().map(f -> f.path().toString()).toArray(String[]::new);
+    }
+
+    private static long[] sizes(TokenShards shards) {
+        return shards.files().stream().mapToLong(TokenFile::size).toArray();
+    }
+
+    private DataLoader(String path, String[] names, long[] sizes, ShardReader reader, int B, int T, int rank,
+                       int ranks, SampleOrder.Mode mode, long seed, int threads) {
         if (B < 1 || T < 1 || ranks < 1) {
             throw new IllegalArgumentException("B, T and ranks must be >= 1, got B=" + B + ", T=" + T + ", ranks="
                     + ranks);
@@ -130,26 +182,39 @@ public final class DataLoader implements AutoCloseable {
         if (rank < 0 || rank >= ranks) {
             throw new IllegalArgumentException("rank must be in [0, " + ranks + "), got " + rank);
         }
+        if (threads < 1) {
+            throw new IllegalArgumentException("threads must be >= 1, got " + threads);
+        }
         if ((long) B * T >= Integer.MAX_VALUE) {
             throw new IllegalArgumentException("B*T must be below 2^31 - 1, got " + (long) B * T);
         }
-        long samples = SampleOrder.samplesPerEpoch(tokens, B, T, ranks);
-        if (samples < 1) {
-            throw new IllegalArgumentException(path + " has " + tokens + " tokens, fewer than the " + ranks + "*" + B
-                    + "*" + T + "+1 = " + ((long) ranks * B * T + 1) + " one step needs: use a smaller B or T");
-        }
-        if (samples > Integer.MAX_VALUE) {
-            throw new IllegalArgumentException(path + " has too many samples (" + samples + ") for one epoch");
+        int[] shardSamples = new int[sizes.length];
+        long total = 0;
+        for (int k = 0; k < sizes.length; k++) {
+            long samples = SampleOrder.samplesPerEpoch(sizes[k], B, T, ranks);
+            if (samples < 1) {
+                throw new IllegalArgumentException(names[k] + " has " + sizes[k] + " tokens, fewer than the " + ranks
+                        + "*" + B + "*" + T + "+1 = " + ((long) ranks * B * T + 1) + " one step needs: use a smaller B "
+                        + "or T");
+            }
+            if (samples > Integer.MAX_VALUE) {
+                throw new IllegalArgumentException(names[k] + " has too many samples (" + samples + ") for one "
+                        + "epoch");
+            }
+            shardSamples[k] = (int) samples;
+            total += sizes[k];
         }
         this.path = path;
-        this.tokens = tokens;
+        this.tokens = total;
         this.reader = reader;
         this.B = B;
         this.T = T;
         this.rank = rank;
         this.ranks = ranks;
         this.bt = B * T;
-        this.order = new SampleOrder((int) samples, mode, seed, rank);
+        this.threads = threads;
+        this.depth = Math.max(2, 2 * threads);
+        this.order = new SampleOrder(shardSamples, mode, seed, rank);
         this.position = state(order.position());
         start();
     }
@@ -159,83 +224,112 @@ public final class DataLoader implements AutoCloseable {
     }
 
     private synchronized void start() {
-        BlockingQueue<Slot> readyQ = new ArrayBlockingQueue<>(1);
-        BlockingQueue<int[]> freeQ = new ArrayBlockingQueue<>(2);
-        freeQ.add(new int[bt + 1]);
-        freeQ.add(new int[bt + 1]);
-        ready = readyQ;
-        free = freeQ;
-        thread = Thread.ofPlatform().daemon().name("accel4j-dataloader").start(() -> produce(readyQ, freeQ));
+        Run r = new Run(depth, bt + 1);
+        r.workers = new Thread[threads];
+        for (int i = 0; i < threads; i++) {
+            r.workers[i] = Thread.ofPlatform().daemon().name("accel4j-dataloader" + (threads == 1 ? "" : "-" + i))
+                    .unstarted(() -> produce(r));
+        }
+        run = r;
+        for (Thread t : r.workers) {
+            t.start();
+        }
     }
 
-    /** The thread's loop: owns {@link #order} while it runs. */
-    private void produce(BlockingQueue<Slot> readyQ, BlockingQueue<int[]> freeQ) {
+    /**
+     * A thread's loop: takes a free buffer, then (under the run's lock, so that sequence numbers follow the order)
+     * the next sample, reads it and files it under its sequence number.
+     */
+    private void produce(Run r) {
+        long seq = -1;
         try {
             while (!Thread.currentThread().isInterrupted()) {
-                int[] buf = freeQ.take();
-                int sample = order.next();
-                reader.read(SampleOrder.tokenOffset(sample, B, T, rank, ranks), buf, bt + 1);
-                readyQ.put(new Slot(buf, state(order.position()), null));
+                int[] buf = r.free.take();
+                int sample;
+                State after;
+                synchronized (r) {
+                    seq = r.assigned++;
+                    sample = order.next();
+                    after = state(order.position());
+                }
+                int k = order.shardOf(sample);
+                reader.read(k, SampleOrder.tokenOffset(order.localSample(sample), B, T, rank, ranks), buf, bt + 1);
+                synchronized (r) {
+                    r.ready.put(seq, new Slot(buf, after, null));
+                    r.notifyAll();
+                }
+                seq = -1;
             }
         } catch (InterruptedException e) {
             // stopped
         } catch (Throwable t) {
-            if (closed || Thread.currentThread().isInterrupted()) {
+            if (closed || Thread.currentThread().isInterrupted() || seq < 0) {
                 return; // a read cut short by close() or seek(): nothing to report
             }
-            try {
-                readyQ.put(new Slot(null, null, t));
-            } catch (InterruptedException e) {
-                // stopped while reporting: the consumer is going away
+            synchronized (r) {
+                r.ready.put(seq, new Slot(null, null, t));
+                r.notifyAll();
             }
         }
     }
 
     private synchronized void stop() {
-        Thread t = thread;
-        if (t == null) {
+        Run r = run;
+        if (r == null || r.workers == null) {
             return;
         }
-        t.interrupt();
+        for (Thread t : r.workers) {
+            t.interrupt();
+        }
         boolean interrupted = false;
-        while (true) {
-            try {
-                t.join();
-                break;
-            } catch (InterruptedException e) {
-                interrupted = true;
+        for (Thread t : r.workers) {
+            while (true) {
+                try {
+                    t.join();
+                    break;
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
             }
         }
-        thread = null;
+        r.workers = null;
         if (interrupted) {
             Thread.currentThread().interrupt();
         }
     }
 
-    private int[] take() {
+    private Slot take() {
         if (closed) {
             throw new IllegalStateException("the data loader of " + path + " is closed");
         }
         if (failure != null) {
             throw failed();
         }
+        Run r = run;
         Slot s;
-        try {
-            s = ready.take();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while waiting for a batch of " + path, e);
+        long t0 = System.nanoTime();
+        synchronized (r) {
+            try {
+                while (!closed && !r.ready.containsKey(r.taken)) {
+                    r.wait();
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted while waiting for a batch of " + path, e);
+            }
+            if (closed) {
+                throw new IllegalStateException("the data loader of " + path + " is closed");
+            }
+            s = r.ready.remove(r.taken++);
         }
-        if (s == CLOSED) {
-            throw new IllegalStateException("the data loader of " + path + " is closed");
-        }
+        waitNanos += System.nanoTime() - t0;
         if (s.error() != null) {
             failure = s.error();
             stop();
             throw failed();
         }
         position = s.after();
-        return s.tokens();
+        return s;
     }
 
     private IllegalStateException failed() {
@@ -249,10 +343,11 @@ public final class DataLoader implements AutoCloseable {
             throw new IllegalArgumentException("inputs and targets need " + need + " bytes (B*T = " + bt
                     + " int32), got " + inputs.byteSize() + " and " + targets.byteSize());
         }
-        int[] buf = take();
+        Run r = run;
+        int[] buf = take().tokens();
         MemorySegment.copy(buf, 0, inputs, ValueLayout.JAVA_INT_UNALIGNED, 0, bt);
         MemorySegment.copy(buf, 1, targets, ValueLayout.JAVA_INT_UNALIGNED, 0, bt);
-        free.offer(buf);
+        r.free.offer(buf);
     }
 
     /** The next batch into arrays of at least B·T. */
@@ -261,10 +356,19 @@ public final class DataLoader implements AutoCloseable {
             throw new IllegalArgumentException("inputs and targets need B*T = " + bt + " ints, got "
                     + inputs.length + " and " + targets.length);
         }
-        int[] buf = take();
+        Run r = run;
+        int[] buf = take().tokens();
         System.arraycopy(buf, 0, inputs, 0, bt);
         System.arraycopy(buf, 1, targets, 0, bt);
-        free.offer(buf);
+        r.free.offer(buf);
+    }
+
+    /**
+     * Nanoseconds {@link #next} has spent waiting for the reading threads since the loader was made: the data wait
+     * of the steps (≈ 0 when the threads keep ahead). Read on the consumer's thread.
+     */
+    public long waitNanos() {
+        return waitNanos;
     }
 
     /** Where the batches handed out so far leave the loader (at first: epoch 0, nothing handed out). */
@@ -308,12 +412,18 @@ public final class DataLoader implements AutoCloseable {
         start();
     }
 
-    /** The prefetch thread, for tests; null once stopped. */
+    /** The (first) reading thread, for tests; null once stopped. */
     synchronized Thread thread() {
-        return thread;
+        Run r = run;
+        return r == null || r.workers == null ? null : r.workers[0];
     }
 
-    /** Samples (steps) per epoch: {@link SampleOrder#samplesPerEpoch}. */
+    /** The reading threads. */
+    public int threads() {
+        return threads;
+    }
+
+    /** Samples (steps) per epoch: {@link SampleOrder#samplesPerEpoch}, summed over the shards. */
     public int samplesPerEpoch() {
         return order.samples();
     }
@@ -328,17 +438,18 @@ public final class DataLoader implements AutoCloseable {
         return T;
     }
 
-    /** Stops the thread and frees its buffers; a waiting or later {@link #next} fails. Idempotent. */
+    /** Stops the threads and frees their buffers; a waiting or later {@link #next} fails. Idempotent. */
     @Override
     public void close() {
         if (closed) {
             return;
         }
         closed = true;
-        synchronized (this) {
-            stop();
-            ready.clear();
-            ready.offer(CLOSED);
+        stop();
+        Run r = run;
+        synchronized (r) {
+            r.ready.clear();
+            r.notifyAll();
         }
     }
 

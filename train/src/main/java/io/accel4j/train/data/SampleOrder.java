@@ -74,6 +74,10 @@ public final class SampleOrder {
     }
 
     private final int samples;
+    /** Samples per shard, in the order the shards were given (one entry for a single file). */
+    private final int[] shardSamples;
+    /** The first global sample of each shard: prefix sums of {@link #shardSamples}. */
+    private final int[] shardBase;
     private final Mode mode;
     private final long seed;
     private Mt19937 rng;
@@ -88,9 +92,37 @@ public final class SampleOrder {
      * @param seed an unsigned 32-bit seed; llm.c's default is 42
      */
     public SampleOrder(int samples, Mode mode, long seed, int rank) {
-        if (samples < 1) {
-            throw new IllegalArgumentException("samples must be >= 1, got " + samples);
+        this(new int[] {samples}, mode, seed, rank);
+    }
+
+    /**
+     * The order of the samples of several shards (files) for {@code rank}: {@code shardSamples[k]} samples in shard k
+     * (each ≥ 1), numbered globally shard after shard. Sequential: every sample in that order. Shuffled, as llm.c's
+     * loader over a list of shards: each epoch first draws a permutation of the shards, then, shard by shard in that
+     * order, a permutation of the shard's samples (all from the one generator, at the epoch's start), and visits the
+     * shards one after the other. With one shard this is {@link #SampleOrder(int, Mode, long, int)}'s order exactly
+     * (a permutation of one shard draws no numbers).
+     */
+    public SampleOrder(int[] shardSamples, Mode mode, long seed, int rank) {
+        if (shardSamples.length < 1) {
+            throw new IllegalArgumentException("at least one shard is needed");
         }
+        long total = 0;
+        int[] base = new int[shardSamples.length];
+        for (int k = 0; k < shardSamples.length; k++) {
+            if (shardSamples[k] < 1) {
+                throw new IllegalArgumentException(shardSamples.length == 1 ? "samples must be >= 1, got "
+                        + shardSamples[k] : "shard " + k + " has " + shardSamples[k] + " samples, must be >= 1");
+            }
+            base[k] = (int) total;
+            total += shardSamples[k];
+        }
+        if (total > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("the shards hold " + total + " samples, more than an epoch can count");
+        }
+        int samples = (int) total;
+        this.shardSamples = shardSamples.clone();
+        this.shardBase = base;
         if (rank < 0) {
             throw new IllegalArgumentException("rank must be >= 0, got " + rank);
         }
@@ -136,8 +168,43 @@ public final class SampleOrder {
             for (int i = 0; i < samples; i++) {
                 perm[i] = i;
             }
-            randomPermutation(perm, samples, rng);
+            if (shardSamples.length == 1) {
+                randomPermutation(perm, samples, rng);
+            } else {
+                int[] shards = new int[shardSamples.length];
+                for (int k = 0; k < shards.length; k++) {
+                    shards[k] = k;
+                }
+                randomPermutation(shards, shards.length, rng);
+                int p = 0;
+                for (int k : shards) {
+                    int[] intra = new int[shardSamples[k]];
+                    for (int i = 0; i < intra.length; i++) {
+                        intra[i] = i;
+                    }
+                    randomPermutation(intra, intra.length, rng);
+                    for (int i : intra) {
+                        perm[p++] = shardBase[k] + i;
+                    }
+                }
+            }
         }
+    }
+
+    /** The shard global sample {@code g} is in. */
+    public int shardOf(int g) {
+        int k = java.util.Arrays.binarySearch(shardBase, g);
+        return k >= 0 ? k : -k - 2;
+    }
+
+    /** Global sample {@code g}'s index within its shard. */
+    public int localSample(int g) {
+        return g - shardBase[shardOf(g)];
+    }
+
+    /** The number of shards. */
+    public int shards() {
+        return shardSamples.length;
     }
 
     /** The next sample, starting the next epoch (and drawing its shuffle) when this one is done. */

@@ -26,7 +26,20 @@ public record GptConfig(int maxT, int V, int Vp, int L, int NH, int C) {
     /** A middle size for benchmarks: GPT-2's vocabulary with 4 layers of 256 channels. */
     public static final GptConfig BENCH = new GptConfig(256, 50257, 50304, 4, 4, 256);
 
-    private static final Map<String, GptConfig> PRESETS = Map.of("gpt2", GPT2, "tiny", TINY, "bench", BENCH);
+    /** GPT-2 medium (350M): 24 layers of 1024 channels, 16 heads (llm.c's d24). */
+    public static final GptConfig GPT2_MEDIUM = new GptConfig(1024, 50257, 50304, 24, 16, 1024);
+    /** GPT-2 large (774M): 36 layers of 1280 channels, 20 heads (llm.c's d36). */
+    public static final GptConfig GPT2_LARGE = new GptConfig(1024, 50257, 50304, 36, 20, 1280);
+    /** GPT-2 XL (1.5B): 48 layers of 1600 channels, 25 heads (llm.c's d48). */
+    public static final GptConfig GPT2_XL = new GptConfig(1024, 50257, 50304, 48, 25, 1600);
+    /**
+     * GPT-2's vocabulary with tiny's body (2 layers of 64 channels, maxT 128, about 3.3M parameters, almost all the
+     * token embedding): the smallest model for GPT-2-token text, e.g. the README's Shakespeare job.
+     */
+    public static final GptConfig TINY_BPE = new GptConfig(128, 50257, 50304, 2, 4, 64);
+
+    private static final Map<String, GptConfig> PRESETS = Map.of("gpt2", GPT2, "tiny", TINY, "bench", BENCH,
+            "tiny-bpe", TINY_BPE, "gpt2-medium", GPT2_MEDIUM, "gpt2-large", GPT2_LARGE, "gpt2-xl", GPT2_XL);
 
     /** Checks every size is at least 1, {@code C % NH == 0} and {@code Vp >= V}; the message names the field. */
     public GptConfig {
@@ -60,7 +73,7 @@ public record GptConfig(int maxT, int V, int Vp, int L, int NH, int C) {
         return ParameterLayout.count(this);
     }
 
-    /** A preset by name: {@code gpt2}, {@code tiny} or {@code bench}; otherwise an error listing them. */
+    /** A preset by name (one of {@link #presetNames()}); otherwise an error listing them. */
     public static GptConfig preset(String name) {
         GptConfig c = PRESETS.get(name);
         if (c == null) {
@@ -71,7 +84,7 @@ public record GptConfig(int maxT, int V, int Vp, int L, int NH, int C) {
 
     /** The preset names, in a stable order. */
     public static List<String> presetNames() {
-        return List.of("gpt2", "tiny", "bench");
+        return List.of("gpt2", "tiny", "bench", "tiny-bpe", "gpt2-medium", "gpt2-large", "gpt2-xl");
     }
 
     @Override

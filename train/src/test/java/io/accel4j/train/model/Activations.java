@@ -79,13 +79,11 @@ final class Activations {
             layers[t] = c.L();
         }
         layers[RESIDUAL3] = c.L();
-        switch (recompute) {
-            case NONE -> { }
-            case GELU -> layers[FCH_GELU] = 1;
-            case LAYER -> {
-                for (int t : RECOMPUTED_BY_LAYER) {
-                    layers[t] = 1;
-                }
+        if (recompute == Recompute.GELU) {
+            layers[FCH_GELU] = 1;
+        } else if (recompute == Recompute.LAYER) {
+            for (int t : RECOMPUTED_BY_LAYER) {
+                layers[t] = 1;
             }
         }
         return layers;

@@ -375,11 +375,10 @@ public final class Gpt2Monolith implements AutoCloseable {
             }
             MemorySegment residual = l == 0 ? acts.slice(ENCODED, BT) : acts.slice(RESIDUAL3, l - 1, BT);
             if (l < L - 1) { // the top layer's activations are still those of the forward
-                switch (recompute) {
-                    case NONE -> { }
-                    case GELU -> ops.geluForward(acts.slice(FCH_GELU, l, BT), acts.slice(FCH, l, BT),
-                            (long) BT * 4 * C);
-                    case LAYER -> layerForward(l, residual, false);
+                if (recompute == Recompute.GELU) {
+                    ops.geluForward(acts.slice(FCH_GELU, l, BT), acts.slice(FCH, l, BT), (long) BT * 4 * C);
+                } else if (recompute == Recompute.LAYER) {
+                    layerForward(l, residual, false);
                 }
             }
             weights.beginGradients(unit);

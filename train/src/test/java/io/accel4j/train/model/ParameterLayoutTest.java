@@ -100,9 +100,10 @@ class ParameterLayoutTest {
         assertThat(tiny.V()).isEqualTo(256);
         assertThat(tiny.headSize()).isEqualTo(16);
         assertThat(tiny.parameterCount()).isBetween(100_000L, 150_000L);
-        assertThat(GptConfig.presetNames()).containsExactly("gpt2", "tiny", "bench");
+        assertThat(GptConfig.presetNames()).containsExactly("gpt2", "tiny", "bench", "tiny-bpe", "gpt2-medium",
+                "gpt2-large", "gpt2-xl");
         assertThatThrownBy(() -> GptConfig.preset("gpt5")).hasMessage(
-                "unknown model preset 'gpt5': one of [gpt2, tiny, bench]");
+                "unknown model preset 'gpt5': one of [gpt2, tiny, bench, tiny-bpe, gpt2-medium, gpt2-large, gpt2-xl]");
         assertThatThrownBy(() -> new GptConfig(0, 1, 1, 1, 1, 1)).hasMessage("maxT must be >= 1, got 0");
         assertThatThrownBy(() -> new GptConfig(1, 1, 1, -1, 1, 1)).hasMessage("L must be >= 1, got -1");
         assertThatThrownBy(() -> new GptConfig(1, 1, 1, 1, 3, 8)).hasMessage("C (8) must be a multiple of NH (3)");

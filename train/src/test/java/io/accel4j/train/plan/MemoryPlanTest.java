@@ -25,7 +25,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.MethodSource;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /** {@link MemoryPlan} against what a model and trainer really allocate, and {@link BatchSizeFinder}'s choices. */
@@ -51,8 +51,13 @@ class MemoryPlanTest {
         pool.close();
     }
 
+    /** Every mode, and segments of 2 layers (CONFIG has 3: one segment of 2, one of 1). */
+    static Recompute[] modes() {
+        return new Recompute[] {Recompute.NONE, Recompute.GELU, Recompute.LAYER, Recompute.every(2)};
+    }
+
     @ParameterizedTest
-    @EnumSource(Recompute.class)
+    @MethodSource("modes")
     void thePlanIsWhatAModelAndItsTrainerAllocate(Recompute recompute) throws IOException {
         int B = 5;
         MemoryPlan plan = MemoryPlan.of(CONFIG, B, T, recompute);

@@ -1,0 +1,74 @@
+package io.accel4j.train.plan;
+
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Recompute;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * DDP and ZeRO 1–3 over all the devices, each with every {@link Recompute} mode ({@link #modes}): the global batch G is split into
+ * {@code G/N} sequences per rank (N must divide G), made of K micro-batches of B = G/(N·K) for each divisor B, and
+ * each (stage, recompute) keeps the largest B that fits the device (fewer, larger micro-batches run faster) — or, if
+ * none fits, B = 1, so that the planner can say by how much it misses. Memory: {@link MemoryPlan#of} (the trainer's
+ * allocation); time: {@link StepTime}.
+ */
+public final class DataParallelLayouts implements LayoutSource {
+
+    @Override
+    public List<Layout> layouts(GptConfig model, int globalBatch, int T, Cluster cluster) {
+        int n = cluster.devices();
+        if (globalBatch % n != 0) {
+            throw new IllegalArgumentException("the global batch " + globalBatch + " is not a multiple of the "
+                    + n + " devices");
+        }
+        int perRank = globalBatch / n;
+        int maxStage = n == 1 ? 0 : 3; // ZeRO shards nothing on one device
+        List<Layout> out = new ArrayList<>();
+        for (int stage = 0; stage <= maxStage; stage++) {
+            for (Recompute r : modes(model)) {
+                Layout fit = null;
+                Layout last = null;
+                for (int b = perRank; b >= 1 && fit == null; b--) {
+                    if (perRank % b == 0) {
+                        last = layout(model, T, cluster, stage, r, b, perRank / b);
+                        fit = last.bytesPerDevice() <= cluster.memoryBytes() ? last : null;
+                    }
+                }
+                out.add(fit != null ? fit : last); // else B = 1: the smallest need
+            }
+        }
+        return out;
+    }
+
+    /** NONE, GELU, LAYER and, from 3 layers, every:K with K = round(√L) (the fewest kept layer outputs). */
+    public static List<Recompute> modes(GptConfig model) {
+        List<Recompute> modes = new ArrayList<>(List.of(Recompute.values()));
+        if (model.L() >= 3) {
+            modes.add(Recompute.every(Math.max(2, (int) Math.round(Math.sqrt(model.L())))));
+        }
+        return modes;
+    }
+
+    private static Layout layout(GptConfig model, int T, Cluster cluster, int stage, Recompute r, int B, int K) {
+        int n = cluster.devices();
+        MemoryPlan mem = MemoryPlan.of(model, B, T, r, stage, n);
+        double compute = StepTime.flops(model, T, (long) B * K * n, r) / (n * cluster.flops());
+        double comm = StepTime.commBytes(model.parameterCount(), n, stage, K) / cluster.bandwidth();
+        List<String> args = new ArrayList<>();
+        if (stage > 0) {
+            args.addAll(List.of("--zero", String.valueOf(stage)));
+        }
+        if (r != Recompute.NONE) {
+            args.addAll(List.of("--recompute", r.toString()));
+        }
+        args.addAll(List.of("--batch", String.valueOf(B), "--seq", String.valueOf(T)));
+        if (K > 1) {
+            args.addAll(List.of("--grad-accum", String.valueOf(K)));
+        }
+        String name = stage == 0 ? "DDP" : "ZeRO-" + stage;
+        if (n == 1) {
+            name = "single";
+        }
+        return new Layout(name, n, 1, 1, stage, r, B, K, mem, new StepTime(compute, comm), List.copyOf(args));
+    }
+}
