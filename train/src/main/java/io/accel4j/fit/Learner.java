@@ -64,6 +64,8 @@ public final class Learner implements AutoCloseable {
     /** The run's rank of each rank held here. */
     private final int[] globalRank;
     private final List<StepMetrics> history = Collections.synchronizedList(new ArrayList<>());
+    /** Each held rank's place in the D × 1 × T grid and its groups, under tensor parallelism; else null. */
+    private final List<io.accel4j.grid.ProcessGrid> grids;
 
     Learner(LearnerBuilder b) {
         this.cfg = b;
@@ -71,7 +73,14 @@ public final class Learner implements AutoCloseable {
         this.world = b.comm != null ? b.comm.size() : b.ranks;
         int held = b.comm != null ? 1 : b.ranks;
         this.globalRank = new int[held];
+        io.accel4j.grid.GridLayout layout = b.tensorParallel > 1
+                ? io.accel4j.grid.GridLayout.of(world, 1, b.tensorParallel) : null;
+        this.grids = layout == null ? null : new ArrayList<>();
         try {
+            if (layout != null) { // a collective of every rank: the groups are split from the world
+                grids.addAll(b.comm != null ? List.of(io.accel4j.grid.ProcessGrid.of(b.comm, layout))
+                        : group.runAgain(comm -> io.accel4j.grid.ProcessGrid.of(comm, layout)));
+            }
             int perRank = Math.max(1, b.threads / held);
             for (int i = 0; i < held; i++) {
                 int r = b.comm != null ? b.comm.rank() : i;
@@ -84,25 +93,32 @@ public final class Learner implements AutoCloseable {
                     owned.add(pool);
                     ops = new CpuOps(pool);
                 }
+                io.accel4j.grid.ProcessGrid grid = grids == null ? null : grids.get(i);
                 NetworkSpec spec = Network.of(b.model.get()).classes(b.classes).batch(b.B, b.T)
-                        .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8);
+                        .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8)
+                        .tensorParallel(grid == null ? null : grid.tensor());
                 spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);
                 Network net = spec.build(ops);
                 try {
                     net.initialise(b.seed);
                     long count = net.table().count();
                     int values = net.fp8() == null ? 0 : net.fp8().histories();
-                    io.accel4j.collectives.Communicator c = b.comm != null ? b.comm
+                    io.accel4j.collectives.Communicator c = grid != null ? grid.data() : b.comm != null ? b.comm
                             : group != null ? group.communicator(r) : null;
                     GradientSync sync = c == null || c.size() == 1 ? GradientSync.local()
                             : b.zero == 0 ? new DataParallel(c, ops.memory(), values)
                             : new ZeroSharding(b.zero, c, ops.memory(), count, values);
+                    if (grid != null) {
+                        sync = new TensorParallelSync(sync, grid.tensor(), net, ops.memory());
+                    }
+                    int replica = grid != null ? grid.coordinates().dp() : r;
+                    int replicas = grid != null ? layout.dp() : world;
                     GradientSync.Shard shard = sync.shard(count);
                     MemorySegment params = net.params().asSlice(shard.offset() * Float.BYTES,
                             shard.length() * Float.BYTES);
                     ranks.add(new RankStep(net, b.optimizer.create(ops, net.table(), params,
                             sync.gradients(net.grads(), count), shard.offset(), shard.length()), sync,
-                            b.data.open(r, world, b.B, b.T), b.schedule, new LossScaler(Precision.of(b.precision)),
+                            b.data.open(replica, replicas, b.B, b.T), b.schedule, new LossScaler(Precision.of(b.precision)),
                             b.gradClip, b.B, b.T, b.gradAccum));
                 } catch (RuntimeException | Error e) {
                     net.close();
@@ -128,6 +144,8 @@ public final class Learner implements AutoCloseable {
     /** The optimizer's description. */
     public String describe() {
         return ranks.get(0).optimizer().describe() + ", " + world + " rank" + (world == 1 ? "" : "s")
+                + (cfg.tensorParallel > 1 ? " (" + world / cfg.tensorParallel + " data-parallel × "
+                + cfg.tensorParallel + " tensor)" : "")
                 + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "")
                 + ", " + (cfg.fp8 != null ? "FP8 linear layers (" + cfg.fp8.format() + ")" : cfg.precision
                 + " matmul operands") + ", " + network().table().count() + " parameters";
@@ -194,30 +212,37 @@ public final class Learner implements AutoCloseable {
     public void save(Path dir) throws IOException {
         Network net = network();
         long count = net.table().count();
+        io.accel4j.nn.ParameterTable table = io.accel4j.nn.TensorShards.of(net).whole(); // the whole model's
+        long total = table.count();
         Map<String, MemorySegment> whole = new LinkedHashMap<>();
         try (Arena host = Arena.ofShared()) {
             for (String name : ranks.get(0).optimizer().state().keySet()) {
-                whole.put(name, host.allocate(count * Float.BYTES, 64));
+                whole.put(name, host.allocate(total * Float.BYTES, 64));
             }
-            forEachRank(rank -> { // a collective under ZeRO: every rank sends its shards
+            MemorySegment params = host.allocate(total * Float.BYTES, 64);
+            forEachRank(rank -> { // collectives: every rank sends its ZeRO shards, then its tensor shards
                 RankStep r = ranks.get(rank);
-                try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena()) {
+                io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
+                boolean writer = globalRank[rank] == 0;
+                try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena();
+                     Arena mine = Arena.ofShared()) {
+                    MemorySegment local = mine.allocate(count * Float.BYTES, 64);
+                    MemorySegment all = writer ? null : mine.allocate(total * Float.BYTES, 64);
                     for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                        MemorySegment all = scratch.allocate(count * Float.BYTES);
-                        r.sync().gatherShards(e.getValue(), all, count, r.network().memory());
-                        if (globalRank[rank] == 0) {
-                            r.network().memory().copyToHost(all, whole.get(e.getKey()));
-                        }
+                        MemorySegment dev = scratch.allocate(count * Float.BYTES);
+                        r.sync().gatherShards(e.getValue(), dev, count, r.network().memory());
+                        r.network().memory().copyToHost(dev, local);
+                        shards.gather(local, writer ? whole.get(e.getKey()) : all);
                     }
+                    r.network().copyParamsToHost(local);
+                    shards.gather(local, writer ? params : all);
                 }
             });
             if (!lead()) {
                 return; // it sent its shards; the run's rank 0 writes
             }
             RankStep r0 = ranks.get(0);
-            MemorySegment params = host.allocate(count * Float.BYTES, 64);
-            net.copyParamsToHost(params);
-            LearnerCheckpoint.writeModel(dir, net.table(), params);
+            LearnerCheckpoint.writeModel(dir, table, params);
             boolean resumable = ranks.stream().allMatch(r -> r.data() instanceof DataSource.Resumable);
             LossScaler sc = r0.scaler();
             LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
@@ -229,7 +254,8 @@ public final class Learner implements AutoCloseable {
     /**
      * Continues from the checkpoint {@link #save} wrote in {@code dir}: every rank's parameters, optimizer state (its
      * shard), step, loss scaler and FP8 state; the data sources skip what they had given when they are
-     * {@link DataSource.Resumable} (then the run continues bit for bit), else they start afresh.
+     * {@link DataSource.Resumable} (then the run continues bit for bit), else they start afresh. The checkpoint holds
+     * the whole model, so it resumes under another tensor-parallel layout than it was saved from.
      *
      * @throws io.accel4j.nn.ShapeException naming the first tensor when the checkpoint is of another module tree
      * @throws io.accel4j.train.io.FileFormatException naming the file and field of a malformed or mismatched one
@@ -237,12 +263,14 @@ public final class Learner implements AutoCloseable {
     public void resume(Path dir) throws IOException {
         Network net = network();
         long count = net.table().count();
+        io.accel4j.nn.ParameterTable table = io.accel4j.nn.TensorShards.of(net).whole();
+        long total = table.count();
         try (Arena host = Arena.ofShared()) {
-            MemorySegment params = host.allocate(count * Float.BYTES, 64);
-            LearnerCheckpoint.readModel(dir, net.table(), params);
+            MemorySegment params = host.allocate(total * Float.BYTES, 64);
+            LearnerCheckpoint.readModel(dir, table, params);
             Map<String, MemorySegment> whole = new LinkedHashMap<>();
             for (String name : ranks.get(0).optimizer().state().keySet()) {
-                whole.put(name, host.allocate(count * Float.BYTES, 64));
+                whole.put(name, host.allocate(total * Float.BYTES, 64));
             }
             LearnerCheckpoint.State st = LearnerCheckpoint.readState(dir, whole);
             boolean fp8 = net.fp8() != null;
@@ -251,11 +279,15 @@ public final class Learner implements AutoCloseable {
                         (fp8 ? "is missing: the checkpoint is not of an FP8 run" : "is present: resume an FP8 "
                                 + "checkpoint with fp8(recipe)"));
             }
+            MemorySegment local = host.allocate(count * Float.BYTES, 64);
             for (RankStep r : ranks) {
-                r.network().copyParamsFromHost(params);
+                io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
+                shards.extract(params, local);
+                r.network().copyParamsFromHost(local);
                 GradientSync.Shard shard = r.sync().shard(count);
                 for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                    r.network().memory().copyToDevice(whole.get(e.getKey()).asSlice(shard.offset() * Float.BYTES,
+                    shards.extract(whole.get(e.getKey()), local);
+                    r.network().memory().copyToDevice(local.asSlice(shard.offset() * Float.BYTES,
                             shard.length() * Float.BYTES), e.getValue());
                 }
                 try {
@@ -297,6 +329,7 @@ public final class Learner implements AutoCloseable {
      * batch shape).
      */
     public double evaluate(DataSource source, int batches) {
+        notSplit("evaluate");
         Network net = network();
         try (Arena a = Arena.ofConfined()) {
             long rows = (long) cfg.B * cfg.T;
@@ -314,6 +347,7 @@ public final class Learner implements AutoCloseable {
      * The most likely class of each of the {@code B·T} positions of {@code inputs} (host memory), by rank 0's network.
      */
     public int[] predict(MemorySegment inputs, int B, int T) {
+        notSplit("predict");
         Network net = network();
         net.forward(inputs, null, B, T);
         int rows = B * T, width = net.outputWidth(), n = net.classes();
@@ -332,6 +366,13 @@ public final class Learner implements AutoCloseable {
             }
         }
         return best;
+    }
+
+    private void notSplit(String what) {
+        if (cfg.tensorParallel > 1) {
+            throw new IllegalStateException(what + " runs rank 0's network alone, which a tensor-parallel model "
+                    + "cannot (its blocks compute with their group): save and resume on one rank to " + what);
+        }
     }
 
     private void appendMetrics(StepMetrics m) {
@@ -369,6 +410,12 @@ public final class Learner implements AutoCloseable {
             r.close();
         }
         ranks.clear();
+        if (grids != null) {
+            for (io.accel4j.grid.ProcessGrid g : grids) {
+                g.close();
+            }
+            grids.clear();
+        }
         if (group != null) {
             group.close();
         }
