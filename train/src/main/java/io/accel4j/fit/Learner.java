@@ -304,6 +304,37 @@ public final class Learner implements AutoCloseable {
         }
     }
 
+    /** Bytes of the first held rank's optimizer state (its ZeRO shard's), as allocated. */
+    public long optimizerStateBytes() {
+        long sum = 0;
+        for (MemorySegment m : ranks.get(0).optimizer().state().values()) {
+            sum += m.byteSize();
+        }
+        return sum;
+    }
+
+    /** The whole model's parameter table (the one-rank network's; this rank's own when not split). */
+    public io.accel4j.nn.ParameterTable wholeTable() {
+        return io.accel4j.nn.TensorShards.of(network()).whole();
+    }
+
+    /**
+     * The whole model's parameters ({@link #wholeTable()}'s layout) into {@code host} on the run's rank 0 (other
+     * processes' {@code host} is left as it is): a collective of every rank (the tensor shards are gathered).
+     */
+    public void gatherParameters(MemorySegment host) {
+        long count = network().table().count(), total = wholeTable().count();
+        forEachRank(rank -> {
+            RankStep r = ranks.get(rank);
+            try (Arena mine = Arena.ofShared()) {
+                MemorySegment local = mine.allocate(count * Float.BYTES, 64);
+                r.network().copyParamsToHost(local);
+                io.accel4j.nn.TensorShards.of(r.network()).gather(local, globalRank[rank] == 0 ? host
+                        : mine.allocate(total * Float.BYTES, 64));
+            }
+        });
+    }
+
     /** Runs {@code body} for every rank: on this thread for one, on one thread each for several (collectives). */
     private void forEachRank(java.util.function.IntConsumer body) {
         if (group == null) {

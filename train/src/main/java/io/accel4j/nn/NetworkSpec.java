@@ -126,6 +126,30 @@ public final class NetworkSpec {
         return b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES + rows * Integer.BYTES;
     }
 
+    /** What a network of this spec holds on one rank: its parameters (elements) and its activation bytes. */
+    public record Plan(long parameters, long activationBytes) {}
+
+    /**
+     * {@link #activationBytes()} and the parameter count of the network this spec builds on one rank of a tensor
+     * group of {@code tensorRanks} (1: not split), without allocating anything or needing the group. Builds the
+     * spec's tree, as {@link #activationBytes()} does.
+     */
+    public Plan plan(int tensorRanks) {
+        Builder b = new Builder(Network.PLANNING, operands, fp8 != null, recompute, maxB, maxT);
+        b.tensor(TensorParallel.planning(0, tensorRanks));
+        int out = b.child(body, inWidth, false);
+        Loss.of(b, out, classes < 0 ? 1 : classes);
+        b.activation("logits", out);
+        b.activation("losses", 1);
+        long rows = (long) maxB * maxT;
+        long params = 0;
+        for (Builder.ParamDecl d : b.params()) {
+            params += d.count();
+        }
+        return new Plan(params, b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES
+                + rows * Integer.BYTES);
+    }
+
     /**
      * Builds the tree and allocates the network on {@code ops}' memory.
      *
