@@ -313,6 +313,21 @@ public final class Learner implements AutoCloseable {
         return sum;
     }
 
+    /**
+     * Sets every held rank's parameters from the whole model's {@code whole} (host, {@link #wholeTable()}'s layout):
+     * each takes its shards. Not a collective; every process of a communicator calls it with the same values.
+     */
+    public void loadParameters(MemorySegment whole) {
+        long count = network().table().count();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment local = a.allocate(count * Float.BYTES, 64);
+            for (RankStep r : ranks) {
+                io.accel4j.nn.TensorShards.of(r.network()).extract(whole, local);
+                r.network().copyParamsFromHost(local);
+            }
+        }
+    }
+
     /** The whole model's parameter table (the one-rank network's; this rank's own when not split). */
     public io.accel4j.nn.ParameterTable wholeTable() {
         return io.accel4j.nn.TensorShards.of(network()).whole();

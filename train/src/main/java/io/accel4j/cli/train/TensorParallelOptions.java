@@ -15,8 +15,8 @@ public final class TensorParallelOptions {
     @Option(names = "--tp", paramLabel = "T", defaultValue = "1", description = "Tensor parallelism: split every "
             + "block's attention heads and MLP, and the vocabulary of the embedding, head and loss, over T ranks "
             + "(T must divide the heads NH, C, 4C and the padded vocabulary Vp); --ranks (or mpirun's -np) is then "
-            + "D·T, data parallelism over the D replicas; runs on the CPU through the Java API's Learner, from the "
-            + "blocks' initialisation (default: ${DEFAULT-VALUE}: not split).")
+            + "D·T, data parallelism over the D replicas; runs on the CPU through the Java API's Learner, from a "
+            + "preset's initialisation or a --model file (default: ${DEFAULT-VALUE}: not split).")
     int tp = 1;
 
     /** Whether the run is split. */
@@ -34,7 +34,7 @@ public final class TensorParallelOptions {
      *
      * @throws ParameterException (from {@code usage}) naming --tp and the numbers
      */
-    public void check(GptConfig model, int world, boolean cuda, boolean modelFile, int zero, boolean fp32,
+    public void check(GptConfig model, int world, boolean cuda, int zero, boolean fp32,
                       Function<String, ParameterException> usage) {
         if (tp < 1) {
             throw usage.apply("--tp must be >= 1, got " + tp);
@@ -56,9 +56,6 @@ public final class TensorParallelOptions {
         }
         if (cuda) {
             throw usage.apply("--tp runs on the CPU so far: drop --device cuda");
-        }
-        if (modelFile) {
-            throw usage.apply("--tp trains from the blocks' initialisation so far: use a preset for --model");
         }
         if (zero > 1) {
             throw usage.apply("--tp composes with --zero 0 or 1 so far, got --zero " + zero);

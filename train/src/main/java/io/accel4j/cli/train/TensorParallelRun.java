@@ -23,7 +23,8 @@ import java.util.List;
 
 /**
  * {@code accel4j train --tp T}: GPT-2 split over T tensor ranks ({@link Gpt2Blocks#parallelBody}) trained through
- * the Java API's {@link Learner} — the ranks in this process, or one per process under mpirun — with the run's AdamW,
+ * the Java API's {@link Learner} — the ranks in this process, or one per process under mpirun — from the blocks'
+ * initialisation or an llm.c model file (any layout's: the file is the whole model), with the run's AdamW,
  * warmup and schedule, clipping and accumulation, on consecutive windows of the train tokens (replica r of D reading
  * its own B of each global batch). Prints the plan per rank and progress, writes {@code metrics.jsonl},
  * {@code loss.png}, the whole model as an llm.c model file ({@code model.bin}, what {@code accel4j sample} reads) and
@@ -48,10 +49,18 @@ final class TensorParallelRun {
     }
 
     /** Trains, writes the outputs into {@code dir}, returns the metrics (rank 0's view). */
-    static List<StepMetrics> run(LearnerBuilder b, GptConfig model, TrainConfig cfg, Path dir, boolean lead,
-                                 PrintWriter w) throws IOException {
+    static List<StepMetrics> run(LearnerBuilder b, GptConfig model, Path modelFile, TrainConfig cfg, Path dir,
+                                 boolean lead, PrintWriter w) throws IOException {
         b.out(lead ? dir : null).progress(lead ? w : null);
         try (Learner learner = b.build()) {
+            if (modelFile != null) { // an llm.c file holds the whole model in the whole table's order
+                try (Arena a = Arena.ofConfined()) {
+                    learner.loadParameters(LlmcCheckpoint.read(modelFile, a).params());
+                }
+                if (lead) {
+                    w.println("started from " + modelFile + ", split over the tensor ranks");
+                }
+            }
             if (lead) {
                 w.println("tensor parallel: " + learner.describe());
                 w.flush();

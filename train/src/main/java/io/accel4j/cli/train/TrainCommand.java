@@ -242,7 +242,7 @@ public final class TrainCommand implements Callable<Integer> {
         checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
-        tensor.check(modelConfig, worldRanks, device == Backend.Device.CUDA, modelFile != null, asked.zeroStage(),
+        tensor.check(modelConfig, worldRanks, device == Backend.Device.CUDA, asked.zeroStage(),
                 asked.precision().equals(Precision.FP32), this::usage);
         if (tensor.active() && (resume != null || memory.findBatchSize)) {
             throw usage("--tp does not go with " + (resume != null ? "--resume" : "--find-batch-size") + " yet");
@@ -309,7 +309,7 @@ public final class TrainCommand implements Callable<Integer> {
             data = launch.lead() ? GeneratedData.write(seed, trainPath, dir.resolve("val.bin"), run, w) : null;
         }
         if (tensor.active()) {
-            trainTensorParallel(world, launch, nThreads, cfg, modelConfig, dir, trainPath, w);
+            trainTensorParallel(world, launch, nThreads, cfg, modelFile, modelConfig, dir, trainPath, w);
         } else if (world != null) {
             world.barrier(); // rank 0 has created the run directory and written the generated dataset
             try {
@@ -338,13 +338,13 @@ public final class TrainCommand implements Callable<Integer> {
 
     /** {@code --tp}: the run through the Learner ({@link TensorParallelRun}), in-process ranks or one per process. */
     private void trainTensorParallel(MpiCommunicator world, Launch launch, int nThreads, TrainConfig cfg,
-                                     GptConfig modelConfig, Path dir, Path trainPath, PrintWriter w) {
+                                     Path modelFile, GptConfig modelConfig, Path dir, Path trainPath, PrintWriter w) {
         if (world != null) {
             world.barrier(); // rank 0 has created the run directory and written the generated dataset
         }
         try (TokenFile train = open(trainPath, "train")) {
             TensorParallelRun.run(TensorParallelRun.learner(modelConfig, cfg, tensor.tp(), ranks, world, nThreads,
-                    train), modelConfig, cfg, dir, launch.lead(), launch.lead() ? w
+                    train), modelConfig, modelFile, cfg, dir, launch.lead(), launch.lead() ? w
                     : new PrintWriter(Writer.nullWriter()));
         } catch (IOException | IllegalArgumentException e) {
             throw new CliException((world == null ? "" : "rank " + world.rank() + " of " + world.size() + ": ")

@@ -82,6 +82,34 @@ class TrainCommandTensorParallelTest {
         }
     }
 
+    /**
+     * Across layouts through llm.c files: a one-rank run's model file starts a tp = 2 run, whose model file (written
+     * whole) a one-rank run then starts from. At lr = 1e-30 the tp run's step cannot move a parameter of magnitude
+     * above ~1e-23 by a rounding step, so its file holds the one-rank file's parameters within 1e-20.
+     */
+    @Test
+    void modelFilesCrossLayouts() throws IOException {
+        Path one = tmp.resolve("one"), split = tmp.resolve("split"), back = tmp.resolve("back");
+        Result r1 = run(args(one, "--batch", "2", "--steps", "2"));
+        assertThat(r1.code()).as(r1.err()).isZero();
+        Path saved = one.resolve("model_00000002.bin");
+        Result r2 = run(args(split, "--tp", "2", "--ranks", "2", "--batch", "2", "--steps", "1", "--lr", "1e-30",
+                "--grad-clip", "0", "--model", saved.toString()));
+        assertThat(r2.code()).as(r2.err()).isZero();
+        assertThat(r2.out()).contains("started from " + saved);
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            float[] want = LlmcCheckpoint.read(saved, a).params().toArray(java.lang.foreign.ValueLayout.JAVA_FLOAT);
+            float[] got = LlmcCheckpoint.read(split.resolve("model.bin"), a).params()
+                    .toArray(java.lang.foreign.ValueLayout.JAVA_FLOAT);
+            assertThat(got).hasSameSizeAs(want);
+            for (int i = 0; i < want.length; i++) {
+                assertThat((double) got[i]).as("parameter %d", i).isCloseTo(want[i], offset(1e-20));
+            }
+        }
+        Result r3 = run(args(back, "--batch", "2", "--steps", "1", "--model", split.resolve("model.bin").toString()));
+        assertThat(r3.code()).as(r3.err()).isZero();
+    }
+
     @Test
     void layoutsThatDoNotFitAreUsageErrors() throws IOException {
         String[][] cases = {
