@@ -69,7 +69,7 @@ public final class Learner implements AutoCloseable {
 
     Learner(LearnerBuilder b) {
         this.cfg = b;
-        this.group = b.comm == null && b.ranks > 1 ? InProcessGroup.create(b.ranks) : null;
+        this.group = b.comm == null && b.ranks > 1 ? InProcessGroup.create(b.ranks, b.collectiveTimeout) : null;
         this.world = b.comm != null ? b.comm.size() : b.ranks;
         int held = b.comm != null ? 1 : b.ranks;
         this.globalRank = new int[held];

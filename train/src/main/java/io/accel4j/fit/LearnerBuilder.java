@@ -36,6 +36,7 @@ public final class LearnerBuilder {
     ParameterTable.Order order = ParameterTable.Order.declaration();
     int ranks = 1;
     int tensorParallel = 1;
+    java.time.Duration collectiveTimeout = io.accel4j.collectives.Communicator.DEFAULT_TIMEOUT;
     int zero;
     int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
     long seed = 1337;
@@ -195,6 +196,19 @@ public final class LearnerBuilder {
             throw new IllegalArgumentException("tensorParallel must be >= 1, got " + T);
         }
         this.tensorParallel = T;
+        return this;
+    }
+
+    /**
+     * How long a collective of the in-process ranks (and of their groups) waits for the others before failing, naming
+     * the group and the rank (default {@link io.accel4j.collectives.Communicator#DEFAULT_TIMEOUT}); a communicator
+     * given with {@link #communicator} keeps its own.
+     */
+    public LearnerBuilder collectiveTimeout(java.time.Duration timeout) {
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw new IllegalArgumentException("collectiveTimeout must be positive, got " + timeout);
+        }
+        this.collectiveTimeout = timeout;
         return this;
     }
 

@@ -206,6 +206,34 @@ class TensorParallelLearnerTest {
         }
     }
 
+    /** A rank that hangs in a tensor group makes the others fail within the timeout, naming the group and the rank. */
+    @Test
+    void aHungRankFailsItsTensorGroupNamingIt() {
+        java.util.concurrent.atomic.AtomicInteger opened = new java.util.concurrent.atomic.AtomicInteger();
+        DataSource.Factory data = tokens(3);
+        DataSource.Factory slow = (replica, replicas, B, Tq) -> {
+            DataSource d = data.open(replica, replicas, B, Tq);
+            boolean hangs = opened.getAndIncrement() == 1; // the second rank built: tensor rank 1
+            return (in, tg) -> {
+                if (hangs) {
+                    try {
+                        Thread.sleep(3000);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+                d.next(in, tg);
+            };
+        };
+        try (Learner l = learner(ownModel(), 2, 2).data(slow).collectiveTimeout(java.time.Duration.ofMillis(500))
+                .build()) {
+            assertThatThrownBy(() -> l.fit(1, null))
+                    .isInstanceOf(io.accel4j.collectives.CollectiveException.class)
+                    .hasMessageContaining("of group color 0 (parent ranks [0, 1])")
+                    .hasMessageContaining("rank 1 did not arrive");
+        }
+    }
+
     @Test
     void badLayoutsAreRefusedBeforeAnything() {
         assertThatThrownBy(() -> learner(ownModel(), 3, 2).build())

@@ -37,6 +37,12 @@ final class TensorParallelRun {
     /** The run's learner (not yet trained): {@code world} null for in-process {@code ranks}. */
     static LearnerBuilder learner(GptConfig model, TrainConfig cfg, int tp, int ranks, Communicator world,
                                   int threads, TokenFile train) {
+        return learner(model, cfg, tp, ranks, world, threads, train, Communicator.DEFAULT_TIMEOUT);
+    }
+
+    /** {@link #learner}, in-process collectives giving up after {@code timeout} (--collective-timeout). */
+    static LearnerBuilder learner(GptConfig model, TrainConfig cfg, int tp, int ranks, Communicator world,
+                                  int threads, TokenFile train, java.time.Duration timeout) {
         LrSchedule schedule = cfg.schedule() == TrainConfig.Schedule.CONSTANT ? LrSchedule.constant(cfg.lr())
                 : LrSchedule.warmupCosine(cfg.lr(), cfg.warmup(), cfg.steps(), cfg.minLrFraction());
         LearnerBuilder b = Learner.of(() -> Gpt2Blocks.parallelBody(model)).tokens(model.V()).classes(model.V())
@@ -44,7 +50,7 @@ final class TensorParallelRun {
                 .optimizer(new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(),
                         !cfg.decayMatricesOnly()))
                 .schedule(schedule).gradClip(cfg.gradClip()).tensorParallel(tp).zero(cfg.zeroStage())
-                .threads(threads).seed(cfg.seed()).data(windows(train));
+                .threads(threads).seed(cfg.seed()).data(windows(train)).collectiveTimeout(timeout);
         return world != null ? b.communicator(world) : b.ranks(ranks);
     }
 

@@ -344,7 +344,7 @@ public final class TrainCommand implements Callable<Integer> {
         }
         try (TokenFile train = open(trainPath, "train")) {
             TensorParallelRun.run(TensorParallelRun.learner(modelConfig, cfg, tensor.tp(), ranks, world, nThreads,
-                    train), modelConfig, modelFile, cfg, dir, launch.lead(), launch.lead() ? w
+                    train, timeout()), modelConfig, modelFile, cfg, dir, launch.lead(), launch.lead() ? w
                     : new PrintWriter(Writer.nullWriter()));
         } catch (IOException | IllegalArgumentException e) {
             throw new CliException((world == null ? "" : "rank " + world.rank() + " of " + world.size() + ": ")
