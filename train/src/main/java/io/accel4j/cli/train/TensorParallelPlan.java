@@ -34,6 +34,25 @@ public record TensorParallelPlan(int tp, int dp, long parameters, long gradients
                 split.activationBytes(), unsplit);
     }
 
+    /**
+     * The tensor layouts of {@code world} ranks (every T that divides the ranks, NH, C, 4C and Vp, smallest first)
+     * whose per-rank plan fits {@code budget} bytes: what a planner picks from (the first is the least communication).
+     */
+    public static java.util.List<TensorParallelPlan> fitting(GptConfig model, TrainConfig cfg, int world,
+                                                              long budget) {
+        java.util.List<TensorParallelPlan> out = new java.util.ArrayList<>();
+        for (int t = 1; t <= world; t++) {
+            if (world % t == 0 && model.NH() % t == 0 && model.C() % t == 0 && model.Vp() % t == 0
+                    && (cfg.zeroStage() == 0 || world / t >= 2)) {
+                TensorParallelPlan p = of(model, cfg, t, world);
+                if (p.total() <= budget) {
+                    out.add(p);
+                }
+            }
+        }
+        return out;
+    }
+
     private static NetworkSpec spec(GptConfig model, TrainConfig cfg) {
         return Gpt2Blocks.parallelSpec(model, null).batch(cfg.batch(), cfg.seq());
     }

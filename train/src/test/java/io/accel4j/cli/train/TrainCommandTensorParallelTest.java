@@ -148,5 +148,13 @@ class TrainCommandTensorParallelTest {
                 assertThat(plan.total()).isLessThan(plan.unsplit());
             }
         }
+        // which layouts of 4 ranks fit a budget: between tp 2's and tp 1's per-rank bytes only tp 2 and tp 4 do
+        TrainConfig cfg = TrainConfig.builder().precision(Precision.FP32).batch(2).seq(16).steps(1).build();
+        long tp1 = TensorParallelPlan.of(model, cfg, 1, 4).total(), tp2 = TensorParallelPlan.of(model, cfg, 2, 4)
+                .total();
+        assertThat(TensorParallelPlan.fitting(model, cfg, 4, (tp1 + tp2) / 2)).extracting(TensorParallelPlan::tp)
+                .containsExactly(2, 4);
+        assertThat(TensorParallelPlan.fitting(model, cfg, 4, tp1)).extracting(TensorParallelPlan::tp)
+                .containsExactly(1, 2, 4);
     }
 }
