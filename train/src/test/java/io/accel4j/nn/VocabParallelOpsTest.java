@@ -13,14 +13,16 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The vocab-parallel cross-entropy's local halves ({@link io.accel4j.core.ops.VocabParallelOps}), with the two
+ * The vocab-parallel cross-entropy's local halves ({@link io.accel4j.core.ops.VocabParallelOps}: the CPU kernel and
+ * the contract's float64 defaults), with the two
  * all-reduces done here by hand over T shards, against a float64 reference and the unsharded fused classifier
  * ({@code classifierForwardBackward}) on the whole logits; and the vocab-sharded encoder against the plain one. Odd
  * sizes: N = 7 positions, V = 13 classes padded to Vp = 16, T ∈ {1, 2, 4} (at T = 4 the last shard holds 1 real
  * class and 3 of padding). Outputs poisoned with NaN first.
  *
- * <p>Tolerances: the loss is log Σ exp summed in float64 and rounded once to fp32, so against the float64 reference
- * it is within a few fp32 ulps: 2e-6 relative; against the fused classifier (fp32 throughout) 1e-5 relative. Each
+ * <p>Tolerances: the loss is log Σ exp with the exponentials within 1 ulp (the kernel's fp32 expf; the defaults'
+ * float64) summed in float64 across blocks, rounded once to fp32, so against the float64 reference it is within a
+ * few fp32 ulps: 2e-6 relative; against the fused classifier (fp32 throughout) 1e-5 relative. Each
  * gradient element is {@code scale·(p − onehot)} with p from a float64 sum: 1e-7 absolute at scale 1/N (p ≤ 1).
  */
 class VocabParallelOpsTest {
@@ -43,8 +45,16 @@ class VocabParallelOpsTest {
         pool.close();
     }
 
+    /** The contract's defaults (host loops, float64 sums): the reference the CPU kernel is held to. */
+    static final io.accel4j.core.ops.VocabParallelOps DEFAULTS = () -> io.accel4j.core.memory.HostMemory.INSTANCE;
+
     @Test
     void shardedCrossEntropyEqualsTheReferenceAndTheFusedClassifier() {
+        check(ops);      // the CPU kernel (VocabShards)
+        check(DEFAULTS); // the contract's defaults
+    }
+
+    private static void check(io.accel4j.core.ops.VocabParallelOps shardOps) {
         SplittableRandom r = new SplittableRandom(11);
         float[] logits = new float[N * VP];
         int[] targets = new int[N];
@@ -90,7 +100,7 @@ class VocabParallelOpsTest {
                         MemorySegment.copy(logits, i * VP + q * Vs, shard[q], F, (long) i * Vs * 4, Vs);
                     }
                     max.fill((byte) 0xff);
-                    ops.classifierShardMax(max, shard[q], N, vv(q, Vs), Vs);
+                    shardOps.classifierShardMax(max, shard[q], N, vv(q, Vs), Vs);
                     for (int i = 0; i < N; i++) {
                         gmax[i] = Math.max(gmax[i], max.getAtIndex(F, i));
                     }
@@ -99,7 +109,7 @@ class VocabParallelOpsTest {
                 float[] gs = new float[2 * N];
                 for (int q = 0; q < T; q++) {
                     sums.fill((byte) 0xff);
-                    ops.classifierShardSums(sums, shard[q], max, tg, N, q * Vs, vv(q, Vs), Vs);
+                    shardOps.classifierShardSums(sums, shard[q], max, tg, N, q * Vs, vv(q, Vs), Vs);
                     for (int k = 0; k < 2 * N; k++) {
                         gs[k] += sums.getAtIndex(F, k);
                     }
@@ -108,7 +118,7 @@ class VocabParallelOpsTest {
                 for (int q = 0; q < T; q++) {
                     MemorySegment losses = a.allocate(N * 4L, 64);
                     losses.fill((byte) 0xff);
-                    double mean = ops.classifierShardLoss(losses, shard[q], max, sums, tg, N, q * Vs, vv(q, Vs), Vs,
+                    double mean = shardOps.classifierShardLoss(losses, shard[q], max, sums, tg, N, q * Vs, vv(q, Vs), Vs,
                             scale, true);
                     double refMean = 0;
                     for (int i = 0; i < N; i++) {
