@@ -164,6 +164,16 @@ public abstract class AbstractCommunicator implements Communicator {
         }
     }
 
+    /** Queues {@code body} as a collective of this communicator (in order with the others, timed out alike). */
+    protected final Pending runOnQueue(String what, Runnable body) {
+        return submit(what, body);
+    }
+
+    /** How failures name this communicator's group (a split's), or null for none. */
+    protected String groupName() {
+        return null;
+    }
+
     /** True once {@link #close()} has been called. */
     protected final boolean isClosed() {
         return closed;
@@ -290,7 +300,8 @@ public abstract class AbstractCommunicator implements Communicator {
                 if (!done.await(Math.max(left, 0), TimeUnit.NANOSECONDS)) {
                     long el = System.nanoTime() - issued;
                     CollectiveException e = new CollectiveException(what, List.of(), Duration.ofNanos(el), what
-                            + " on rank " + rank + " of " + size + " failed after " + CollectiveException.seconds(el)
+                            + " on rank " + rank + " of " + size + (groupName() == null ? "" : " of group "
+                            + groupName()) + " failed after " + CollectiveException.seconds(el)
                             + ": it did not complete within the timeout (" + timeout + "); another rank died, "
                             + "left or is stuck (this backend cannot tell which)", null);
                     broken = e;

@@ -97,6 +97,17 @@ public interface Communicator extends AutoCloseable {
     /** Receives {@code count} elements from rank {@code peer} into {@code buf}; see {@link #send}. */
     Pending recvAsync(MemorySegment buf, long count, DType dtype, int peer);
 
+    /**
+     * A new communicator over the ranks that pass the same {@code color} (≥ 0), ranked by {@code key} and then by
+     * their rank here (MPI's {@code MPI_Comm_split}); a collective of this communicator (every rank calls it, in the
+     * same order as its other collectives). The new communicator has this one's timeout, names its group in its
+     * failures, and is the caller's to close (before this one). Backends that cannot split throw
+     * {@link UnsupportedOperationException} saying why.
+     */
+    default Communicator split(int color, int key) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " cannot split into groups");
+    }
+
     /** Leaves the group. Ranks waiting for this one fail; closing twice does nothing. */
     @Override
     void close();

@@ -91,8 +91,17 @@ public final class InProcessGroup implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final RingCommunicator[] comms;
     private volatile Failure failure;
+    /** How failures name this group: null for a group made by {@link #create}, else a split's description. */
+    private final String name;
+    /** The groups split from this one, by split number and color ({@link #child}). */
+    private final java.util.Map<String, InProcessGroup> children = new java.util.concurrent.ConcurrentHashMap<>();
 
     private InProcessGroup(int size, Duration timeout) {
+        this(size, timeout, null);
+    }
+
+    private InProcessGroup(int size, Duration timeout, String name) {
+        this.name = name;
         if (size < 1) {
             throw new IllegalArgumentException("size must be >= 1, got " + size);
         }
@@ -198,7 +207,7 @@ public final class InProcessGroup implements AutoCloseable {
             joinUninterruptibly(t);
         }
         Failure f = failure;
-        Throwable first = f != null && errors[f.ranks().getFirst()] != null ? errors[f.ranks().getFirst()]
+        Throwable first = f != null && !f.ranks().isEmpty() && errors[f.ranks().getFirst()] != null ? errors[f.ranks().getFirst()]
                 : Arrays.stream(errors).filter(e -> e != null).findFirst().orElse(null);
         if (first instanceof RuntimeException re) {
             throw re;
@@ -216,9 +225,37 @@ public final class InProcessGroup implements AutoCloseable {
         return out;
     }
 
-    /** Closes every rank's communicator (ranks still in a collective fail). */
+    /**
+     * The group split from this one under {@code id} (the split's number and color, the same on every member), made
+     * by the first member to ask: {@code size} ranks, this group's timeout, named {@code name} in failures. A failure
+     * of this group fails it too; closing this group closes it.
+     */
+    InProcessGroup child(String id, int size, String name) {
+        InProcessGroup c = children.computeIfAbsent(id, k -> new InProcessGroup(size, timeout, name));
+        Failure f = failure;
+        if (f != null) {
+            c.failFromParent(f);
+        }
+        return c;
+    }
+
+    /** The name failures give this group ("group color 1 (parent ranks [1, 3])"), or null for a top-level group. */
+    String name() {
+        return name;
+    }
+
+    private void failFromParent(Failure f) {
+        String who = f.ranks().isEmpty() ? "" : (f.ranks().size() == 1 ? "rank " + f.ranks().getFirst()
+                : "ranks " + f.ranks()) + " ";
+        fail(List.of(), "the enclosing group failed: " + who + f.reason(), f.cause());
+    }
+
+    /** Closes every rank's communicator (ranks still in a collective fail), and every group split from this one. */
     @Override
     public void close() {
+        for (InProcessGroup c : children.values()) {
+            c.close();
+        }
         for (RingCommunicator c : comms) {
             c.close();
         }
@@ -251,6 +288,12 @@ public final class InProcessGroup implements AutoCloseable {
         }
         for (Slot s : slots) {
             wake(s);
+        }
+        Failure f = failure;
+        for (InProcessGroup c : children.values()) {
+            if (c.failure == null) {
+                c.failFromParent(f);
+            }
         }
     }
 
@@ -318,10 +361,11 @@ public final class InProcessGroup implements AutoCloseable {
 
     CollectiveException failed(int me, Call call, Failure f) {
         long el = System.nanoTime() - call.start();
-        String who = f.ranks().size() == 1 ? "rank " + f.ranks().getFirst() : "ranks " + f.ranks();
+        String who = f.ranks().isEmpty() ? "" : (f.ranks().size() == 1 ? "rank " + f.ranks().getFirst()
+                : "ranks " + f.ranks()) + " ";
         return new CollectiveException(call.collective(), f.ranks(), Duration.ofNanos(el),
-                call.label() + " on rank " + me + " of " + size + " failed after " + CollectiveException.seconds(el)
-                        + ": " + who + " " + f.reason(), f.cause());
+                call.label() + " on rank " + me + " of " + size + (name == null ? "" : " of group " + name)
+                        + " failed after " + CollectiveException.seconds(el) + ": " + who + f.reason(), f.cause());
     }
 
     private static void joinUninterruptibly(Thread t) {

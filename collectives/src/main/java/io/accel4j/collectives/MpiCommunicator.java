@@ -34,11 +34,22 @@ public final class MpiCommunicator extends AbstractCommunicator {
 
     private final MemorySegment comm;
     private final boolean initializedHere;
+    /** For a communicator made by {@link #split}: its group, named in failures, and freed on close; else null. */
+    private final String group;
+    /** The thread level MPI provides (splits need {@code MPI_THREAD_MULTIPLE}: each communicator has its thread). */
+    private final int threadLevel;
 
-    private MpiCommunicator(int rank, int size, Duration timeout, boolean initializedHere) {
+    private MpiCommunicator(int rank, int size, Duration timeout, boolean initializedHere, int threadLevel) {
+        this(mpi_h.ompi_mpi_comm_world(), rank, size, timeout, initializedHere, threadLevel, null);
+    }
+
+    private MpiCommunicator(MemorySegment comm, int rank, int size, Duration timeout, boolean initializedHere,
+                            int threadLevel, String group) {
         super(rank, size, timeout);
-        this.comm = mpi_h.ompi_mpi_comm_world();
+        this.comm = comm;
         this.initializedHere = initializedHere;
+        this.threadLevel = threadLevel;
+        this.group = group;
     }
 
     /** Whether Open MPI's library can be loaded; {@link MpiLibrary#unavailableReason()} says why not. */
@@ -80,13 +91,15 @@ public final class MpiCommunicator extends AbstractCommunicator {
             }
             check("MPI_Initialized", mpi_h.MPI_Initialized(flag), -1);
             boolean here = flag.get(INT, 0) == 0;
-            if (here) {
+            int level = mpi_h.MPI_THREAD_SERIALIZED;
+            if (here) { // MULTIPLE where provided (split communicators call MPI from their own threads)
                 MemorySegment provided = a.allocate(INT);
                 check("MPI_Init_thread", mpi_h.MPI_Init_thread(MemorySegment.NULL, MemorySegment.NULL,
-                        mpi_h.MPI_THREAD_SERIALIZED, provided), -1);
-                if (provided.get(INT, 0) < mpi_h.MPI_THREAD_SERIALIZED) {
+                        mpi_h.MPI_THREAD_MULTIPLE, provided), -1);
+                level = provided.get(INT, 0);
+                if (level < mpi_h.MPI_THREAD_SERIALIZED) {
                     throw new IllegalStateException("MPI_Init_thread: this Open MPI provides thread level "
-                            + provided.get(INT, 0) + ", accel4j needs MPI_THREAD_SERIALIZED (2)");
+                            + level + ", accel4j needs MPI_THREAD_SERIALIZED (2)");
                 }
             }
             MemorySegment world = mpi_h.ompi_mpi_comm_world();
@@ -96,8 +109,49 @@ public final class MpiCommunicator extends AbstractCommunicator {
             check("MPI_Comm_rank", mpi_h.MPI_Comm_rank(world, v), -1);
             int rank = v.get(INT, 0);
             check("MPI_Comm_size", mpi_h.MPI_Comm_size(world, v), rank);
-            return new MpiCommunicator(rank, v.get(INT, 0), timeout, here);
+            return new MpiCommunicator(rank, v.get(INT, 0), timeout, here, level);
         }
+    }
+
+    /**
+     * {@code MPI_Comm_split} of this communicator: a collective, run in order with this communicator's others. The
+     * new communicator's calls run on its own thread, so MPI must provide {@code MPI_THREAD_MULTIPLE} (asked for when
+     * this process initialized MPI); it is freed ({@code MPI_Comm_free}) when closed, and names its group in failures.
+     */
+    @Override
+    public Communicator split(int color, int key) {
+        if (color < 0) {
+            throw new IllegalArgumentException("split: color must be >= 0, got " + color + " on rank " + rank());
+        }
+        if (threadLevel < mpi_h.MPI_THREAD_MULTIPLE) {
+            throw new IllegalStateException("split: this Open MPI provides thread level " + threadLevel
+                    + ", split communicators need MPI_THREAD_MULTIPLE (3): each runs its calls on its own thread");
+        }
+        MemorySegment[] made = new MemorySegment[1];
+        int[] rs = new int[2];
+        Pending p = runOnQueue("split", () -> {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment out = a.allocate(ValueLayout.ADDRESS);
+                ok("MPI_Comm_split", mpi_h.MPI_Comm_split(comm, color, key, out));
+                MemorySegment c = out.get(ValueLayout.ADDRESS, 0);
+                ok("MPI_Comm_set_errhandler", mpi_h.MPI_Comm_set_errhandler(c, mpi_h.ompi_mpi_errors_return()));
+                MemorySegment v = a.allocate(INT);
+                ok("MPI_Comm_rank", mpi_h.MPI_Comm_rank(c, v));
+                rs[0] = v.get(INT, 0);
+                ok("MPI_Comm_size", mpi_h.MPI_Comm_size(c, v));
+                rs[1] = v.get(INT, 0);
+                made[0] = c;
+            }
+        });
+        p.await();
+        String name = "color " + color + " (" + rs[1] + " ranks" + (group == null ? " of MPI_COMM_WORLD" : " of "
+                + group) + ")";
+        return new MpiCommunicator(made[0], rs[0], rs[1], timeout(), false, threadLevel, name);
+    }
+
+    @Override
+    protected String groupName() {
+        return group;
     }
 
     @Override
@@ -191,6 +245,14 @@ public final class MpiCommunicator extends AbstractCommunicator {
 
     @Override
     protected void onClose(boolean midCollective) {
+        if (group != null && !midCollective) {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment h = a.allocate(ValueLayout.ADDRESS);
+                h.set(ValueLayout.ADDRESS, 0, comm);
+                check("MPI_Comm_free", mpi_h.MPI_Comm_free(h), rank());
+            }
+            return;
+        }
         if (!initializedHere || midCollective) {
             return; // a stuck call still uses MPI; finalizing now could hang
         }
@@ -231,10 +293,18 @@ public final class MpiCommunicator extends AbstractCommunicator {
     }
 
     private void ok(String call, int rc) {
-        check(call, rc, rank());
+        ok(call, rc, true);
     }
 
     /** Throws a {@link CollectiveException} with {@code MPI_Error_string} unless {@code rc} is MPI_SUCCESS. */
+    private void ok(String call, int rc, boolean named) {
+        if (rc != mpi_h.MPI_SUCCESS && group != null) {
+            throw new CollectiveException(call, List.of(), Duration.ZERO, call + " failed on rank " + rank()
+                    + " of group " + group + ": MPI error " + rc + ": " + errorString(rc), null);
+        }
+        check(call, rc, rank());
+    }
+
     static void check(String call, int rc, int rank) {
         if (rc == mpi_h.MPI_SUCCESS) {
             return;

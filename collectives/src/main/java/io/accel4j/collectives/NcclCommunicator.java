@@ -81,6 +81,10 @@ public final class NcclCommunicator implements Communicator {
     /** Recorded on the default stream before each collective, which the stream then waits for. */
     private final Event kernelsDone;
     private NcclRing ring; // created on the first ringAllReduce
+    /** The host communicator of the same ranks, over which splits agree on their ids (null: cannot split). */
+    private Communicator host;
+    /** Whether {@link #host} is this communicator's to close (a split's host group). */
+    private boolean ownsHost;
     private Op last;
     private CollectiveException broken;
     private boolean closed;
@@ -136,6 +140,46 @@ public final class NcclCommunicator implements Communicator {
     public static NcclCommunicator wrap(CudaContext context, NcclComm comm, Duration timeout) {
         return new NcclCommunicator(Objects.requireNonNull(context, "context"), Objects.requireNonNull(comm, "comm"),
                 Objects.requireNonNull(timeout, "timeout"));
+    }
+
+    /**
+     * Gives this communicator a host communicator of the same ranks (the same rank and size; MPI's world, an
+     * in-process group's, …), which {@link #split} uses to agree on its groups; it stays the caller's. Returns this.
+     */
+    public NcclCommunicator withHost(Communicator host) {
+        Objects.requireNonNull(host, "host");
+        if (host.size() != size() || host.rank() != rank() || host.deviceBuffers()) {
+            throw new IllegalArgumentException("the host communicator of an NCCL communicator must be a host one of "
+                    + "the same ranks: NCCL rank " + rank() + " of " + size() + ", host rank " + host.rank() + " of "
+                    + host.size() + (host.deviceBuffers() ? " (device buffers)" : ""));
+        }
+        this.host = host;
+        return this;
+    }
+
+    /**
+     * A new NCCL communicator per group ({@code ncclCommInitRank} on this context): the host communicator is split
+     * alike and the group's rank 0 broadcasts its unique id within its host group ({@link NcclGroupId}). Needs
+     * {@link #withHost}; the new communicator owns its host group and closes it.
+     */
+    @Override
+    public Communicator split(int color, int key) {
+        if (host == null) {
+            throw new UnsupportedOperationException("an NCCL split hands out the new group's id over a host "
+                    + "communicator: call withHost(host) first");
+        }
+        NcclGroupId g = NcclGroupId.agree(host, color, key, NcclComm::uniqueId);
+        NcclCommunicator c;
+        try {
+            c = new NcclCommunicator(context, NcclComm.initRank(context, g.hostGroup().size(), g.id(),
+                    g.hostGroup().rank(), NcclConfig.defaults()), timeout);
+        } catch (RuntimeException | Error e) {
+            g.hostGroup().close();
+            throw e;
+        }
+        c.host = g.hostGroup();
+        c.ownsHost = true;
+        return c;
     }
 
     @Override
@@ -300,7 +344,13 @@ public final class NcclCommunicator implements Communicator {
                     barrierScratch.close();
                     kernelsDone.close();
                 } finally {
-                    stream.close();
+                    try {
+                        stream.close();
+                    } finally {
+                        if (ownsHost) {
+                            host.close();
+                        }
+                    }
                 }
             }
         }

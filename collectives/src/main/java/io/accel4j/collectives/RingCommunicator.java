@@ -44,6 +44,7 @@ final class RingCommunicator extends AbstractCommunicator {
     private final Slot left;
     private final Slot right;
     private long seq; // ring collectives entered
+    private int splits; // splits called on this rank (the same count on every rank: a split is a collective)
 
     RingCommunicator(InProcessGroup g, int rank, int size, Duration timeout) {
         super(rank, size, timeout);
@@ -179,6 +180,19 @@ final class RingCommunicator extends AbstractCommunicator {
             ch.taken = ch.taken + 1;
             InProcessGroup.wake(g.slots[peer]);
         });
+    }
+
+    /**
+     * Gathers every rank's color and key over this ring ({@link SplitPlan}), then joins the in-process group of its
+     * color, made by the first member to arrive (keyed by this split's number and the color).
+     */
+    @Override
+    public Communicator split(int color, int key) {
+        SplitPlan plan = SplitPlan.exchange(this, color, key);
+        int id = ++splits;
+        String parent = g.name() == null ? "" : " of " + g.name();
+        InProcessGroup child = g.child("split " + id + ", color " + color, plan.size(), plan.describe() + parent);
+        return child.communicator(plan.rank());
     }
 
     @Override

@@ -39,4 +39,16 @@ class MpiCommunicatorTest {
         assertThat(r.exitCode()).as("mpirun's exit code; output:%n%s", r.output()).isZero();
         assertThat(r.output()).contains("OK rank 0 of 2").contains("OK rank 1 of 2");
     }
+
+    @Test
+    void splitGroupsOfThreeProcessesAgree() throws Exception {
+        List<String> cmd = Mpirun.javaCommand(mpirunOrSkip(), 3, List.of(), classpath(),
+                MpiSplitMain.class.getName(), List.of());
+        Mpirun.Result r = Mpirun.run(cmd, Path.of("."), Duration.ofSeconds(120));
+        assertThat(r.finished()).as("mpirun finished within 120 s; output:%n%s", r.output()).isTrue();
+        assertThat(r.exitCode()).as("mpirun's exit code; output:%n%s", r.output()).isZero();
+        for (int i = 0; i < 3; i++) { // groups {2, 0} and {1}
+            assertThat(r.output()).contains("SPLIT OK rank " + i + " of 3");
+        }
+    }
 }

@@ -116,6 +116,32 @@ class NcclCommunicatorGpuTest {
         }
     }
 
+    /**
+     * {@link NcclCommunicator#split} on one rank: a new NCCL communicator of one rank, its id agreed over the host
+     * group (an in-process group of one), which reduces as the parent does; without a host communicator, an error
+     * saying so.
+     */
+    @Test
+    void splitMakesANewCommunicatorOverTheHostGroup() {
+        needNccl();
+        assertThatThrownBy(() -> comm.split(0, 0)).isInstanceOf(UnsupportedOperationException.class)
+                .hasMessageContaining("withHost");
+        try (InProcessGroup host = InProcessGroup.create(1, TIMEOUT)) {
+            comm.withHost(host.communicator(0));
+            try (Communicator sub = comm.split(0, 0)) {
+                assertThat(sub.size()).isEqualTo(1);
+                assertThat(sub.deviceBuffers()).isTrue();
+                int bytes = COUNT * 4;
+                byte[] in = random(7, bytes, DType.FP32);
+                try (DeviceBuffer d = ctx.allocate(bytes)) {
+                    d.copyFrom(MemorySegment.ofArray(in));
+                    sub.allReduce(GpuOps.device(d), COUNT, DType.FP32, ReduceOp.SUM);
+                    assertThat(roundTrip(d, bytes)).isEqualTo(in);
+                }
+            }
+        }
+    }
+
     @ParameterizedTest
     @EnumSource(ReduceOp.class)
     void ringAllReduceOnOneRankIsTheIdentity(ReduceOp op) {

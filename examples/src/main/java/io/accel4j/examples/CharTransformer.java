@@ -8,6 +8,8 @@ import io.accel4j.nn.LmHead;
 import io.accel4j.nn.Module;
 import io.accel4j.nn.Sequential;
 import io.accel4j.nn.TransformerBlock;
+import io.accel4j.nn.VocabParallelEmbedding;
+import io.accel4j.nn.VocabParallelHead;
 import io.accel4j.optim.LrSchedule;
 import io.accel4j.train.StepMetrics;
 import java.io.IOException;
@@ -44,6 +46,11 @@ public final class CharTransformer implements java.util.concurrent.Callable<Inte
     @Option(names = "--seq", description = "Characters per sequence (default ${DEFAULT-VALUE}).")
     int seq = 64;
 
+    @Option(names = "--tp", description = "Tensor parallelism: the blocks, embedding and head split over T of the "
+            + "--ranks (which must be a multiple of T); the held-out loss and the sample, which run rank 0's network "
+            + "alone, are then skipped (default ${DEFAULT-VALUE}).")
+    int tp = 1;
+
     /** The result of a run: the final train loss, the held-out loss, and ln V (the uniform guess's loss). */
     public record Result(double trainLoss, double valLoss, double uniform) {}
 
@@ -67,14 +74,21 @@ public final class CharTransformer implements java.util.concurrent.Callable<Inte
         int[] train = java.util.Arrays.copyOf(ids, split), val = java.util.Arrays.copyOfRange(ids, split, ids.length);
         Examples.check(val.length > seq + 1, "--seq " + seq + " is longer than the held-out text");
         int C = 64, NH = 4, L = 2;
-        try (Learner learner = run.applyTo(Learner.of(() -> model(V, C, NH, L, seq))
-                .tokens(V).classes(V).batch(batch, seq), 0.1f)
+        Examples.check(tp >= 1 && NH % tp == 0, "--tp must divide the 4 heads, got " + tp);
+        try (Learner learner = run.applyTo(Learner.of(() -> tp == 1 ? model(V, C, NH, L, seq)
+                        : parallelModel(V, C, NH, L, seq))
+                .tokens(V).classes(V).batch(batch, seq), 0.1f).tensorParallel(tp)
                 .schedule(LrSchedule.warmupCosine(run.lr, steps / 10, steps, 0.1f)).gradClip(1f)
                 .data((rank, n, B, T) -> windows(train, B, T, seed * 1000 + rank))
                 .progress(new java.io.PrintWriter(out, true)).build()) {
             out.println("text: " + ids.length + " characters, " + V + " distinct; " + learner.describe());
             List<StepMetrics> metrics = learner.fit(steps, null);
             double last = metrics.get(metrics.size() - 1).trainLoss();
+            if (tp > 1) {
+                out.printf("final train loss %.4f (uniform guess ln %d = %.4f); held-out loss and sample skipped "
+                        + "under --tp%n", last, V, Math.log(V));
+                return new Result(last, Double.NaN, Math.log(V));
+            }
             double valLoss = learner.evaluate(windows(val, batch, seq, seed + 99), 4);
             out.printf("held-out loss %.4f (uniform guess ln %d = %.4f), final train loss %.4f%n", valLoss, V,
                     Math.log(V), last);
@@ -92,6 +106,23 @@ public final class CharTransformer implements java.util.concurrent.Callable<Inte
         }
         parts.add(new LayerNorm("ln_f", C));
         parts.add(LmHead.untied("lm_head", C, V));
+        return new Sequential("chars", parts);
+    }
+
+    /**
+     * {@link #model} split over the network's tensor group: the embedding and the untied head by vocabulary (the
+     * vocabulary padded to a multiple of 4 rows, which every tensor layout the 4 heads allow divides), the blocks
+     * Megatron-LM's way ({@link TransformerBlock#parallel}). On one rank, the same function as {@link #model}.
+     */
+    static Module parallelModel(int V, int C, int NH, int L, int maxT) {
+        int rows = (V + 3) / 4 * 4;
+        List<Module> parts = new ArrayList<>();
+        parts.add(new VocabParallelEmbedding("embed", V, rows, C, maxT, false));
+        for (int l = 0; l < L; l++) {
+            parts.add(TransformerBlock.parallel("h" + l, C, NH, 4 * C));
+        }
+        parts.add(new LayerNorm("ln_f", C));
+        parts.add(VocabParallelHead.untied("lm_head", C, rows));
         return new Sequential("chars", parts);
     }
 

@@ -68,22 +68,32 @@ public final class Learner implements AutoCloseable {
     private final List<StepMetrics> history = Collections.synchronizedList(new ArrayList<>());
     /** The stages when the learner trains with pipeline parallelism, else null. */
     private final PipelineLearning pipeline;
+    /** Each held rank's place in the D × 1 × T grid and its groups, under tensor parallelism; else null. */
+    private final List<io.accel4j.grid.ProcessGrid> grids;
 
     Learner(LearnerBuilder b) {
         this.cfg = b;
         if (b.pipeline != null) { // a strategy of its own: the stages hold the model between them
             this.pipeline = new PipelineLearning(b);
             this.group = null;
+            this.grids = null;
             this.world = b.pipeline.stages();
             this.globalRank = new int[] {pipeline.lead() ? 0 : b.comm.rank()};
             return;
         }
         this.pipeline = null;
-        this.group = b.comm == null && b.ranks > 1 ? InProcessGroup.create(b.ranks) : null;
+        this.group = b.comm == null && b.ranks > 1 ? InProcessGroup.create(b.ranks, b.collectiveTimeout) : null;
         this.world = b.comm != null ? b.comm.size() : b.ranks;
         int held = b.comm != null ? 1 : b.ranks;
         this.globalRank = new int[held];
+        io.accel4j.grid.GridLayout layout = b.tensorParallel > 1
+                ? io.accel4j.grid.GridLayout.of(world, 1, b.tensorParallel) : null;
+        this.grids = layout == null ? null : new ArrayList<>();
         try {
+            if (layout != null) { // a collective of every rank: the groups are split from the world
+                grids.addAll(b.comm != null ? List.of(io.accel4j.grid.ProcessGrid.of(b.comm, layout))
+                        : group.runAgain(comm -> io.accel4j.grid.ProcessGrid.of(comm, layout)));
+            }
             int perRank = Math.max(1, b.threads / held);
             for (int i = 0; i < held; i++) {
                 int r = b.comm != null ? b.comm.rank() : i;
@@ -96,25 +106,32 @@ public final class Learner implements AutoCloseable {
                     owned.add(pool);
                     ops = new CpuOps(pool);
                 }
+                io.accel4j.grid.ProcessGrid grid = grids == null ? null : grids.get(i);
                 NetworkSpec spec = Network.of(b.model.get()).classes(b.classes).batch(b.B, b.T)
-                        .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8);
+                        .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8)
+                        .tensorParallel(grid == null ? null : grid.tensor());
                 spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);
                 Network net = spec.build(ops);
                 try {
                     net.initialise(b.seed);
                     long count = net.table().count();
                     int values = net.fp8() == null ? 0 : net.fp8().histories();
-                    io.accel4j.collectives.Communicator c = b.comm != null ? b.comm
+                    io.accel4j.collectives.Communicator c = grid != null ? grid.data() : b.comm != null ? b.comm
                             : group != null ? group.communicator(r) : null;
                     GradientSync sync = c == null || c.size() == 1 ? GradientSync.local()
                             : b.zero == 0 ? new DataParallel(c, ops.memory(), values)
                             : new ZeroSharding(b.zero, c, ops.memory(), count, values);
+                    if (grid != null) {
+                        sync = new TensorParallelSync(sync, grid.tensor(), net, ops.memory());
+                    }
+                    int replica = grid != null ? grid.coordinates().dp() : r;
+                    int replicas = grid != null ? layout.dp() : world;
                     GradientSync.Shard shard = sync.shard(count);
                     MemorySegment params = net.params().asSlice(shard.offset() * Float.BYTES,
                             shard.length() * Float.BYTES);
                     ranks.add(new RankStep(net, b.optimizer.create(ops, net.table(), params,
                             sync.gradients(net.grads(), count), shard.offset(), shard.length()), sync,
-                            b.data.open(r, world, b.B, b.T), b.schedule, new LossScaler(Precision.of(b.precision)),
+                            b.data.open(replica, replicas, b.B, b.T), b.schedule, new LossScaler(Precision.of(b.precision)),
                             b.gradClip, b.B, b.T, b.gradAccum));
                 } catch (RuntimeException | Error e) {
                     net.close();
@@ -146,9 +163,12 @@ public final class Learner implements AutoCloseable {
             return pipeline.describe();
         }
         return ranks.get(0).optimizer().describe() + ", " + world + " rank" + (world == 1 ? "" : "s")
+                + (cfg.tensorParallel > 1 ? " (" + world / cfg.tensorParallel + " data-parallel × "
+                + cfg.tensorParallel + " tensor)" : "")
                 + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "")
                 + ", " + (cfg.fp8 != null ? "FP8 linear layers (" + cfg.fp8.format() + ")" : cfg.precision
-                + " matmul operands") + ", " + network().table().count() + " parameters";
+                + " matmul operands") + ", " + network().table().count() + " parameters"
+                + (cfg.tensorParallel > 1 ? " per rank (" + wholeTable().count() + " in all)" : "");
     }
 
     /** Steps completed. */
@@ -218,30 +238,37 @@ public final class Learner implements AutoCloseable {
         }
         Network net = network();
         long count = net.table().count();
+        io.accel4j.nn.ParameterTable table = io.accel4j.nn.TensorShards.of(net).whole(); // the whole model's
+        long total = table.count();
         Map<String, MemorySegment> whole = new LinkedHashMap<>();
         try (Arena host = Arena.ofShared()) {
             for (String name : ranks.get(0).optimizer().state().keySet()) {
-                whole.put(name, host.allocate(count * Float.BYTES, 64));
+                whole.put(name, host.allocate(total * Float.BYTES, 64));
             }
-            forEachRank(rank -> { // a collective under ZeRO: every rank sends its shards
+            MemorySegment params = host.allocate(total * Float.BYTES, 64);
+            forEachRank(rank -> { // collectives: every rank sends its ZeRO shards, then its tensor shards
                 RankStep r = ranks.get(rank);
-                try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena()) {
+                io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
+                boolean writer = globalRank[rank] == 0;
+                try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena();
+                     Arena mine = Arena.ofShared()) {
+                    MemorySegment local = mine.allocate(count * Float.BYTES, 64);
+                    MemorySegment all = writer ? null : mine.allocate(total * Float.BYTES, 64);
                     for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                        MemorySegment all = scratch.allocate(count * Float.BYTES);
-                        r.sync().gatherShards(e.getValue(), all, count, r.network().memory());
-                        if (globalRank[rank] == 0) {
-                            r.network().memory().copyToHost(all, whole.get(e.getKey()));
-                        }
+                        MemorySegment dev = scratch.allocate(count * Float.BYTES);
+                        r.sync().gatherShards(e.getValue(), dev, count, r.network().memory());
+                        r.network().memory().copyToHost(dev, local);
+                        shards.gather(local, writer ? whole.get(e.getKey()) : all);
                     }
+                    r.network().copyParamsToHost(local);
+                    shards.gather(local, writer ? params : all);
                 }
             });
             if (!lead()) {
                 return; // it sent its shards; the run's rank 0 writes
             }
             RankStep r0 = ranks.get(0);
-            MemorySegment params = host.allocate(count * Float.BYTES, 64);
-            net.copyParamsToHost(params);
-            LearnerCheckpoint.writeModel(dir, net.table(), params);
+            LearnerCheckpoint.writeModel(dir, table, params);
             boolean resumable = ranks.stream().allMatch(r -> r.data() instanceof DataSource.Resumable);
             LossScaler sc = r0.scaler();
             LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
@@ -253,7 +280,8 @@ public final class Learner implements AutoCloseable {
     /**
      * Continues from the checkpoint {@link #save} wrote in {@code dir}: every rank's parameters, optimizer state (its
      * shard), step, loss scaler and FP8 state; the data sources skip what they had given when they are
-     * {@link DataSource.Resumable} (then the run continues bit for bit), else they start afresh.
+     * {@link DataSource.Resumable} (then the run continues bit for bit), else they start afresh. The checkpoint holds
+     * the whole model, so it resumes under another tensor-parallel layout than it was saved from.
      *
      * @throws io.accel4j.nn.ShapeException naming the first tensor when the checkpoint is of another module tree
      * @throws io.accel4j.train.io.FileFormatException naming the file and field of a malformed or mismatched one
@@ -265,12 +293,14 @@ public final class Learner implements AutoCloseable {
         }
         Network net = network();
         long count = net.table().count();
+        io.accel4j.nn.ParameterTable table = io.accel4j.nn.TensorShards.of(net).whole();
+        long total = table.count();
         try (Arena host = Arena.ofShared()) {
-            MemorySegment params = host.allocate(count * Float.BYTES, 64);
-            LearnerCheckpoint.readModel(dir, net.table(), params);
+            MemorySegment params = host.allocate(total * Float.BYTES, 64);
+            LearnerCheckpoint.readModel(dir, table, params);
             Map<String, MemorySegment> whole = new LinkedHashMap<>();
             for (String name : ranks.get(0).optimizer().state().keySet()) {
-                whole.put(name, host.allocate(count * Float.BYTES, 64));
+                whole.put(name, host.allocate(total * Float.BYTES, 64));
             }
             LearnerCheckpoint.State st = LearnerCheckpoint.readState(dir, whole);
             boolean fp8 = net.fp8() != null;
@@ -279,11 +309,15 @@ public final class Learner implements AutoCloseable {
                         (fp8 ? "is missing: the checkpoint is not of an FP8 run" : "is present: resume an FP8 "
                                 + "checkpoint with fp8(recipe)"));
             }
+            MemorySegment local = host.allocate(count * Float.BYTES, 64);
             for (RankStep r : ranks) {
-                r.network().copyParamsFromHost(params);
+                io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
+                shards.extract(params, local);
+                r.network().copyParamsFromHost(local);
                 GradientSync.Shard shard = r.sync().shard(count);
                 for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                    r.network().memory().copyToDevice(whole.get(e.getKey()).asSlice(shard.offset() * Float.BYTES,
+                    shards.extract(whole.get(e.getKey()), local);
+                    r.network().memory().copyToDevice(local.asSlice(shard.offset() * Float.BYTES,
                             shard.length() * Float.BYTES), e.getValue());
                 }
                 try {
@@ -298,6 +332,63 @@ public final class Learner implements AutoCloseable {
                 r.resumeAt(st.step(), Math.max(0, st.batches()));
             }
         }
+    }
+
+    /** Bytes of the first held rank's optimizer state (its ZeRO shard's), as allocated. */
+    public long optimizerStateBytes() {
+        long sum = 0;
+        for (MemorySegment m : ranks.get(0).optimizer().state().values()) {
+            sum += m.byteSize();
+        }
+        return sum;
+    }
+
+    /**
+     * Sets every held rank's parameters from the whole model's {@code whole} (host, {@link #wholeTable()}'s layout,
+     * e.g. an llm.c model file's body for GPT-2): each tensor rank takes its shards, each pipeline stage its tensors
+     * by name. Not a collective; every process of a communicator calls it with the same values. Before {@link #fit}:
+     * the optimizer state is not touched.
+     */
+    public void loadParameters(MemorySegment whole) {
+        if (pipeline != null) {
+            pipeline.loadParameters(whole);
+            return;
+        }
+        long count = network().table().count();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment local = a.allocate(count * Float.BYTES, 64);
+            for (RankStep r : ranks) {
+                io.accel4j.nn.TensorShards.of(r.network()).extract(whole, local);
+                r.network().copyParamsFromHost(local);
+            }
+        }
+    }
+
+    /** The whole model's parameter table (the one-rank network's; this rank's own when not split). */
+    public io.accel4j.nn.ParameterTable wholeTable() {
+        return io.accel4j.nn.TensorShards.of(network()).whole();
+    }
+
+    /**
+     * The whole model's parameters ({@link #wholeTable()}'s layout) into {@code host} on the run's rank 0 (other
+     * processes' {@code host} is left as it is): a collective of every rank (the tensor shards are gathered; a
+     * pipeline's stages gathered by name).
+     */
+    public void gatherParameters(MemorySegment host) {
+        if (pipeline != null) {
+            pipeline.gatherParameters(host);
+            return;
+        }
+        long count = network().table().count(), total = wholeTable().count();
+        forEachRank(rank -> {
+            RankStep r = ranks.get(rank);
+            try (Arena mine = Arena.ofShared()) {
+                MemorySegment local = mine.allocate(count * Float.BYTES, 64);
+                r.network().copyParamsToHost(local);
+                io.accel4j.nn.TensorShards.of(r.network()).gather(local, globalRank[rank] == 0 ? host
+                        : mine.allocate(total * Float.BYTES, 64));
+            }
+        });
     }
 
     /** Runs {@code body} for every rank: on this thread for one, on one thread each for several (collectives). */
@@ -325,6 +416,7 @@ public final class Learner implements AutoCloseable {
      * batch shape).
      */
     public double evaluate(DataSource source, int batches) {
+        notSplit("evaluate");
         Network net = network();
         try (Arena a = Arena.ofConfined()) {
             long rows = (long) cfg.B * cfg.T;
@@ -342,6 +434,7 @@ public final class Learner implements AutoCloseable {
      * The most likely class of each of the {@code B·T} positions of {@code inputs} (host memory), by rank 0's network.
      */
     public int[] predict(MemorySegment inputs, int B, int T) {
+        notSplit("predict");
         Network net = network();
         net.forward(inputs, null, B, T);
         int rows = B * T, width = net.outputWidth(), n = net.classes();
@@ -360,6 +453,13 @@ public final class Learner implements AutoCloseable {
             }
         }
         return best;
+    }
+
+    private void notSplit(String what) {
+        if (cfg.tensorParallel > 1) {
+            throw new IllegalStateException(what + " runs rank 0's network alone, which a tensor-parallel model "
+                    + "cannot (its blocks compute with their group): save and resume on one rank to " + what);
+        }
     }
 
     private void appendMetrics(StepMetrics m) {
@@ -388,34 +488,6 @@ public final class Learner implements AutoCloseable {
                     "accel4j: " + describe());
         } catch (IOException | RuntimeException e) {
             throw new IllegalStateException("cannot write " + cfg.out.resolve("loss.png") + ": " + e.getMessage(), e);
-        }
-    }
-
-    /**
-     * The whole model's parameters, in the one-rank network's layout ({@code table().count()} fp32), into {@code host}
-     * on the run's rank 0: a copy of the first rank's, or, in a pipeline, every stage's gathered by name (the other
-     * stages' processes only send theirs). A collective when the ranks are processes.
-     */
-    public void gatherParameters(MemorySegment host) {
-        if (pipeline != null) {
-            pipeline.gatherParameters(host);
-        } else {
-            network().copyParamsToHost(host);
-        }
-    }
-
-    /**
-     * Sets the parameters of every rank held here from the whole model's {@code host} ({@code table().count()} fp32 in
-     * the one-rank network's layout, e.g. an llm.c model file's body for GPT-2): each data-parallel replica all of them,
-     * each pipeline stage its tensors by name. Before {@link #fit}: the optimizer state is not touched.
-     */
-    public void loadParameters(MemorySegment host) {
-        if (pipeline != null) {
-            pipeline.loadParameters(host);
-            return;
-        }
-        for (RankStep r : ranks) {
-            r.network().copyParamsFromHost(host);
         }
     }
 
@@ -487,6 +559,12 @@ public final class Learner implements AutoCloseable {
             r.close();
         }
         ranks.clear();
+        if (grids != null) {
+            for (io.accel4j.grid.ProcessGrid g : grids) {
+                g.close();
+            }
+            grids.clear();
+        }
         if (group != null) {
             group.close();
         }

@@ -35,6 +35,8 @@ public final class LearnerBuilder {
     Recompute recompute = Recompute.NONE;
     ParameterTable.Order order = ParameterTable.Order.declaration();
     int ranks = 1;
+    int tensorParallel = 1;
+    java.time.Duration collectiveTimeout = io.accel4j.collectives.Communicator.DEFAULT_TIMEOUT;
     int zero;
     int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
     long seed = 1337;
@@ -206,6 +208,34 @@ public final class LearnerBuilder {
         return this;
     }
 
+    /**
+     * Splits the model's tensor-parallel blocks ({@link io.accel4j.nn.TransformerBlock#parallel},
+     * {@link io.accel4j.nn.VocabParallelEmbedding}, {@link io.accel4j.nn.VocabParallelHead}, …) over {@code T} ranks:
+     * the ranks ({@link #ranks} or the communicator's) are then D·T, laid out as Megatron-LM does (tensor ranks
+     * innermost), each group of T sharing one slice of every batch, and data parallelism (and ZeRO-1) runs over the D
+     * replicas. Blocks that are not tensor-parallel stay whole on every rank.
+     */
+    public LearnerBuilder tensorParallel(int T) {
+        if (T < 1) {
+            throw new IllegalArgumentException("tensorParallel must be >= 1, got " + T);
+        }
+        this.tensorParallel = T;
+        return this;
+    }
+
+    /**
+     * How long a collective of the in-process ranks (and of their groups) waits for the others before failing, naming
+     * the group and the rank (default {@link io.accel4j.collectives.Communicator#DEFAULT_TIMEOUT}); a communicator
+     * given with {@link #communicator} keeps its own.
+     */
+    public LearnerBuilder collectiveTimeout(java.time.Duration timeout) {
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw new IllegalArgumentException("collectiveTimeout must be positive, got " + timeout);
+        }
+        this.collectiveTimeout = timeout;
+        return this;
+    }
+
     public LearnerBuilder data(DataSource.Factory data) {
         this.data = Objects.requireNonNull(data, "data");
         return this;
@@ -240,9 +270,27 @@ public final class LearnerBuilder {
                     + "both say how many ranks there are: with a communicator this process is one of them");
         }
         int world = comm != null ? comm.size() : ranks;
-        if (zero > 0 && world < 2 && pipeline == null) {
+        if (pipeline != null && tensorParallel > 1) {
+            throw new IllegalArgumentException("pipeline(" + pipeline.stages() + ", …) and tensorParallel("
+                    + tensorParallel + ") do not compose yet: choose one");
+        }
+        if (world % tensorParallel != 0) {
+            throw new IllegalArgumentException("tensorParallel(" + tensorParallel + ") does not divide the " + world
+                    + " ranks: the ranks are D·T (data-parallel replicas × tensor ranks)");
+        }
+        int replicas = world / tensorParallel;
+        if (tensorParallel > 1 && zero > 1) {
+            throw new IllegalArgumentException("tensor parallelism composes with DDP and ZeRO-1, not yet with ZeRO-"
+                    + zero);
+        }
+        if (tensorParallel > 1 && fp8 != null) {
+            throw new IllegalArgumentException("tensor-parallel blocks have no FP8 path: drop fp8(...) or "
+                    + "tensorParallel(" + tensorParallel + ")");
+        }
+        if (zero > 0 && replicas < 2 && pipeline == null) {
             throw new IllegalArgumentException("ZeRO stage " + zero + " shards over the ranks: ask for ranks(2) "
-                    + "or more");
+                    + "or more" + (tensorParallel > 1 ? " data-parallel replicas (ranks = replicas × "
+                    + tensorParallel + " tensor ranks)" : ""));
         }
         if (tokens < 0 && features < 0) {
             throw new IllegalArgumentException("say what the model takes: tokens(V) or features(D)");

@@ -46,6 +46,13 @@ public final class Builder {
     private DType attention;
     private boolean warnedAttention;
 
+    /** The tensor-parallel group the blocks split over ({@link TensorParallel#NONE}: none). */
+    private TensorParallel tensor = TensorParallel.NONE;
+    /** How each split parameter is split, by full name (the others are whole on every rank). */
+    private final java.util.Map<String, Sharding> shardings = new java.util.LinkedHashMap<>();
+    /** Whether the tree's output is this rank's vocabulary shard of the logits (a vocab-parallel head). */
+    private boolean vocabShardOutput;
+
     /** Path depth below which {@link #activation} declarations are held for one layer only (-1: none). */
     private int heldFrom = -1;
 
@@ -60,6 +67,43 @@ public final class Builder {
         this.recompute = Objects.requireNonNull(recompute, "recompute");
         this.maxB = maxB;
         this.maxT = maxT;
+    }
+
+    void tensor(TensorParallel tp) {
+        this.tensor = Objects.requireNonNull(tp, "tp");
+    }
+
+    /**
+     * The tensor-parallel group the network is split over ({@link TensorParallel#NONE} for none): tensor-parallel
+     * blocks declare their shards of it; the others are whole on every rank.
+     */
+    public TensorParallel tensor() {
+        return tensor;
+    }
+
+    /**
+     * Declares a tensor-parallel parameter: this rank's shard of a whole tensor, split as {@code sharding} says
+     * (declared with the whole tensor's {@link Init}, which the network draws whole and splits).
+     */
+    public ParamRef shardedParameter(String name, boolean decays, Init init, Sharding sharding, long... dims) {
+        ParamRef ref = parameter(name, decays, init, dims);
+        if (!sharding.replicated() && tensor.size() > 1) {
+            shardings.put(ref.name(), sharding);
+        }
+        return ref;
+    }
+
+    /** Says that the tree's output is this rank's vocabulary shard of the logits (the loss is then vocab-parallel). */
+    public void vocabShardOutput() {
+        this.vocabShardOutput = true;
+    }
+
+    boolean isVocabShardOutput() {
+        return vocabShardOutput;
+    }
+
+    java.util.Map<String, Sharding> shardings() {
+        return shardings;
     }
 
     /** Which activations backward recomputes (a property of the whole tree, honoured by the blocks that can). */

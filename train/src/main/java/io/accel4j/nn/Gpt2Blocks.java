@@ -60,24 +60,52 @@ public final class Gpt2Blocks {
      * are final and −1 once the embeddings' are.
      */
     public static Sequential body(GptConfig c) {
-        int L = c.L(), fin = L + 1;
         Embedding embedding = new Embedding("", c.V(), c.Vp(), c.C(), c.maxT(), true);
+        return body(c, embedding, LmHead.tied("lm_head", embedding),
+                l -> new TransformerBlock(Integer.toString(l), c.C(), c.NH()));
+    }
+
+    /**
+     * GPT-2 {@code c} split over the network's tensor group ({@link NetworkSpec#tensorParallel}), Megatron-LM's
+     * scheme: a vocab-parallel embedding and tied head (the loss vocab-parallel), every block's attention split by
+     * heads and its MLP by hidden features ({@link TransformerBlock#parallel}); LayerNorms, position table and the
+     * row-parallel biases whole on every rank. The same parameter names, in the same order, as {@link #body(GptConfig)}
+     * (each rank holding its shards); the unit scopes as there. One rank: the same model.
+     */
+    public static Sequential parallelBody(GptConfig c) {
+        VocabParallelEmbedding embedding = new VocabParallelEmbedding("", c.V(), c.Vp(), c.C(), c.maxT(), true);
+        return body(c, embedding, VocabParallelHead.tied("lm_head", embedding),
+                l -> TransformerBlock.parallel(Integer.toString(l), c.C(), c.NH(), 4 * c.C()));
+    }
+
+    private static Sequential body(GptConfig c, Module embedding, Module head,
+                                   java.util.function.IntFunction<Module> block) {
+        int L = c.L(), fin = L + 1;
         List<Module> blocks = new ArrayList<>(L);
         for (int l = 0; l < L; l++) {
-            blocks.add(new UnitScope(new TransformerBlock(Integer.toString(l), c.C(), c.NH()), 1 + l,
+            blocks.add(new UnitScope(block.apply(l), 1 + l,
                     l + 1 < L ? 2 + l : fin, l > 0 ? l : -1, UnitScope.Backward.FULL, l));
         }
         return new Sequential("",
                 new UnitScope(embedding, 0, 1, -1, UnitScope.Backward.CLOSES, -1),
                 Sequential.checkpointed("h", blocks),
                 new UnitScope(new LayerNorm("ln_f", c.C()), fin, 0, L, UnitScope.Backward.FULL, -2),
-                new UnitScope(LmHead.tied("lm_head", embedding), 0, -1, fin, UnitScope.Backward.OPENS, -2));
+                new UnitScope(head, 0, -1, fin, UnitScope.Backward.OPENS, -2));
     }
 
     /** The block a per-block tensor belongs to ({@code h.<l>.…}), or −1 for wte, wpe and ln_f's. */
     public static int layerOf(String name) {
         Matcher m = LAYER.matcher(name);
         return m.matches() ? Integer.parseInt(m.group(1)) : -1;
+    }
+
+    /**
+     * A network spec of GPT-2 {@code c} split over {@code tensorGroup} ({@link #parallelBody}; null or one rank: the
+     * tensor-parallel blocks on one rank): token inputs, loss over V classes, llm.c's parameter order.
+     */
+    public static NetworkSpec parallelSpec(GptConfig c, io.accel4j.collectives.Communicator tensorGroup) {
+        return Network.of(parallelBody(c)).tokens(c.V()).classes(c.V()).parameterOrder(LLMC_ORDER)
+                .tensorParallel(tensorGroup);
     }
 
     /** A network spec of GPT-2 {@code c}: token inputs, loss over V classes, llm.c's parameter order. */

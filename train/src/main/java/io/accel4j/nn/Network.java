@@ -44,7 +44,10 @@ public final class Network implements AutoCloseable {
     private enum State { EMPTY, FORWARD, FORWARD_WITH_TARGETS, BACKWARD }
 
     private final Module body;
-    private final SoftmaxCrossEntropy loss;
+    private final Loss loss;
+    private final TensorParallel tensor;
+    private final java.util.Map<String, Sharding> shardings;
+    private final ParameterTable.Order order;
     private final Ops ops;
     private final DeviceMemory memory;
     private final ParameterTable table;
@@ -72,18 +75,18 @@ public final class Network implements AutoCloseable {
         this.body = s.body;
         this.ops = Objects.requireNonNull(ops, "ops");
         this.memory = ops.memory();
-        this.loss = new SoftmaxCrossEntropy(s.classes);
         this.inWidth = s.inWidth;
         this.vocabulary = s.vocabulary;
         this.maxB = s.maxB;
         this.maxT = s.maxT;
         this.operands = s.operands;
         Builder b = new Builder(ops, s.operands, s.fp8 != null, s.recompute, s.maxB, s.maxT);
+        this.tensor = TensorParallel.over(s.tensor, memory);
+        b.tensor(tensor);
         this.outWidth = b.child(body, inWidth, false);
-        if (outWidth < s.classes) {
-            throw new ShapeException("the network outputs " + outWidth + " values per position, the loss is over "
-                    + s.classes + " classes");
-        }
+        this.loss = Loss.of(b, outWidth, s.classes);
+        this.shardings = java.util.Map.copyOf(b.shardings());
+        this.order = s.order;
         this.attention = b.attentionTaken() == null ? DType.FP32 : b.attentionTaken();
         this.logits = b.activation("logits", outWidth);
         this.losses = b.activation("losses", 1);
@@ -120,6 +123,21 @@ public final class Network implements AutoCloseable {
     /** Where each parameter tensor lives in {@link #params()} and {@link #grads()}. */
     public ParameterTable table() {
         return table;
+    }
+
+    /** The tensor-parallel group the network is split over ({@link TensorParallel#NONE}: not split). */
+    public TensorParallel tensor() {
+        return tensor;
+    }
+
+    /** How parameter tensor {@code name} is split over the tensor-parallel group ({@link Sharding#REPLICATED}: whole). */
+    public Sharding sharding(String name) {
+        return shardings.getOrDefault(name, Sharding.REPLICATED);
+    }
+
+    /** How the parameter tensors are ordered in the flat buffer. */
+    ParameterTable.Order order() {
+        return order;
     }
 
     /** The activation layout. */
@@ -217,8 +235,16 @@ public final class Network implements AutoCloseable {
         try (Arena staging = Arena.ofConfined()) {
             MemorySegment host = memory.writableOnHost(params(), staging);
             for (ParameterTable.Entry e : table.entries()) {
-                e.init().fill(host.asSlice(e.offset() * Float.BYTES, e.count() * Float.BYTES), e.count(), e.name(),
-                        seed);
+                MemorySegment dst = host.asSlice(e.offset() * Float.BYTES, e.count() * Float.BYTES);
+                Sharding sh = sharding(e.name());
+                if (sh.replicated()) {
+                    e.init().fill(dst, e.count(), e.name(), seed);
+                } else { // drawn whole, as one rank would, then this rank's shard taken
+                    long whole = e.count() * tensor.size();
+                    MemorySegment all = staging.allocate(whole * Float.BYTES, 64);
+                    e.init().fill(all, whole, e.name(), seed);
+                    sh.extract(all, dst, e.dims(), tensor.rank(), tensor.size());
+                }
             }
             memory.writeBack(host, params);
         }

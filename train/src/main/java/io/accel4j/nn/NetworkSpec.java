@@ -25,6 +25,7 @@ public final class NetworkSpec {
     DelayedScaling fp8;
     java.util.function.Function<ParameterTable, ParameterSource> source;
     Units units = Units.NONE;
+    io.accel4j.collectives.Communicator tensor;
 
     NetworkSpec(Module body) {
         this.body = Objects.requireNonNull(body, "body");
@@ -90,6 +91,17 @@ public final class NetworkSpec {
         return this;
     }
 
+    /**
+     * Splits the network's tensor-parallel blocks over {@code group} (this rank's tensor group; null or one rank:
+     * not split): each rank then holds its shards of their weights, the blocks all-reduce their partial results over
+     * the group, and a vocab-parallel head's loss is vocab-parallel. Blocks that are not tensor-parallel stay whole
+     * on every rank.
+     */
+    public NetworkSpec tensorParallel(io.accel4j.collectives.Communicator group) {
+        this.tensor = group;
+        return this;
+    }
+
     /** How the parameter tensors are ordered in the flat buffer. */
     public NetworkSpec parameterOrder(ParameterTable.Order order) {
         this.order = Objects.requireNonNull(order, "order");
@@ -103,11 +115,39 @@ public final class NetworkSpec {
      */
     public long activationBytes() {
         Builder b = new Builder(Network.PLANNING, operands, fp8 != null, recompute, maxB, maxT);
+        if (tensor != null && tensor.size() > 1) {
+            b.tensor(TensorParallel.planning(tensor.rank(), tensor.size()));
+        }
         int out = b.child(body, inWidth, false);
+        Loss.of(b, out, classes < 0 ? 1 : classes);
         b.activation("logits", out);
         b.activation("losses", 1);
         long rows = (long) maxB * maxT;
         return b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES + rows * Integer.BYTES;
+    }
+
+    /** What a network of this spec holds on one rank: its parameters (elements) and its activation bytes. */
+    public record Plan(long parameters, long activationBytes) {}
+
+    /**
+     * {@link #activationBytes()} and the parameter count of the network this spec builds on one rank of a tensor
+     * group of {@code tensorRanks} (1: not split), without allocating anything or needing the group. Builds the
+     * spec's tree, as {@link #activationBytes()} does.
+     */
+    public Plan plan(int tensorRanks) {
+        Builder b = new Builder(Network.PLANNING, operands, fp8 != null, recompute, maxB, maxT);
+        b.tensor(TensorParallel.planning(0, tensorRanks));
+        int out = b.child(body, inWidth, false);
+        Loss.of(b, out, classes < 0 ? 1 : classes);
+        b.activation("logits", out);
+        b.activation("losses", 1);
+        long rows = (long) maxB * maxT;
+        long params = 0;
+        for (Builder.ParamDecl d : b.params()) {
+            params += d.count();
+        }
+        return new Plan(params, b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES
+                + rows * Integer.BYTES);
     }
 
     /**

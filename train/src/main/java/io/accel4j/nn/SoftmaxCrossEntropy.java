@@ -9,7 +9,7 @@ import java.lang.foreign.MemorySegment;
  * labels (one position per example, T = 1); logit columns {@code [V, width)} (a padded vocabulary) are ignored and get
  * a zero gradient.
  */
-public final class SoftmaxCrossEntropy {
+public final class SoftmaxCrossEntropy implements Loss {
 
     private final int V;
 
@@ -22,19 +22,22 @@ public final class SoftmaxCrossEntropy {
     }
 
     /** The number of classes. */
+    @Override
     public int classes() {
         return V;
     }
 
     /** Writes {@code losses (rows)} from {@code logits (rows, width)}; returns their mean. */
-    double forward(Pass p, MemorySegment losses, MemorySegment logits, MemorySegment targets, int width) {
+    @Override
+    public double forward(Pass p, MemorySegment losses, MemorySegment logits, MemorySegment targets, int width) {
         return p.ops().classifierForward(losses, logits, targets, p.rows(), V, width);
     }
 
     /**
      * {@link #forward}, then the logits replaced by {@code dlossScale·(softmax − onehot)}; returns the mean loss.
      */
-    double forwardBackward(Pass p, MemorySegment losses, MemorySegment logits, MemorySegment targets, int width,
+    @Override
+    public double forwardBackward(Pass p, MemorySegment losses, MemorySegment logits, MemorySegment targets, int width,
                            float dlossScale) {
         return p.ops().classifierForwardBackward(logits, losses, targets, p.rows(), V, width, dlossScale);
     }

@@ -22,9 +22,9 @@ public final class TransformerBlock implements Module {
     private final String name;
     private final int C;
     private final LayerNorm ln1;
-    private final CausalSelfAttention attn;
+    private final Module attn;
     private final LayerNorm ln2;
-    private final Mlp mlp;
+    private final Module mlp;
     private boolean held;
     private ActRef ln1Out;
     private ActRef attnOut;
@@ -40,12 +40,29 @@ public final class TransformerBlock implements Module {
 
     /** A block of C channels, NH heads and an MLP of width {@code hidden}. */
     public TransformerBlock(String name, int C, int NH, int hidden) {
+        this(name, C, new CausalSelfAttention("attn", C, NH), new Mlp("mlp", C, hidden));
+    }
+
+    /**
+     * A block of C channels around the given attention and MLP (each C → C, named {@code attn} and {@code mlp} for
+     * GPT-2's parameter names); under {@link Recompute#LAYER} an MLP other than {@link Mlp} is recomputed whole.
+     */
+    public TransformerBlock(String name, int C, Module attention, Module mlp) {
         this.name = name;
         this.C = C;
         this.ln1 = new LayerNorm("ln_1", C);
-        this.attn = new CausalSelfAttention("attn", C, NH);
+        this.attn = java.util.Objects.requireNonNull(attention, "attention");
         this.ln2 = new LayerNorm("ln_2", C);
-        this.mlp = new Mlp("mlp", C, hidden);
+        this.mlp = java.util.Objects.requireNonNull(mlp, "mlp");
+    }
+
+    /**
+     * A block whose attention and MLP are split over the network's tensor group ({@link ParallelSelfAttention},
+     * {@link ParallelMlp} of width {@code hidden}); LayerNorms and the residual stream are whole on every rank.
+     */
+    public static TransformerBlock parallel(String name, int C, int NH, int hidden) {
+        return new TransformerBlock(name, C, new ParallelSelfAttention("attn", C, NH), new ParallelMlp("mlp", C,
+                hidden));
     }
 
     @Override
@@ -116,7 +133,11 @@ public final class TransformerBlock implements Module {
         }
         if (held && p.holder(HELD) != this) { // another block's forward overwrote the shared activations
             attentionHalf(p, in);
-            mlp.forwardHidden(p, p.act(ln2Out));
+            if (mlp instanceof Mlp m) {
+                m.forwardHidden(p, p.act(ln2Out));
+            } else {
+                mlp.forward(p, p.act(ln2Out), p.act(mlpOut));
+            }
             p.hold(HELD, this);
         }
         MemorySegment d = p.zeroed(dln);

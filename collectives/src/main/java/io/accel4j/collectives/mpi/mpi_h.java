@@ -137,6 +137,36 @@ public final class mpi_h {
         }
     }
 
+    private static final class MPI_Comm_split {
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS);
+        static final MethodHandle HANDLE = downcall("MPI_Comm_split", DESC);
+    }
+
+    /** {@code int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)}. */
+    public static int MPI_Comm_split(MemorySegment comm, int color, int key, MemorySegment newcomm) {
+        var mh$ = MPI_Comm_split.HANDLE;
+        try {
+            return (int) mh$.invokeExact(comm, color, key, newcomm);
+        } catch (Throwable ex$) {
+            throw new AssertionError("should not reach here", ex$);
+        }
+    }
+
+    private static final class MPI_Comm_free {
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(JAVA_INT, ADDRESS);
+        static final MethodHandle HANDLE = downcall("MPI_Comm_free", DESC);
+    }
+
+    /** {@code int MPI_Comm_free(MPI_Comm *comm)}. */
+    public static int MPI_Comm_free(MemorySegment comm) {
+        var mh$ = MPI_Comm_free.HANDLE;
+        try {
+            return (int) mh$.invokeExact(comm);
+        } catch (Throwable ex$) {
+            throw new AssertionError("should not reach here", ex$);
+        }
+    }
+
     private static final class MPI_Comm_set_errhandler {
         static final FunctionDescriptor DESC = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS);
         static final MethodHandle HANDLE = downcall("MPI_Comm_set_errhandler", DESC);

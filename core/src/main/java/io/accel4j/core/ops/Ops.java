@@ -12,7 +12,7 @@ import java.lang.foreign.MemorySegment;
  * unchanged on either.
  */
 public interface Ops extends EncoderOps, LayerNormOps, MatmulOps, AttentionOps, PointwiseOps, ClassifierOps,
-        OptimizerOps, ReductionOps, CastOps {
+        OptimizerOps, ReductionOps, CastOps, VocabParallelOps {
 
     /** A one-line description for logs and {@code accel4j doctor}, e.g. {@code cpu: Vector API 256-bit, 2 threads}. */
     String describe();

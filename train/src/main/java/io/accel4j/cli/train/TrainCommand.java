@@ -170,6 +170,8 @@ public final class TrainCommand implements Callable<Integer> {
     PipelineOptions pipeline;
     @Mixin
     AsyncOptions async;
+    @Mixin
+    TensorParallelOptions tensor;
     @Option(names = "--zero", paramLabel = "0|1|2|3", defaultValue = "0", description = "With --ranks: ZeRO "
             + "sharding of the model states over the ranks: 1 AdamW's moments, 2 also the averaged gradients "
             + "(reduce-scattered after backward, not bucketed), 3 also the parameters (gathered whole after each "
@@ -256,6 +258,10 @@ public final class TrainCommand implements Callable<Integer> {
         checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
+        if (tensor.active() && (pipeline.requested() || async.async())) {
+            throw usage("--tp does not go with " + (pipeline.requested() ? "--pp" : "--sync async") + " yet: "
+                    + "choose one");
+        }
         pipeline.check(modelConfig, asked.gradAccum(), this::usage);
         if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
             PipelineRun pp = new PipelineRun(this, pipeline, restored, this::usage);
@@ -263,6 +269,15 @@ public final class TrainCommand implements Callable<Integer> {
             int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
             pp.run(asked, modelConfig, modelFile, launch, nThreads, timeout(), spec.commandLine().getOut());
             return 0;
+        }
+        tensor.check(modelConfig, worldRanks, device == Backend.Device.CUDA, asked.zeroStage(),
+                asked.precision().equals(Precision.FP32), this::usage);
+        if (tensor.active() && launch.perProcess() && launch.rendezvous() != null) {
+            throw usage("--tp " + tensor.tp() + " splits the ranks into tensor groups, which the launcher's TCP "
+                    + "communicator cannot do yet: use --ranks or mpirun");
+        }
+        if (tensor.active() && (resume != null || memory.findBatchSize)) {
+            throw usage("--tp does not go with " + (resume != null ? "--resume" : "--find-batch-size") + " yet");
         }
         Path runDir = out != null ? out : resume;
         if (runDir != null && launch.lead()) {
@@ -276,13 +291,15 @@ public final class TrainCommand implements Callable<Integer> {
         PrintWriter w = spec.commandLine().getOut();
         PrintWriter leadOut = launch.lead() ? w : new PrintWriter(Writer.nullWriter());
         TrainConfig cfg = memory.choose(asked, modelConfig, worldRanks, leadOut, this::usage);
-        if (device != Backend.Device.CUDA) {
+        if (tensor.active()) {
+            TensorParallelPlan.of(modelConfig, cfg, tensor.tp(), worldRanks).print(leadOut);
+        } else if (device != Backend.Device.CUDA) {
             memory.checkHost(cfg, modelConfig, modelFile != null, launch.gpusNeeded(ranks), worldRanks);
         } else if (Cuda.probe() instanceof io.accel4j.cuda.CudaProbe.Ready gpu) {
             MemoryOptions.checkGpu(memory.planParts(cfg, modelConfig, false, 1, worldRanks), cfg, gpu);
         }
         int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
-        if (launch.lead()) {
+        if (launch.lead() && !tensor.active()) {
             memory.trial(cfg, modelConfig, worldRanks, launch.perProcess() ? nThreads : Math.max(1, nThreads / ranks), w);
         }
         Communicator world = launch.perProcess()
@@ -325,7 +342,9 @@ public final class TrainCommand implements Callable<Integer> {
             valPath = valData != null ? valData : dir.resolve("val.bin");
             data = launch.lead() ? GeneratedData.write(seed, trainPath, dir.resolve("val.bin"), run, w) : null;
         }
-        if (world != null) {
+        if (tensor.active()) {
+            trainTensorParallel(world, launch, nThreads, cfg, modelFile, modelConfig, dir, trainPath, w);
+        } else if (world != null) {
             world.barrier(); // rank 0 has created the run directory and written the generated dataset
             try {
                 int gpu = device == Backend.Device.CUDA ? launch.gpu() : 0;
@@ -356,6 +375,25 @@ public final class TrainCommand implements Callable<Integer> {
                     return null;
                 });
             }
+        }
+    }
+
+    /** {@code --tp}: the run through the Learner ({@link TensorParallelRun}), in-process ranks or one per process. */
+    private void trainTensorParallel(Communicator world, Launch launch, int nThreads, TrainConfig cfg,
+                                     Path modelFile, GptConfig modelConfig, Path dir, Path trainPath, PrintWriter w) {
+        if (world != null) {
+            world.barrier(); // rank 0 has created the run directory and written the generated dataset
+        }
+        try (TokenFile train = open(trainPath, "train")) {
+            TensorParallelRun.run(TensorParallelRun.learner(modelConfig, cfg, tensor.tp(), ranks, world, nThreads,
+                    train, timeout()), modelConfig, modelFile, cfg, dir, launch.lead(), launch.lead() ? w
+                    : new PrintWriter(Writer.nullWriter()));
+        } catch (IOException | IllegalArgumentException e) {
+            throw new CliException((world == null ? "" : "rank " + world.rank() + " of " + world.size() + ": ")
+                    + message(e), e);
+        }
+        if (world != null) {
+            world.close();
         }
     }
 

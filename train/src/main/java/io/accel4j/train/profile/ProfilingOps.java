@@ -330,6 +330,48 @@ public final class ProfilingOps implements Ops {
     }
 
     @Override
+    public void encoderForwardShard(MemorySegment out, MemorySegment inp, MemorySegment wte, MemorySegment wpe,
+                                    int B, int T, int C, int vFrom, int vCount) {
+        long t0 = System.nanoTime();
+        delegate.encoderForwardShard(out, inp, wte, wpe, B, T, C, vFrom, vCount);
+        record("encoderForwardShard", t0, 0, F * (3.0 * B * T * C + (double) B * T));
+    }
+
+    @Override
+    public void encoderBackwardShard(MemorySegment dwte, MemorySegment dwpe, MemorySegment dout, MemorySegment inp,
+                                     int B, int T, int C, int vFrom, int vCount) {
+        long t0 = System.nanoTime();
+        delegate.encoderBackwardShard(dwte, dwpe, dout, inp, B, T, C, vFrom, vCount);
+        record("encoderBackwardShard", t0, 0, F * (5.0 * B * T * C + (double) B * T));
+    }
+
+    @Override
+    public void classifierShardMax(MemorySegment max, MemorySegment logits, int N, int Vv, int Vs) {
+        long t0 = System.nanoTime();
+        delegate.classifierShardMax(max, logits, N, Vv, Vs);
+        record("classifierShardMax", t0, 0, F * ((double) N * Vv + N));
+    }
+
+    @Override
+    public void classifierShardSums(MemorySegment sums, MemorySegment logits, MemorySegment max,
+                                    MemorySegment targets, int N, int V0, int Vv, int Vs) {
+        long t0 = System.nanoTime();
+        delegate.classifierShardSums(sums, logits, max, targets, N, V0, Vv, Vs);
+        record("classifierShardSums", t0, 0, F * ((double) N * Vv + 4.0 * N));
+    }
+
+    @Override
+    public double classifierShardLoss(MemorySegment losses, MemorySegment logits, MemorySegment max,
+                                      MemorySegment sums, MemorySegment targets, int N, int V0, int Vv, int Vs,
+                                      float dlossScale, boolean backward) {
+        long t0 = System.nanoTime();
+        double loss = delegate.classifierShardLoss(losses, logits, max, sums, targets, N, V0, Vv, Vs, dlossScale,
+                backward);
+        record("classifierShardLoss", t0, 0, F * ((backward ? 2.0 * N * Vs : 0) + 5.0 * N));
+        return loss;
+    }
+
+    @Override
     public void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v,
                       long offset, long length, AdamWConfig config, int step, float gradScale) {
         long t0 = System.nanoTime();

@@ -56,6 +56,8 @@ class ProfilingOpsTest {
             return 5L;
         } else if (type == float.class) {
             return 0.5f;
+        } else if (type == boolean.class) {
+            return true;
         } else if (type == DType.class) {
             return DType.BF16;
         } else if (type == AdamWConfig.class) {

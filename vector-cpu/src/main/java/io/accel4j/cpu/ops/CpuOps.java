@@ -194,6 +194,24 @@ public final class CpuOps implements Ops {
     }
 
     @Override
+    public void classifierShardMax(MemorySegment max, MemorySegment logits, int N, int Vv, int Vs) {
+        VocabShards.max(pool, max, logits, N, Vv, Vs);
+    }
+
+    @Override
+    public void classifierShardSums(MemorySegment sums, MemorySegment logits, MemorySegment max,
+                                    MemorySegment targets, int N, int V0, int Vv, int Vs) {
+        VocabShards.sums(pool, sums, logits, max, targets, N, V0, Vv, Vs);
+    }
+
+    @Override
+    public double classifierShardLoss(MemorySegment losses, MemorySegment logits, MemorySegment max,
+                                      MemorySegment sums, MemorySegment targets, int N, int V0, int Vv, int Vs,
+                                      float dlossScale, boolean backward) {
+        return VocabShards.loss(pool, losses, logits, max, sums, targets, N, V0, Vv, Vs, dlossScale, backward);
+    }
+
+    @Override
     public void adamw(MemorySegment params, MemorySegment grads, MemorySegment m, MemorySegment v,
                       long offset, long length, AdamWConfig config, int step, float gradScale) {
         AdamW.update(pool, params, grads, m, v, offset, length, config, step, gradScale);
