@@ -276,8 +276,9 @@ public final class TrainCommand implements Callable<Integer> {
             throw usage("--tp " + tensor.tp() + " splits the ranks into tensor groups, which the launcher's TCP "
                     + "communicator cannot do yet: use --ranks or mpirun");
         }
-        if (tensor.active() && (resume != null || memory.findBatchSize)) {
-            throw usage("--tp does not go with " + (resume != null ? "--resume" : "--find-batch-size") + " yet");
+        if (tensor.active() && (resume != null || memory.findBatchSize || DataOptions.isShardList(trainData))) {
+            throw usage("--tp does not go with " + (resume != null ? "--resume" : memory.findBatchSize
+                    ? "--find-batch-size" : "--train-data with several shards") + " yet");
         }
         Path runDir = out != null ? out : resume;
         if (runDir != null && launch.lead()) {
