@@ -5,17 +5,10 @@ import io.accel4j.cli.IoMessages;
 import io.accel4j.cli.Threads;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
-import io.accel4j.collectives.MpiCommunicator;
-import io.accel4j.collectives.TcpCommunicator;
 import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.parallel.ParameterServers;
-import io.accel4j.cpu.Parallel;
-import io.accel4j.core.DType;
-import io.accel4j.core.ops.Ops;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.kernels.GpuMatmul;
-import io.accel4j.train.profile.ProfileReport;
-import io.accel4j.train.profile.ProfilingOps;
 import io.accel4j.train.precision.Precision;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
@@ -26,9 +19,6 @@ import io.accel4j.train.data.DefaultDataset;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Recompute;
-import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.Writer;
@@ -36,7 +26,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.time.LocalDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
@@ -215,7 +204,7 @@ public final class TrainCommand implements Callable<Integer> {
     /** How each rank's trainer holds the model states: the synchronous strategies, or async's workers. */
     private ModelStates.Factory strategy = ModelStates::of;
     /** The run directory of the lead rank, null on the others. */
-    private RunDirectory runDirectory;
+    RunDirectory runDirectory;
     /** What the last {@link #call} produced (for tests). */
     Report.Outcome outcome;
     /** The environment {@link Launch} reads (tests replace it to act as an mpirun rank). */
@@ -301,7 +290,8 @@ public final class TrainCommand implements Callable<Integer> {
         }
         int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
         if (launch.lead() && !tensor.active()) {
-            memory.trial(cfg, modelConfig, worldRanks, launch.perProcess() ? nThreads : Math.max(1, nThreads / ranks), w);
+            memory.trial(cfg, modelConfig, worldRanks, launch.perProcess() ? nThreads : Math.max(1, nThreads / ranks),
+                    w);
         }
         Communicator world = launch.perProcess()
                 ? launch.connect(timeout(), Launch.configHash(spec.commandLine().getParseResult().originalArgs()))
@@ -349,14 +339,16 @@ public final class TrainCommand implements Callable<Integer> {
             world.barrier(); // rank 0 has created the run directory and written the generated dataset
             try {
                 int gpu = device == Backend.Device.CUDA ? launch.gpu() : 0;
-                train(world, gpu, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data,
+                new RankRun(this, strategy).train(world, gpu, nThreads, cfg, modelFile, modelConfig, dir, trainPath,
+                        valPath, data,
                         launch.lead() ? w : new PrintWriter(Writer.nullWriter()));
             } catch (RuntimeException e) {
                 throw new CliException("rank " + world.rank() + " of " + world.size() + ": " + message(e), e);
             }
             world.close(); // MPI_Finalize; a rank that failed skips it, exits 1, and mpirun stops the others
         } else if (ranks == 1) {
-            train(null, 0, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data, w);
+            new RankRun(this, strategy).train(null, 0, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath,
+                    data, w);
         } else {
             int perRank = Math.max(1, nThreads / ranks);
             Path tp = trainPath, vp = valPath;
@@ -371,7 +363,8 @@ public final class TrainCommand implements Callable<Integer> {
             try (servers; InProcessGroup group = InProcessGroup.create(servers == null ? ranks
                     : ranks - servers.servers(), timeout())) {
                 group.run(comm -> {
-                    train(comm, comm.rank(), perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
+                    new RankRun(this, strategy).train(comm, comm.rank(), perRank, cfg, modelFile, modelConfig, dir,
+                            tp, vp, d,
                             comm.rank() == 0 ? w : new PrintWriter(Writer.nullWriter()));
                     return null;
                 });
@@ -399,116 +392,8 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /** The metrics file of a run in {@code dir}: --metrics-out, or {@code dir/metrics.jsonl}. */
-    private Path metricsFile(Path dir) {
+    Path metricsFile(Path dir) {
         return metricsOut != null ? metricsOut : dir.resolve("metrics.jsonl");
-    }
-
-    /**
-     * One rank's run ({@code host} null: the only one) on a pool of {@code nThreads}, with --device cuda on GPU
-     * {@code gpu} and, for several ranks, NCCL (its id handed out over {@code host}). Rank 0 prints, writes the
-     * metrics and the checkpoints and reports; the other ranks only take the steps with it.
-     */
-    private void train(Communicator host, int gpu, int nThreads, TrainConfig cfg, Path modelFile,
-                       GptConfig modelConfig, Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data,
-                       PrintWriter w) {
-        boolean lead = host == null || host.rank() == 0;
-        ProfilingOps[] profiler = new ProfilingOps[1];
-        try (Parallel pool = new Parallel(nThreads);
-             Backend backend = Backend.open(device, pool, gpu);
-             Communicator nccl = host == null ? null : owned(backend.dataParallel(host, timeout()), host);
-             Gpt2 gpt = createModel(ops(backend, lead, profiler), cfg, modelFile, modelConfig);
-             io.accel4j.train.data.TokenShards train = trainShards(trainPath);
-             TokenFile val = valPath == null ? null : open(valPath, "validation");
-             Trainer trainer = new Trainer(gpt, cfg, train, dataOptions.loaderThreads, val,
-                     nccl != null ? nccl : host, strategy)) {
-            Communicator comm = nccl != null ? nccl : host;
-            trainer.keepCheckpoints(new CheckpointFiles.Retention(keepCheckpoints, saveEveryKeep));
-            w.println("using " + gpt.ops().describe() + (comm == null ? "" : " per rank, " + comm.size()
-                    + " data-parallel ranks " + (host instanceof MpiCommunicator ? "under mpirun (Open MPI)"
-                    : host instanceof TcpCommunicator ? "over TCP (one process each)" : "in this process") + (nccl != null ? " over NCCL" : ""))
-                    + PrecisionOptions.describe(cfg.precision(), gpt.attentionOperands()));
-            w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB%s)%s%n", describe(gpt),
-                    gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
-                    gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
-                            .toLowerCase(java.util.Locale.ROOT), comm == null ? "" : " per rank");
-            if (trainer.ranks() > 1 && !async.async()) { // async: the servers hold the optimizer state
-                w.println(trainer.memory().describe(trainer.modelStateBytes(), trainer.workingBytes()));
-            }
-            w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath
-                    + (train.count() > 1 ? " (" + train.count() + " shards)" : ""),
-                    train.tokens(), val == null ? "" : String.format(", validation %s: %,d tokens", valPath,
-                            val.size()), cfg.steps(), cfg.batch() * cfg.gradAccum() * trainer.ranks(), cfg.seq(),
-                    trainer.ranks() > 1 ? " (" + cfg.gradAccum() + " x " + cfg.batch() + " sequences on each of "
-                            + trainer.ranks() + " ranks)" : cfg.gradAccum() > 1 ? " (" + cfg.gradAccum()
-                            + " micro-batches)" : "", dir);
-            if (resume != null) {
-                trainer.resume(resume);
-                w.println("resumed " + resume + " at step " + trainer.step());
-            }
-            w.flush();
-            if (!lead) { // the same loop as rank 0's (the collectives need it), telling nobody
-                trainer.run(new Trainer.RunEvents() {
-                    @Override
-                    public void stepped(StepMetrics m) {
-                        async.afterStep(host.rank());
-                    }
-
-                    @Override
-                    public void validated(StepMetrics m) {
-                    }
-
-                    @Override
-                    public Path save(Trainer t) throws IOException {
-                        return t.save(dir);
-                    }
-                }, this::savesAfterStep);
-                trainer.gatherModel(false); // ZeRO-3: rank 0 samples for its report alone
-                return;
-            }
-            Progress progress = new Progress(w, cfg.steps(), trainer.step());
-            int firstStep = trainer.step();
-            long start = System.nanoTime();
-            long wait0 = trainer.dataWaitNanos();
-            List<StepMetrics> history = run(trainer, dir, runDirectory, progress);
-            long runNanos = System.nanoTime() - start;
-            trainer.gatherModel(true); // ZeRO-3: the report's samples run the model on this rank alone
-            // taken before the report, whose sample completions also run the model
-            List<ProfilingOps.Entry> profile = profiler[0] == null ? null : profiler[0].entries();
-            outcome = Report.finish(w, trainer, history, progress, dir, data, seed, samples, evalProblems);
-            if (profile != null) {
-                w.println();
-                w.println("kernel profile of rank 0 (the run's steps and validations; % of the run's wall time):");
-                ProfileReport.print(w, profile, runNanos, Math.max(1, trainer.step() - firstStep));
-                double waitMs = (trainer.dataWaitNanos() - wait0) / 1e6;
-                w.printf(java.util.Locale.ROOT, "data wait of rank 0: %.3f ms per step (%.2f %% of the run's wall "
-                        + "time), %d loader thread%s%n", waitMs / Math.max(1, trainer.step() - firstStep),
-                        100 * waitMs / (runNanos / 1e6), dataOptions.loaderThreads,
-                        dataOptions.loaderThreads == 1 ? "" : "s");
-                w.flush();
-            }
-        } catch (IOException | IllegalArgumentException e) {
-            throw new CliException(message(e), e);
-        } catch (IllegalStateException e) {
-            if (e.getMessage() != null && e.getMessage().startsWith("training diverged")) {
-                throw new CliException(e.getMessage(), e);
-            }
-            throw e;
-        }
-    }
-
-    /** {@code comm} when this run owns it (NCCL, closed with the run), null when it is {@code host} itself. */
-    private static Communicator owned(Communicator comm, Communicator host) {
-        return comm == host ? null : comm;
-    }
-
-    /** The backend's kernels, in a {@link ProfilingOps} (kept in {@code profiler[0]}) for rank 0 with --profile. */
-    private Ops ops(Backend backend, boolean lead, ProfilingOps[] profiler) {
-        Ops ops = backend.ops();
-        if (profile && lead) {
-            profiler[0] = new ProfilingOps(ops);
-            return profiler[0];
-        }
-        return ops;
     }
 
     /**
@@ -568,7 +453,7 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /** --collective-timeout as a duration (checked in {@link #config}). */
-    private java.time.Duration timeout() {
+    java.time.Duration timeout() {
         return java.time.Duration.ofMillis(Math.round(collectiveTimeout * 1000));
     }
 
@@ -629,16 +514,11 @@ public final class TrainCommand implements Callable<Integer> {
                 FLAGS.getOrDefault(m.group(), m.group())));
     }
 
-    private ParameterException usage(String msg) {
+    ParameterException usage(String msg) {
         return new ParameterException(spec.commandLine(), msg);
     }
 
-    /** The train data's shards (one file, a glob or a list: {@link DataOptions}). */
-    private io.accel4j.train.data.TokenShards trainShards(Path p) throws IOException {
-        return DataOptions.open(p, this::usage);
-    }
-
-    private static TokenFile open(Path p, String what) throws IOException {
+    static TokenFile open(Path p, String what) throws IOException {
         try {
             return TokenFile.open(p);
         } catch (NoSuchFileException e) {
@@ -703,71 +583,6 @@ public final class TrainCommand implements Callable<Integer> {
             throw usage("--seq " + seq + " is longer than the model's max_seq_len " + c.maxT());
         }
         return c;
-    }
-
-    /** The model: loaded from {@code file}, or the preset initialised from --seed. */
-    private Gpt2 createModel(Ops ops, TrainConfig cfg, Path file, GptConfig c) throws IOException {
-        Precision p = cfg.precision();
-        if (file != null) {
-            return Gpt2.load(file, ops, cfg.batch(), cfg.seq(), memory.recompute, p.operands(), p.fp8());
-        }
-        Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq(), memory.recompute, p.operands(), p.fp8());
-        g.initialise(seed);
-        return g;
-    }
-
-    private String describe(Gpt2 g) {
-        GptConfig c = g.config();
-        String name = resume != null ? "from " + resume : model;
-        return name + " (L=" + c.L() + ", NH=" + c.NH() + ", C=" + c.C() + ", V=" + c.V() + ", maxT=" + c.maxT() + ")";
-    }
-
-    /** The training loop with metrics, progress and checkpoints; returns every step's metrics. */
-    private List<StepMetrics> run(Trainer trainer, Path dir, RunDirectory runDir, Progress progress)
-            throws IOException {
-        Path metrics = metricsFile(dir);
-        if (metrics.toAbsolutePath().getParent() != null) {
-            Files.createDirectories(metrics.toAbsolutePath().getParent());
-        }
-        // resuming: the records the interrupted run wrote after its checkpoint go, the resumed run writes them again
-        List<StepMetrics> history = new ArrayList<>(resume != null
-                ? RunDirectory.parse(RunDirectory.truncateMetrics(metrics, trainer.step())) : List.of());
-        int[] lastSaved = {resume != null && dir.equals(resume) ? trainer.step() : -1};
-        if (runDir != null) {
-            runDir.metrics(metrics);
-        }
-        Path model;
-        try (BufferedWriter json = Files.newBufferedWriter(metrics, StandardCharsets.UTF_8, StandardOpenOption.CREATE,
-                resume != null ? StandardOpenOption.APPEND : StandardOpenOption.TRUNCATE_EXISTING,
-                StandardOpenOption.WRITE)) {
-            model = trainer.run(new Trainer.RunEvents() {
-                @Override
-                public void stepped(StepMetrics m) {
-                    history.add(m);
-                    RunDirectory.record(json, m, trainer.strategyJson(), metrics, trainer, dir, lastSaved[0]);
-                    progress.step(m);
-                    async.afterStep(trainer.rank());
-                }
-
-                @Override
-                public void validated(StepMetrics m) {
-                    history.add(m);
-                    RunDirectory.record(json, m, "", metrics, trainer, dir, lastSaved[0]);
-                }
-
-                @Override
-                public Path save(Trainer t) {
-                    return RunDirectory.save(t, dir, lastSaved);
-                }
-            }, this::savesAfterStep);
-        }
-        progress.done(model, metrics);
-        return history;
-    }
-
-    /** Whether the run checkpoints after step {@code step} (besides the final checkpoint). */
-    private boolean savesAfterStep(int step) {
-        return saveEvery > 0 && step % saveEvery == 0;
     }
 
     /**
