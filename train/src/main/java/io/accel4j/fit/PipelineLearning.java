@@ -56,27 +56,33 @@ final class PipelineLearning implements AutoCloseable {
     private final Communicator comm;
 
     private final LearnerBuilder cfg;
+    /** D: the data-parallel replicas of the pipeline (1: the pipeline alone). */
+    private final int replicas;
+    /** Each held rank's grid (its pipeline and replica groups) when there are several replicas; else empty. */
+    private final List<io.accel4j.grid.ProcessGrid> grids;
 
     PipelineLearning(LearnerBuilder b) {
         this.cfg = b;
         this.layout = b.pipeline;
         int P = layout.stages();
-        if (b.comm != null && b.comm.size() != P) {
-            throw new IllegalArgumentException("pipeline(" + P + " stages) over a communicator of " + b.comm.size()
-                    + " ranks: the pipeline group must have one rank per stage");
+        int world = b.comm != null ? b.comm.size() : b.ranks == 1 ? P : b.ranks;
+        if (world % P != 0) {
+            throw new IllegalArgumentException("pipeline(" + P + " stages) over " + world + " ranks: the ranks are "
+                    + "D·P (data-parallel replicas × stages), so P must divide them");
         }
-        if (b.fp8 != null || b.zero > 0 || b.ranks > 1) {
+        if (b.fp8 != null || b.zero > 0) {
             throw new IllegalArgumentException("pipeline parallelism does not combine with "
-                    + (b.fp8 != null ? "FP8" : b.zero > 0 ? "ZeRO" : "ranks(" + b.ranks + ")") + " yet");
+                    + (b.fp8 != null ? "FP8" : "ZeRO") + " yet");
         }
+        this.replicas = world / P;
         this.model = layout.model() != null ? layout.model()
                 : new SequentialStages(b.model, b.tokens > 0 ? 1 : b.features, b.B, b.T);
         this.split = Partition.balanced(model.parameters(), P);
         if (b.progress != null && (b.comm == null || b.comm.rank() == 0)) {
-            b.progress.println("pipeline: " + P + " stages, " + layout.micro() + " micro-batches, "
-                    + layout.schedule().name() + " (bubble (P-1)/(M+P-1) = "
-                    + String.format(java.util.Locale.ROOT, "%.3f", io.accel4j.pipeline.Timeline.bubbleFormula(P,
-                    layout.micro())) + ")");
+            b.progress.println("pipeline: " + P + " stages" + (replicas > 1 ? " × " + replicas + " data-parallel "
+                    + "replicas" : "") + ", " + layout.micro() + " micro-batches, " + layout.schedule().name()
+                    + " (bubble (P-1)/(M+P-1) = " + String.format(java.util.Locale.ROOT, "%.3f",
+                    io.accel4j.pipeline.Timeline.bubbleFormula(P, layout.micro())) + ")");
             for (String line : split.describe(model::layerName, "parameters")) {
                 b.progress.println("  " + line);
             }
@@ -84,10 +90,13 @@ final class PipelineLearning implements AutoCloseable {
         }
         PipelineRank.Options o = new PipelineRank.Options(b.B, b.T, layout.micro(), b.tokens, b.classes, b.precision,
                 b.recompute, b.optimizer, b.schedule, b.gradClip, b.seed);
-        int held = b.comm != null ? 1 : P;
+        int held = b.comm != null ? 1 : world;
         int perRank = Math.max(1, b.threads / held);
-        this.group = b.comm == null ? InProcessGroup.create(P) : null;
+        this.group = b.comm == null ? InProcessGroup.create(world, b.collectiveTimeout) : null;
+        io.accel4j.grid.GridLayout grid = io.accel4j.grid.GridLayout.of(world, P, 1);
         List<PipelineRank> built = Collections.synchronizedList(new ArrayList<>(Collections.nCopies(held, null)));
+        List<io.accel4j.grid.ProcessGrid> grids = Collections.synchronizedList(new ArrayList<>(
+                Collections.nCopies(held, null)));
         try {
             List<Ops> ops = new ArrayList<>();
             for (int i = 0; i < held; i++) {
@@ -100,10 +109,19 @@ final class PipelineLearning implements AutoCloseable {
                     ops.add(new CpuOps(pool));
                 }
             }
-            onEveryRank(b.comm, comm -> {
-                int i = b.comm != null ? 0 : comm.rank();
-                built.set(i, new PipelineRank(model, split, layout.schedule(), comm, ops.get(i),
-                        b.data.open(0, 1, b.B, b.T), o));
+            onEveryRank(b.comm, world0 -> {
+                int i = b.comm != null ? 0 : world0.rank();
+                // one replica: the world is the pipeline group itself; several: split into pipelines and replicas
+                io.accel4j.grid.ProcessGrid g = replicas == 1 ? null : io.accel4j.grid.ProcessGrid.of(world0, grid);
+                grids.set(i, g);
+                Communicator stages = g == null ? world0 : g.pipeline();
+                int dp = g == null ? 0 : g.coordinates().dp();
+                PipelineRank rank = new PipelineRank(model, split, layout.schedule(), stages, ops.get(i),
+                        b.data.open(dp, replicas, b.B, b.T), o);
+                if (g != null) {
+                    rank.replicatedOver(g.data());
+                }
+                built.set(i, rank);
             });
         } catch (RuntimeException | Error e) {
             for (PipelineRank r : built) {
@@ -111,10 +129,16 @@ final class PipelineLearning implements AutoCloseable {
                     r.close();
                 }
             }
+            for (io.accel4j.grid.ProcessGrid g : grids) {
+                if (g != null) {
+                    g.close();
+                }
+            }
             closeRest();
             throw e;
         }
         this.ranks = List.copyOf(built);
+        this.grids = new ArrayList<>(grids); // null entries for one replica
         this.comm = b.comm;
     }
 
@@ -164,9 +188,18 @@ final class PipelineLearning implements AutoCloseable {
         });
     }
 
-    /** Runs {@code body} on every stage held here (a collective across them: one thread each in process). */
+    /**
+     * Runs {@code body} on every stage of the first replica held here (a collective of its pipeline group: one thread
+     * each in process); the other replicas, which hold the same values, do nothing.
+     */
     void forEachStage(Consumer<PipelineRank> body) {
-        onEveryRank(comm, c -> body.accept(ranks.get(comm != null ? 0 : c.rank())));
+        onEveryRank(comm, c -> {
+            int i = comm != null ? 0 : c.rank();
+            io.accel4j.grid.ProcessGrid g = grids.get(i);
+            if (g == null || g.coordinates().dp() == 0) {
+                body.accept(ranks.get(i));
+            }
+        });
     }
 
     /**
@@ -303,7 +336,8 @@ final class PipelineLearning implements AutoCloseable {
 
     String describe() {
         return ranks.get(0).optimizer().describe() + ", pipeline of " + layout.stages() + " stages ("
-                + layout.micro() + " micro-batches, " + layout.schedule().name() + ")";
+                + layout.micro() + " micro-batches, " + layout.schedule().name() + ")"
+                + (replicas > 1 ? " × " + replicas + " data-parallel replicas" : "");
     }
 
     private void closeRest() {
@@ -324,6 +358,11 @@ final class PipelineLearning implements AutoCloseable {
     public void close() {
         for (PipelineRank r : ranks) {
             r.close();
+        }
+        for (io.accel4j.grid.ProcessGrid g : grids) {
+            if (g != null) {
+                g.close();
+            }
         }
         closeRest();
     }

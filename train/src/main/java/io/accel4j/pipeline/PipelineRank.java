@@ -67,6 +67,9 @@ public final class PipelineRank implements AutoCloseable {
     private int step;
     private double idle;
     private long busyNanos;
+    /** The D replicas of this stage (data parallelism around the pipeline), or null for one. */
+    private Communicator replicas;
+    private StageValues replicaValues;
 
     /**
      * Builds stage {@code comm.rank()} of {@code model} as {@code split} cuts it, initialised from the seed (a tied
@@ -214,6 +217,22 @@ public final class PipelineRank implements AutoCloseable {
         return idle;
     }
 
+    /**
+     * Data parallelism around the pipeline: this stage is one of {@code replicas.size()} replicas (rank = replica),
+     * each reading its own share of the batches; every step averages the stage's gradients over them (after the
+     * tied-weight exchange, before the norm, the overflow check and the update, so every replica updates alike) and
+     * reports their mean loss. Call once, before the first step; the communicator stays the caller's.
+     */
+    public void replicatedOver(Communicator replicas) {
+        if (step != 0 || this.replicas != null) {
+            throw new IllegalStateException("replicatedOver is set once, before the first step");
+        }
+        if (replicas.size() > 1) {
+            this.replicas = replicas;
+            this.replicaValues = new StageValues(replicas, 1);
+        }
+    }
+
     /** One optimizer step over a global batch of M micro-batches; every stage returns the same metrics. */
     public StepMetrics step() {
         int s = step;
@@ -226,6 +245,14 @@ public final class PipelineRank implements AutoCloseable {
         double lossSum = runMicroBatches(dlossScale);
         long t1 = System.nanoTime();
         exchangeTiedGradients(ops);
+        if (replicas != null) { // the replicas' mean gradient and loss, before the norm and the overflow check
+            replicas.allReduce(net.grads(), count, DType.FP32, io.accel4j.collectives.ReduceOp.AVG);
+            double sum = 0;
+            for (double[] v : replicaValues.gather(lossSum)) {
+                sum += v[0]; // in replica order: every replica computes the same bits
+            }
+            lossSum = sum / replicas.size();
+        }
         boolean nonFinite = scaler.enabled() && ops.hasNonFinite(net.grads(), count);
         double[][] all = values.gather(lossSum, sumOfSquares(ops, count), nonFinite ? 1 : 0);
         double loss = 0, sq = 0;
@@ -363,6 +390,9 @@ public final class PipelineRank implements AutoCloseable {
 
     @Override
     public void close() {
+        if (replicaValues != null) {
+            replicaValues.close();
+        }
         values.close();
         tieArena.close();
         optimizer.close();

@@ -28,8 +28,11 @@ class PipelineBadInputTest {
                 .hasMessage("1F1B needs at least as many micro-batches as stages: got 1 micro-batches for 2 stages");
         assertThatThrownBy(() -> mlp().pipeline(2, 0, Schedule.GPIPE))
                 .hasMessageContaining("got 2 stages and 0 micro-batches");
-        assertThatThrownBy(() -> mlp().ranks(2).pipeline(2, 2, Schedule.GPIPE).build())
-                .hasMessageContaining("does not combine with ranks(2)");
+        assertThatThrownBy(() -> mlp().ranks(3).pipeline(2, 2, Schedule.GPIPE).build())
+                .hasMessage("pipeline(2 stages) over 3 ranks: the ranks are D·P (data-parallel replicas × stages), "
+                        + "so P must divide them");
+        assertThatThrownBy(() -> mlp().ranks(4).zero(1).pipeline(2, 2, Schedule.GPIPE).build())
+                .hasMessageContaining("does not combine with ZeRO");
     }
 
     @Test

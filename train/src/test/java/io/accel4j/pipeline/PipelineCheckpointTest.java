@@ -60,4 +60,30 @@ class PipelineCheckpointTest {
             assertThat(more.get(0).trainLoss()).isFinite();
         }
     }
+
+    /** dp=2 × pp=2: the first replica's stages write the whole model; the same layout resumes bit for bit. */
+    @Test
+    void replicatedPipelinesResumeBitForBit() throws Exception {
+        int M = 2, first = 2, then = 2;
+        List<StepMetrics> straight;
+        try (Learner a = PipelineGpt2Test.gpt2().ranks(4).pipeline(Gpt2Stages.of(PipelineGpt2Test.TINY), 2, M,
+                Schedule.ONE_F_ONE_B).build()) {
+            straight = a.fit(first + then, null);
+        }
+        Path dir = tmp.resolve("dp2pp2");
+        try (Learner a = PipelineGpt2Test.gpt2().ranks(4).pipeline(Gpt2Stages.of(PipelineGpt2Test.TINY), 2, M,
+                Schedule.ONE_F_ONE_B).build()) {
+            a.fit(first, null);
+            a.save(dir);
+        }
+        try (Learner b = PipelineGpt2Test.gpt2().ranks(4).pipeline(Gpt2Stages.of(PipelineGpt2Test.TINY), 2, M,
+                Schedule.GPIPE).build()) {
+            b.resume(dir);
+            assertThat(b.step()).isEqualTo(first);
+            List<StepMetrics> rest = b.fit(then, null);
+            for (int s = 0; s < then; s++) {
+                assertThat(rest.get(s).trainLoss()).isEqualTo(straight.get(first + s).trainLoss());
+            }
+        }
+    }
 }

@@ -66,6 +66,47 @@ class PipelineGpt2Test {
                 .data(tokens(TINY.V(), 3));
     }
 
+    /**
+     * dp=2 × pp=2 (four in-process ranks: two pipelines of two stages, each stage's gradients averaged with its
+     * replica's) against one rank accumulating both replicas' micro-batches (2·M: replica r reads batches r, r+2, …,
+     * so together they read what one rank does): the same losses and parameters up to the order of fp32 sums.
+     */
+    @Test
+    void twoReplicasOfTwoStagesTrainAsOneRankAccumulatingAllTheirMicroBatches() {
+        List<StepMetrics> one;
+        Map<String, float[]> p1;
+        try (Learner a = gpt2().gradAccum(2 * M).build()) {
+            one = a.fit(STEPS, null);
+            p1 = byName(a.network().table(), a.network());
+        }
+        try (Learner pp = gpt2().ranks(4).pipeline(Gpt2Stages.of(TINY), 2, M, Schedule.ONE_F_ONE_B).build()) {
+            assertThat(pp.describe()).contains("pipeline of 2 stages", "2 data-parallel replicas");
+            List<StepMetrics> four = pp.fit(STEPS, null);
+            double worst = 0;
+            for (int s = 0; s < STEPS; s++) {
+                double rel = Math.abs(four.get(s).trainLoss() - one.get(s).trainLoss()) / one.get(s).trainLoss();
+                worst = Math.max(worst, rel);
+                assertThat(rel).as("step %d", s).isLessThan(1e-5); // fp32 sums in another order
+            }
+            assertThat(pp.stages()).hasSize(4);
+            double worstParam = 0;
+            for (PipelineRank r : pp.stages()) { // every replica holds the same parameters
+                for (Map.Entry<String, float[]> e : byName(r.network().table(), r.network()).entrySet()) {
+                    float[] a = p1.get(e.getKey().equals(Gpt2Stages.HEAD) ? "wte" : e.getKey()), b = e.getValue();
+                    for (int i = 0; i < a.length; i++) {
+                        if (e.getKey().endsWith("c_attn.bias") && i >= TINY.C() && i < 2 * TINY.C()) {
+                            continue; // the key bias wanders on rounding alone (see above)
+                        }
+                        worstParam = Math.max(worstParam, Math.abs(a[i] - b[i]));
+                        assertThat(b[i]).as("%s[%d]", e.getKey(), i).isCloseTo(a[i], within(1e-5f));
+                    }
+                }
+            }
+            System.out.printf("dp=2 x pp=2 vs one rank: loss %.2e relative at worst, parameters %.2e%n", worst,
+                    worstParam);
+        }
+    }
+
     @Test
     void twoStagesTrainAsOneRankAccumulatingTheSameMicroBatches() {
         List<StepMetrics> one;

@@ -53,7 +53,8 @@ final class PipelineRun {
     /** Refuses, as usage errors, what the pipeline path does not do yet (before anything is allocated). */
     void checkSupported(TrainConfig cfg, Launch launch) {
         String no = cmd.device == Backend.Device.CUDA ? "--device cuda"
-                : cmd.ranks > 1 ? "--ranks (data parallelism with a pipeline is not composed yet)"
+                : cmd.ranks > 1 ? "--ranks (data parallelism around a pipeline is in the Java API only: "
+                        + "LearnerBuilder.ranks(D·P))"
                 : cmd.zero > 0 ? "--zero"
                 : cfg.precision().fp8() != null ? "--precision fp8"
                 : cmd.memory.findBatchSize ? "--find-batch-size"

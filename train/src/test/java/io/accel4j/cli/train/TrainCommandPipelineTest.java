@@ -125,7 +125,8 @@ class TrainCommandPipelineTest {
                 "--micro-batches needs --pp 2 or more",
                 "--schedule-pp: unknown pipeline schedule 'zigzag': use gpipe or 1f1b",
                 "--grad-accum 2 and --micro-batches 4 disagree: a pipeline accumulates its micro-batches",
-                "--pp 2 does not take --ranks (data parallelism with a pipeline is not composed yet) yet"};
+                "--pp 2 does not take --ranks (data parallelism around a pipeline is in the Java API only: "
+                        + "LearnerBuilder.ranks(D·P)) yet"};
         for (int i = 0; i < cases.length; i++) {
             Result r = TrainCommandTest.run(TrainCommandTest.quick(dir, cases[i]));
             assertThat(r.code()).as(String.join(" ", cases[i])).isEqualTo(2);
