@@ -101,8 +101,14 @@ final class PipelineCheckpoints {
                 learner.restoreState(loaded.params(), Map.of("m", m, "v", v), h.step(), h.lossScale(),
                         h.cleanSteps(), h.skippedSteps());
                 DataLoader.State at = DataLoader.State.decode(h.loaderState());
-                for (DataLoader l : loaders) {
-                    l.seek(at);
+                for (DataLoader l : loaders) { // replicas: rank 0's position is every rank's, as the trainer's
+                    int rank = l.position().rank();
+                    if (rank != at.rank() && at.mode() == io.accel4j.train.data.SampleOrder.Mode.SHUFFLED_LLMC) {
+                        throw new IllegalArgumentException("resuming data-parallel replicas needs every rank's "
+                                + "shuffle; only the sequential and shuffled orders can be resumed with them");
+                    }
+                    l.seek(rank == at.rank() ? at : new DataLoader.State(at.tokens(), at.B(), at.T(), rank,
+                            at.ranks(), at.mode(), at.seed(), at.order()));
                 }
             } catch (IllegalArgumentException e) {
                 throw new FileFormatException(files.state(), "loader or scaler state", "does not fit this run: "
@@ -112,15 +118,18 @@ final class PipelineCheckpoints {
         }
     }
 
-    /** Where the data is: the first and last stage read the same batches, the others none (the most read). */
+    /**
+     * Where the data is: the first and last stage read the same batches, the others none (the most read); with
+     * data-parallel replicas, the first replica's (rank 0's position is every rank's, as the trainer saves it).
+     */
     private DataLoader.State position() {
-        DataLoader most = loaders.get(0);
+        DataLoader most = null;
         for (DataLoader l : loaders) {
-            if (l.position().tokens() > most.position().tokens()) {
+            if (l.position().rank() == 0 && (most == null || l.position().tokens() > most.position().tokens())) {
                 most = l;
             }
         }
-        return most.position();
+        return (most != null ? most : loaders.get(0)).position();
     }
 
     private long bytes() {

@@ -53,8 +53,6 @@ final class PipelineRun {
     /** Refuses, as usage errors, what the pipeline path does not do yet (before anything is allocated). */
     void checkSupported(TrainConfig cfg, Launch launch) {
         String no = cmd.device == Backend.Device.CUDA ? "--device cuda"
-                : cmd.ranks > 1 ? "--ranks (data parallelism around a pipeline is in the Java API only: "
-                        + "LearnerBuilder.ranks(D·P))"
                 : cmd.zero > 0 ? "--zero"
                 : cfg.precision().fp8() != null ? "--precision fp8"
                 : cmd.memory.findBatchSize ? "--find-batch-size"
@@ -65,9 +63,14 @@ final class PipelineRun {
         if (no != null) {
             throw usage.apply("--pp " + pp.stages + " does not take " + no + " yet");
         }
-        if (launch.perProcess() && launch.worldSize() != pp.stages) {
-            throw usage.apply("--pp " + pp.stages + " needs one process per stage (mpirun -np " + pp.stages
-                    + " or launch --nproc " + pp.stages + "), got " + launch.worldSize());
+        if (launch.perProcess() && launch.worldSize() % pp.stages != 0) {
+            throw usage.apply("--pp " + pp.stages + " needs one process per stage of each data-parallel replica "
+                    + "(mpirun -np D·" + pp.stages + " or launch --nproc D·" + pp.stages + "), got "
+                    + launch.worldSize());
+        }
+        if (!launch.perProcess() && cmd.ranks > 1 && cmd.ranks % pp.stages != 0) {
+            throw usage.apply("--ranks " + cmd.ranks + " is not a multiple of --pp " + pp.stages + ": the ranks are "
+                    + "D·P (data-parallel replicas of the pipeline × its stages)");
         }
     }
 
@@ -151,6 +154,8 @@ final class PipelineRun {
                     .progress(lead ? w : null).out(lead ? dir : null);
             if (world != null) {
                 b.communicator(world);
+            } else if (cmd.ranks > 1) {
+                b.ranks(cmd.ranks); // D·P in this process: D replicas of the pipeline
             }
             try (Learner learner = b.build()) {
                 PipelineCheckpoints ck = new PipelineCheckpoints(learner, lead, c, cfg.batch(), cfg.seq(), M, loaders,

@@ -64,6 +64,29 @@ class TrainCommandPipelineTest {
     }
 
     /**
+     * {@code --ranks 4 --pp 2 --micro-batches 2} (two replicas of a two-stage pipeline) trains as the trainer's
+     * {@code --ranks 2 --grad-accum 2}: each replica reads what that rank reads, and both average over the two.
+     */
+    @Test
+    void replicatedPipelinesTrainAsDataParallelRanksAccumulatingTheSameMicroBatches() throws Exception {
+        String[] common = {"--steps", "3", "--warmup", "2", "--val-every", "0", "--samples", "0", "--eval-problems",
+                "0", "--ranks"};
+        Path trainer = tmp.resolve("ddp"), pipeline = tmp.resolve("dp-pp");
+        Result a = TrainCommandTest.run(TrainCommandTest.quick(trainer, concat(common, "2", "--grad-accum", "2")));
+        assertThat(a.code()).as(a.err()).isZero();
+        Result b = TrainCommandTest.run(TrainCommandTest.quick(pipeline, concat(common, "4", "--pp", "2",
+                "--micro-batches", "2")));
+        assertThat(b.code()).as(b.err()).isZero();
+        assertThat(b.out()).contains("2 data-parallel replicas");
+        java.util.List<Double> la = losses(trainer), lb = losses(pipeline);
+        assertThat(lb).hasSize(3);
+        for (int s = 0; s < 3; s++) { // fp32 sums in another order
+            assertThat(lb.get(s)).as("step %d", s).isCloseTo(la.get(s),
+                    org.assertj.core.api.Assertions.within(1e-5 * la.get(s)));
+        }
+    }
+
+    /**
      * Checkpoints trade between layouts: a pipeline's step-2 checkpoint resumed by the trainer on one rank
      * ({@code --pp 1}), and the trainer's resumed at {@code --pp 2}, both continue as the straight run does (within
      * fp32's summation order).
@@ -102,6 +125,34 @@ class TrainCommandPipelineTest {
         assertThat(toPp.resolve("model_00000004.bin")).exists();
     }
 
+    /**
+     * Replicated pipelines checkpoint as the trainer's data-parallel ranks do (rank 0's loader position is every
+     * rank's): {@code --ranks 4 --pp 2} stopped at step 2 and resumed continues as the trainer's {@code --ranks 2
+     * --grad-accum 2} straight run. (The trainer cannot take that checkpoint at {@code --pp 1}: a resumed run keeps
+     * its {@code --ranks}, which counts D·P ranks here and D there.)
+     */
+    @Test
+    void replicatedPipelinesCheckpointAsDataParallelRanks() throws Exception {
+        String[] common = {"--warmup", "2", "--schedule", "constant", "--save-every", "2", "--val-every", "0",
+                "--samples", "0", "--eval-problems", "0", "--ranks"};
+        Path straight = tmp.resolve("ddp-straight"), dpPp = tmp.resolve("dp-pp");
+        Result a = TrainCommandTest.run(TrainCommandTest.quick(straight, concat(common, "2", "--steps", "4",
+                "--grad-accum", "2")));
+        assertThat(a.code()).as(a.err()).isZero();
+        Result b1 = TrainCommandTest.run(TrainCommandTest.quick(dpPp, concat(common, "4", "--steps", "2", "--pp",
+                "2", "--micro-batches", "2")));
+        assertThat(b1.code()).as(b1.err()).isZero();
+        Result b2 = TrainCommandTest.run("train", "--resume", dpPp.toString(), "--steps", "4");
+        assertThat(b2.code()).as(b2.err()).isZero();
+        assertThat(b2.out()).contains("resumed " + dpPp + " at step 2");
+        java.util.List<Double> want = losses(straight), got = losses(dpPp);
+        assertThat(got).hasSize(4);
+        for (int s = 0; s < 4; s++) { // fp32 sums in another order
+            assertThat(got.get(s)).as("step %d", s).isCloseTo(want.get(s),
+                    org.assertj.core.api.Assertions.within(1e-5 * want.get(s)));
+        }
+    }
+
     private static String[] concat(String[] a, String... b) {
         return java.util.stream.Stream.concat(java.util.Arrays.stream(a), java.util.Arrays.stream(b))
                 .toArray(String[]::new);
@@ -118,15 +169,15 @@ class TrainCommandPipelineTest {
         String[][] cases = {
                 {"--pp", "3"}, {"--pp", "2", "--micro-batches", "1"}, {"--micro-batches", "2"},
                 {"--pp", "2", "--schedule-pp", "zigzag"}, {"--pp", "2", "--grad-accum", "2", "--micro-batches", "4"},
-                {"--pp", "2", "--zero", "1", "--ranks", "2"}};
+                {"--pp", "2", "--zero", "1", "--ranks", "2"}, {"--pp", "2", "--ranks", "3"}};
         String[] messages = {
                 "--pp 3 is larger than the model's 2 layers (transformer blocks): each stage needs at least one",
                 "--micro-batches 1 is fewer than --pp 2: 1F1B needs at least as many micro-batches as stages",
                 "--micro-batches needs --pp 2 or more",
                 "--schedule-pp: unknown pipeline schedule 'zigzag': use gpipe or 1f1b",
                 "--grad-accum 2 and --micro-batches 4 disagree: a pipeline accumulates its micro-batches",
-                "--pp 2 does not take --ranks (data parallelism around a pipeline is in the Java API only: "
-                        + "LearnerBuilder.ranks(D·P)) yet"};
+                "--pp 2 does not take --zero yet",
+                "--ranks 3 is not a multiple of --pp 2: the ranks are D·P"};
         for (int i = 0; i < cases.length; i++) {
             Result r = TrainCommandTest.run(TrainCommandTest.quick(dir, cases[i]));
             assertThat(r.code()).as(String.join(" ", cases[i])).isEqualTo(2);
