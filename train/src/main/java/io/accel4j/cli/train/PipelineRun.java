@@ -68,6 +68,10 @@ final class PipelineRun {
                     + "(mpirun -np D·" + pp.stages + " or launch --nproc D·" + pp.stages + "), got "
                     + launch.worldSize());
         }
+        if (launch.perProcess() && launch.rendezvous() != null && launch.worldSize() > pp.stages) {
+            throw usage.apply("--pp " + pp.stages + " over " + launch.worldSize() + " launched processes needs "
+                    + "replica groups, which the launcher's TCP communicator cannot split yet: use mpirun or --ranks");
+        }
         if (!launch.perProcess() && cmd.ranks > 1 && cmd.ranks % pp.stages != 0) {
             throw usage.apply("--ranks " + cmd.ranks + " is not a multiple of --pp " + pp.stages + ": the ranks are "
                     + "D·P (data-parallel replicas of the pipeline × its stages)");
