@@ -120,6 +120,16 @@ final class RankRun {
             List<ProfilingOps.Entry> profile = profiler[0] == null ? null : profiler[0].entries();
             cmd.outcome = Report.finish(w, trainer, history, progress, dir, data, cmd.seed, cmd.samples,
                     cmd.evalProblems);
+            if (cmd.async.async()) {
+                Path png = dir.resolve("staleness.png");
+                try {
+                    if (StalenessPlot.write(png, StalenessPlot.read(cmd.metricsFile(dir)), cmd.async.bound())) {
+                        w.println("staleness curve " + png);
+                    }
+                } catch (IOException | RuntimeException | LinkageError e) {
+                    w.println("no staleness curve (" + e + ")");
+                }
+            }
             if (profile != null) {
                 w.println();
                 w.println("kernel profile of rank 0 (the run's steps and validations; % of the run's wall time):");

@@ -78,6 +78,11 @@ class TrainCommandAsyncTest {
                 "done: 3 steps");
         assertThat(stalenessMax(async)).containsExactly(0, 0, 0);
         assertThat(stalenessMax(ddp)).isEmpty();
+        assertThat(async.resolve("staleness.png")).as("the staleness curve").isNotEmptyFile();
+        assertThat(a.out()).contains("staleness curve " + async.resolve("staleness.png"));
+        assertThat(ddp.resolve("staleness.png")).doesNotExist();
+        assertThat(StalenessPlot.read(async.resolve("metrics.jsonl"))).extracting(StalenessPlot.Point::step)
+                .containsExactly(0, 1, 2);
         float[] x = params(async.resolve("model_00000003.bin")), y = params(ddp.resolve("model_00000003.bin"));
         assertThat(x).hasSameSizeAs(y);
         double worst = 0;
