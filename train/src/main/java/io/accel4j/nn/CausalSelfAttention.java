@@ -11,14 +11,26 @@ import java.lang.foreign.MemorySegment;
  *
  * <p>Parameters: {@code c_attn.weight (3C, C)}, {@code c_attn.bias (3C)}, {@code c_proj.weight (C, C)},
  * {@code c_proj.bias (C)}.
+ *
+ * <p>{@link #parallel} is the same module split over the network's tensor group by heads (Megatron-LM): rank r computes
+ * the QKV projection of its NH/T heads (a {@link ColumnParallelLinear} of three stacked blocks, Q, K and V each split
+ * by heads), flash attention over them, and its partial output projection (a {@link RowParallelLinear}), all-reduced;
+ * its parameters are this rank's shards: {@code c_attn.weight (3C/T, C)}, {@code c_attn.bias (3C/T)},
+ * {@code c_proj.weight (C, C/T)}, {@code c_proj.bias (C)} (whole). On one rank it computes what the whole module does,
+ * with the same parameter names and shapes.
  */
 public final class CausalSelfAttention implements Module {
 
     private final String name;
     private final int C;
     private final int NH;
-    private final Linear qkv;
-    private final Linear proj;
+    private final Module qkv;
+    private final Module proj;
+    /** Whether the heads are split over the tensor group ({@link #parallel}). */
+    private final boolean split;
+    /** This rank's channels and heads: C and NH, or C/T and NH/T when split. */
+    private int Cs;
+    private int NHs;
     private DType operands;
     private ActRef qkvOut;
     private ActRef atty;
@@ -27,14 +39,24 @@ public final class CausalSelfAttention implements Module {
     private ActRef datty;
 
     public CausalSelfAttention(String name, int C, int NH) {
+        this(name, C, NH, false);
+    }
+
+    private CausalSelfAttention(String name, int C, int NH, boolean split) {
         if (C < 1 || NH < 1 || C % NH != 0) {
             throw new ShapeException("attention '" + name + "' needs C divisible by NH, got C=" + C + ", NH=" + NH);
         }
         this.name = name;
         this.C = C;
         this.NH = NH;
-        this.qkv = Linear.of("c_attn", C, 3 * C);
-        this.proj = Linear.of("c_proj", C, C);
+        this.split = split;
+        this.qkv = split ? ColumnParallelLinear.stacked("c_attn", C, 3 * C, 3) : Linear.of("c_attn", C, 3 * C);
+        this.proj = split ? new RowParallelLinear("c_proj", C, C) : Linear.of("c_proj", C, C);
+    }
+
+    /** The attention of {@code NH} heads over {@code C} channels split over the network's tensor group by heads. */
+    public static CausalSelfAttention parallel(String name, int C, int NH) {
+        return new CausalSelfAttention(name, C, NH, true);
     }
 
     @Override
@@ -45,14 +67,17 @@ public final class CausalSelfAttention implements Module {
     @Override
     public int build(Builder b, int inWidth) {
         b.expectWidth(inWidth, C);
-        operands = b.attentionOperands(C, NH);
+        TensorParallel tp = b.tensor();
+        NHs = split ? tp.split(b.qualified(""), "its heads NH", NH, 1) : NH;
+        Cs = split ? C / tp.size() : C;
+        operands = b.attentionOperands(Cs, NHs);
         b.child(qkv, C);
-        qkvOut = b.activation("qkv", 3L * C);
-        atty = b.activation("atty", C);
-        lse = b.activation("lse", NH);
-        b.child(proj, C, true); // its din is this module's datty
-        dqkv = b.shared("attention.dqkv", 3L * C);
-        datty = b.shared("attention.datty", C);
+        qkvOut = b.activation("qkv", 3L * Cs);
+        atty = b.activation("atty", Cs);
+        lse = b.activation("lse", NHs);
+        b.child(proj, Cs, true); // its din is this module's datty
+        dqkv = b.shared("attention.dqkv", 3L * Cs);
+        datty = b.shared("attention.datty", Cs);
         return C;
     }
 
@@ -65,7 +90,7 @@ public final class CausalSelfAttention implements Module {
     public void forward(Pass p, MemorySegment in, MemorySegment out) {
         MemorySegment q = p.act(qkvOut), y = p.act(atty);
         qkv.forward(p, in, q);
-        p.ops().attentionForward(y, p.act(lse), q, p.B(), p.T(), C, NH, operands);
+        p.ops().attentionForward(y, p.act(lse), q, p.B(), p.T(), Cs, NHs, operands);
         proj.forward(p, y, out);
     }
 
@@ -75,7 +100,7 @@ public final class CausalSelfAttention implements Module {
         MemorySegment dy = p.zeroed(datty);
         proj.backward(p, y, out, dout, dy);
         MemorySegment dq = p.zeroed(dqkv);
-        p.ops().attentionBackward(dq, dy, q, y, p.act(lse), p.B(), p.T(), C, NH, operands);
+        p.ops().attentionBackward(dq, dy, q, y, p.act(lse), p.B(), p.T(), Cs, NHs, operands);
         qkv.backward(p, in, q, dq, din);
     }
 }

@@ -57,11 +57,11 @@ public final class TransformerBlock implements Module {
     }
 
     /**
-     * A block whose attention and MLP are split over the network's tensor group ({@link ParallelSelfAttention},
+     * A block whose attention and MLP are split over the network's tensor group ({@link CausalSelfAttention#parallel},
      * {@link ParallelMlp} of width {@code hidden}); LayerNorms and the residual stream are whole on every rank.
      */
     public static TransformerBlock parallel(String name, int C, int NH, int hidden) {
-        return new TransformerBlock(name, C, new ParallelSelfAttention("attn", C, NH), new ParallelMlp("mlp", C,
+        return new TransformerBlock(name, C, CausalSelfAttention.parallel("attn", C, NH), new ParallelMlp("mlp", C,
                 hidden));
     }
 

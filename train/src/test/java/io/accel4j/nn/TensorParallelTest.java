@@ -68,8 +68,8 @@ class TensorParallelTest {
 
     @Test
     void parallelAttentionAndMlp() {
-        check(2, around(() -> new ParallelSelfAttention("attn", C, 2)), 1);
-        check(3, around(() -> new ParallelSelfAttention("attn", C, 3)), 2);
+        check(2, around(() -> CausalSelfAttention.parallel("attn", C, 2)), 1);
+        check(3, around(() -> CausalSelfAttention.parallel("attn", C, 3)), 2);
         check(2, around(() -> new ParallelMlp("mlp", C, 10)), 3);
         check(3, around(() -> new ParallelMlp("mlp", C, 9)), 4);
     }
