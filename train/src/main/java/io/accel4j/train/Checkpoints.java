@@ -100,8 +100,7 @@ final class Checkpoints {
                     throw new IllegalArgumentException("resuming " + ranks + " ranks needs every rank's shuffle; "
                             + "only the sequential and shuffled orders can be resumed with more than one rank");
                 }
-                saved = new DataLoader.State(saved.tokens(), saved.B(), saved.T(), rank, saved.ranks(),
-                        saved.mode(), saved.seed(), saved.order()); // rank 0's position is every rank's
+                saved = saved.forRank(rank); // rank 0's position is every rank's
             }
             train.seek(saved);
         } catch (IllegalArgumentException e) {

@@ -107,8 +107,7 @@ final class PipelineCheckpoints {
                         throw new IllegalArgumentException("resuming data-parallel replicas needs every rank's "
                                 + "shuffle; only the sequential and shuffled orders can be resumed with them");
                     }
-                    l.seek(rank == at.rank() ? at : new DataLoader.State(at.tokens(), at.B(), at.T(), rank,
-                            at.ranks(), at.mode(), at.seed(), at.order()));
+                    l.seek(at.forRank(rank));
                 }
             } catch (IllegalArgumentException e) {
                 throw new FileFormatException(files.state(), "loader or scaler state", "does not fit this run: "

@@ -48,6 +48,15 @@ public final class DataLoader implements AutoCloseable {
         private static final int MAGIC = 0x4134_444C; // "A4DL"
         private static final int VERSION = 1;
 
+        /**
+         * This position for rank {@code rank} of the same ranks. A data-parallel resume seeks rank 0's saved position
+         * on every rank, which is right for the sequential and shuffled orders (the same on every rank), not for
+         * llm.c's shuffle (each rank draws its own): the callers refuse that one with several ranks.
+         */
+        public State forRank(int rank) {
+            return rank == this.rank ? this : new State(tokens, B, T, rank, ranks, mode, seed, order);
+        }
+
         /** Little-endian bytes: magic, version, the fields in order, then the generator state's length and ints. */
         public byte[] encode() {
             int[] rng = order.rng();
