@@ -8,7 +8,6 @@ import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.parallel.ParameterServers;
 import io.accel4j.cuda.Cuda;
-import io.accel4j.kernels.GpuMatmul;
 import io.accel4j.train.precision.Precision;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
@@ -238,7 +237,9 @@ public final class TrainCommand implements Callable<Integer> {
             throw usage("--zero " + asked.zeroStage() + " shards the model states over data-parallel ranks: it needs "
                     + "--ranks 2 or more, or mpirun -np 2 or more");
         }
-        checkDevice(launch, asked);
+        if (device == Backend.Device.CUDA) {
+            CudaChecks.check(launch, memory.findBatchSize, profile, this::usage);
+        }
         async.check(worldRanks, launch.perProcess(), asked, device == Backend.Device.CUDA, this::usage);
         dataOptions.check(trainData, this::usage);
         if (!DataOptions.isShardList(trainData)) {
@@ -274,7 +275,9 @@ public final class TrainCommand implements Callable<Integer> {
             RunDirectory.checkNotAnotherRun(runDir, resume != null && runDir.equals(resume), overwrite,
                     metricsFile(runDir), metricsOut != null ? "--metrics-out " + metricsOut : null, this::usage);
         }
-        checkGpuFp8(modelConfig, asked);
+        if (device == Backend.Device.CUDA) {
+            CudaChecks.checkFp8(modelConfig, asked, this::usage);
+        }
         if (device == Backend.Device.CUDA) {
             Backend.check(device, launch.gpusNeeded(ranks), Cuda::probe, io.accel4j.cuda.CudaLibraries::nccl);
         }
@@ -394,52 +397,6 @@ public final class TrainCommand implements Callable<Integer> {
     /** The metrics file of a run in {@code dir}: --metrics-out, or {@code dir/metrics.jsonl}. */
     Path metricsFile(Path dir) {
         return metricsOut != null ? metricsOut : dir.resolve("metrics.jsonl");
-    }
-
-    /**
-     * With --device cuda: a usage error for what the GPU path does not do yet ({@link #call} then checks that this
-     * machine has a usable GPU per rank, and NCCL for several, before anything is written).
-     */
-    private void checkDevice(Launch launch, TrainConfig cfg) {
-        if (device != Backend.Device.CUDA) {
-            return;
-        }
-        if (launch.perProcess()) {
-            try {
-                launch.gpu();
-            } catch (IllegalArgumentException e) {
-                throw usage(e.getMessage());
-            }
-        }
-        String unsupported = memory.findBatchSize
-                ? "--find-batch-size (it plans host memory and runs a CPU trial step)"
-                : profile ? "--profile (it times calls on the host; GPU calls return before their work is done)"
-                : null;
-        if (unsupported != null) {
-            throw usage("--device cuda does not support " + unsupported + " yet: use --device cpu for it");
-        }
-    }
-
-    /**
-     * With --device cuda --precision fp8: a usage error unless the GPU's FP8 GEMMs (cuBLASLt) can take the blocks'
-     * linear layers, whose K is a multiple of {@link GpuMatmul#FP8_MULTIPLE}: the width C (the forward's K, and as
-     * 3C, C, 4C, C outputs the backward's dinp K) and the B·T rows of a micro-batch (the backward's dweight K).
-     */
-    private void checkGpuFp8(GptConfig model, TrainConfig cfg) {
-        if (device != Backend.Device.CUDA || cfg.precision().fp8() == null) {
-            return;
-        }
-        int m = GpuMatmul.FP8_MULTIPLE;
-        if (model.C() % m != 0) {
-            throw usage("--device cuda --precision fp8 needs the model's width (channels, C) to be a multiple of " + m
-                    + " (cuBLASLt's FP8 GEMMs), this model's is " + model.C() + ": use --device cpu for it");
-        }
-        long rows = (long) cfg.batch() * cfg.seq();
-        if (rows % m != 0) {
-            throw usage("--device cuda --precision fp8 needs --batch × --seq (the rows of a micro-batch) to be a "
-                    + "multiple of " + m + " (cuBLASLt's FP8 GEMMs), got " + cfg.batch() + " × " + cfg.seq() + " = "
-                    + rows);
-        }
     }
 
     /** In-process ranks, or one rank per process under mpirun ({@link Launch}); a contradiction is a usage error. */
