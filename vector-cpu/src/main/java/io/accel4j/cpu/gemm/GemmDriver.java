@@ -35,7 +35,8 @@ import jdk.incubator.vector.VectorSpecies;
  * the columns are swept in sub-blocks whose accumulator stays in L2 ({@link #shallowRows}).
  * Each element of C is summed in the same order (k blocks in order, fma per k) whichever task computes it, so
  * results do not depend on the thread count. A long reduction into a small C takes another route, split K
- * ({@link #splitK}): fixed chunks of K computed in parallel, their partial products summed in chunk order.
+ * ({@link #splitK}): fixed chunks of K computed in parallel, their partial products summed in chunk order; a short,
+ * wide product of one K block a third, {@link NarrowProduct}.
  */
 final class GemmDriver {
 
@@ -72,7 +73,7 @@ final class GemmDriver {
     private GemmDriver() {}
 
     /** Per-thread packing buffers, grown on demand and reused across calls. */
-    private static final class Workspace {
+    static final class Workspace {
         float[] ap = new float[0];
         float[] bp = new float[0];
         float[] acc = new float[0];
@@ -88,7 +89,7 @@ final class GemmDriver {
         float[] groupSums(int n) { return groupSums.length >= n ? groupSums : (groupSums = new float[n]); }
     }
 
-    private static final ThreadLocal<Workspace> WORKSPACE = ThreadLocal.withInitial(Workspace::new);
+    static final ThreadLocal<Workspace> WORKSPACE = ThreadLocal.withInitial(Workspace::new);
 
     static void gemm(Parallel pool, Layout layout, int M, int N, int K,
                      MemorySegment a, DType aType, int lda,
@@ -101,6 +102,10 @@ final class GemmDriver {
         int threads = work < PARALLEL_THRESHOLD ? 1 : pool.threads();
         if (splitsK(M, N, K)) {
             splitK(pool, threads, layout, M, N, K, a, aType, lda, b, bType, ldb, out, operands);
+            return;
+        }
+        if (NarrowProduct.applies(M, N, K)) {
+            NarrowProduct.gemm(pool, threads, layout, M, N, K, a, aType, lda, b, bType, ldb, out, operands);
             return;
         }
         int rowTiles = (M + MR - 1) / MR;
@@ -369,7 +374,7 @@ final class GemmDriver {
     }
 
     /** {@code pool.forEach}, or a plain loop on the calling thread when the product is too small to share. */
-    private static void forEach(Parallel pool, int threads, int tasks, IntConsumer body) {
+    static void forEach(Parallel pool, int threads, int tasks, IntConsumer body) {
         if (threads == 1) {
             for (int t = 0; t < tasks; t++) {
                 body.accept(t);
@@ -390,7 +395,7 @@ final class GemmDriver {
     }
 
     /** Floats of the decode buffer the packing needs. */
-    private static int runLength(int K, int ncPad) {
+    static int runLength(int K, int ncPad) {
         return Math.max(Math.max(NR * K, MR * KC), Math.max(SHALLOW_ROWS_MAX, ncPad));
     }
 

@@ -41,6 +41,12 @@ final class Packing {
     }
 
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
+    /**
+     * Rows of a packed B panel that {@link #packB}'s transposing copy fills at a time (256·NR floats, 32 KiB at NR 32:
+     * within L1); a whole panel of a 512-deep K block passes it. 64 and 128 were no better on gpt2-fwd, and slower on
+     * lm-fwd.
+     */
+    static final int TRANSPOSE_ROWS = Integer.getInteger("accel4j.gemm.transposerows", 256);
 
     private Packing() {}
 
@@ -161,15 +167,21 @@ final class Packing {
                 for (int pc = 0; pc < K; pc += kcBlock) {
                     int kc = Math.min(kcBlock, K - pc);
                     int base = pc * bpCols + (bpCol0 + j) * kc;
-                    for (int c = 0; c < NR; c++) {
-                        long src = (long) (j0 + j + c) * ldb + pc;
-                        if (j + c < nc) {
-                            for (int k = 0, o = base + c; k < kc; k++, o += NR) {
-                                bp[o] = b.getAtIndex(F32, src + k);
-                            }
-                        } else { // columns nc… are zero
-                            for (int k = 0, o = base + c; k < kc; k++, o += NR) {
-                                bp[o] = 0f;
+                    // TRANSPOSE_ROWS rows of the panel at a time, so the NR columns' strided writes land in an
+                    // L1-sized piece of it (a whole panel, kc·NR floats, is 64 KiB at 512×16 and passes L1)
+                    for (int k0 = 0; k0 < kc; k0 += TRANSPOSE_ROWS) {
+                        int kn = Math.min(TRANSPOSE_ROWS, kc - k0);
+                        int row0 = base + k0 * NR;
+                        for (int c = 0; c < NR; c++) {
+                            long src = (long) (j0 + j + c) * ldb + pc + k0;
+                            if (j + c < nc) {
+                                for (int k = 0, o = row0 + c; k < kn; k++, o += NR) {
+                                    bp[o] = b.getAtIndex(F32, src + k);
+                                }
+                            } else { // columns nc… are zero
+                                for (int k = 0, o = row0 + c; k < kn; k++, o += NR) {
+                                    bp[o] = 0f;
+                                }
                             }
                         }
                     }

@@ -272,10 +272,61 @@ class GemmTest {
         // K small and N past NC_MAX: several B blocks, and the accumulator stays bounded (MC × NC_MAX floats).
         assertThat(GemmDriver.blockColumns(1 << 20, 1)).isEqualTo(GemmDriver.NC_MAX);
         assertThat(GemmDriver.blockColumns(100, 3)).isEqualTo(Packing.roundUp(100, MicroKernel.NR));
-        try (Case c = new Case(seed(), Layout.NT, 7, GemmDriver.NC_MAX + 37, 3, DType.FP32, DType.FP32, DType.FP32,
-                true, true)) {
+        // Rows × K past what NarrowProduct packs whole, so the block route runs: bit for bit the same product cut
+        // into column slices of one block each (whose route the float64 tests above cover).
+        int M = 193, K = GemmDriver.KC, N = GemmDriver.NC_MAX + 37;
+        assertThat(NarrowProduct.applies(M, N, K)).isFalse();
+        try (Case c = new Case(seed(), Layout.NT, M, N, K, DType.FP32, DType.FP32, DType.FP32, true, true)) {
             c.runFast(pool2);
-            c.assertClose("fast");
+            assertSameAsColumnSlices(c, GemmDriver.NC_MAX - 3);
+        }
+    }
+
+    /** C as computed equals, bit for bit, the product recomputed slice by slice of {@code slice} columns. */
+    private static void assertSameAsColumnSlices(Case c, int slice) {
+        MemorySegment whole = Arena.ofAuto().allocate(c.c.byteSize()).copyFrom(c.c);
+        c.resetC();
+        for (int j0 = 0; j0 < c.N; j0 += slice) {
+            int n = Math.min(slice, c.N - j0);
+            long bOff = (c.layout.transB() ? (long) j0 * c.ldb : j0) * Float.BYTES;
+            Gemm.gemm(pool2, c.layout, c.M, n, c.K, c.alpha, c.a, DType.FP32, c.lda, 1f, c.b.asSlice(bOff),
+                    DType.FP32, c.ldb, 1f, c.beta, c.c.asSlice((long) j0 * Float.BYTES), DType.FP32, c.ldc,
+                    c.bias == null ? null : c.bias.asSlice((long) j0 * Float.BYTES));
+        }
+        assertThat(c.c.mismatch(whole)).as("whole vs column slices: %s", c).isEqualTo(-1L);
+    }
+
+    @Test
+    void narrowProductsApplyToShortWideShallowShapes() {
+        assertThat(NarrowProduct.applies(256, 50304, 256)).as("the LM head's logits").isTrue();
+        assertThat(NarrowProduct.applies(256, GemmDriver.NC_MAX, 256)).as("one B block").isFalse();
+        assertThat(NarrowProduct.applies(256, 50304, GemmDriver.KC + 1)).as("two K blocks").isFalse();
+        assertThat(NarrowProduct.applies(1024, 50304, 256)).as("A too big to pack whole").isFalse();
+    }
+
+    /**
+     * A narrow product (odd M, N past NC_MAX, K from 1 to KC; every layout; beta and bias at random; C poisoned
+     * when beta is 0) against float64 (K below KC), and bit for bit against the same product cut into column slices narrower
+     * than one B block, which the block route computes: each element must be the same fma chain either way.
+     */
+    @Test
+    void narrowProductsMatchFloat64AndTheBlockRouteBitForBit() {
+        SplittableRandom pick = new SplittableRandom(seed());
+        for (Layout layout : Layout.values()) {
+            for (int K : new int[] {1, 37, GemmDriver.KC}) {
+                int M = 1 + 2 * pick.nextInt(20); // odd, 1…39
+                int N = GemmDriver.NC_MAX + 1 + 2 * pick.nextInt(300);
+                assertThat(NarrowProduct.applies(M, N, K)).isTrue();
+                try (Case c = new Case(pick.nextLong(), layout, M, N, K, DType.FP32, DType.FP32, DType.FP32,
+                        pick.nextBoolean(), pick.nextBoolean())) {
+                    c.runFast(pool2);
+                    if (K < GemmDriver.KC) { // the float64 bound costs seconds at K = KC; the bits cover it there
+                        c.assertClose("narrow");
+                    }
+                    assertThat(NarrowProduct.applies(M, GemmDriver.NC_MAX / 2 + 5, K)).isFalse();
+                    assertSameAsColumnSlices(c, GemmDriver.NC_MAX / 2 + 5); // not a multiple of NR either
+                }
+            }
         }
     }
 
