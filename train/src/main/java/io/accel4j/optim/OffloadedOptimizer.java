@@ -85,9 +85,15 @@ final class OffloadedOptimizer implements Optimizer {
         return inner.stateMemory();
     }
 
+    /** The master and the gradients' landing buffer. */
+    @Override
+    public long hostScratchBytes() {
+        return master.byteSize() + hostGrads.byteSize();
+    }
+
     /** Host bytes: the master, the gradients' landing buffer and the inner optimizer's state. */
     long hostBytes() {
-        return master.byteSize() + hostGrads.byteSize() + inner.stateBytes();
+        return hostScratchBytes() + inner.stateBytes();
     }
 
     /** Bytes copied device → host (gradients, and the master when taken) and host → device so far. */

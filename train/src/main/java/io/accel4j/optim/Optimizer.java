@@ -37,6 +37,14 @@ public interface Optimizer extends AutoCloseable {
      */
     default void parametersReplaced() {}
 
+    /**
+     * Bytes of host memory this optimizer allocated besides {@link #state()} (an {@link Offload}ed one's master copy
+     * and gradient landing buffer); 0 by default.
+     */
+    default long hostScratchBytes() {
+        return 0;
+    }
+
     /** Bytes of {@link #state()}. */
     default long stateBytes() {
         return state().values().stream().mapToLong(MemorySegment::byteSize).sum();
