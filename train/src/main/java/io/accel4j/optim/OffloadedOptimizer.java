@@ -2,14 +2,15 @@ package io.accel4j.optim;
 
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.nn.ParameterTable;
-import java.lang.foreign.Arena;
+import io.accel4j.core.memory.DeviceArena;
 import java.lang.foreign.MemorySegment;
 import java.util.Map;
 
 /**
  * One network's {@link Offload}ed optimizer: an fp32 master copy of the parameters and a landing buffer for the
- * gradients in a host {@link Arena}, and the inner optimizer over them (its state allocated by the host backend, so
- * in host memory too). A step is three moves, each a real copy through the backend's {@link DeviceMemory}:
+ * gradients in host memory ({@link DeviceMemory#hostArena()}: page-locked on a GPU), and the inner optimizer over
+ * them (its state allocated by the host backend, so in host memory too). A step is three moves, each a real copy
+ * through the backend's {@link DeviceMemory}:
  * <ol>
  *   <li>gradients device → host ({@link DeviceMemory#copyToHost}),</li>
  *   <li>the inner optimizer's step on the host (master, state),</li>
@@ -27,7 +28,8 @@ final class OffloadedOptimizer implements Optimizer {
     private final DeviceMemory device;
     private final MemorySegment params;
     private final MemorySegment grads;
-    private final Arena arena = Arena.ofShared();
+    /** The master and the gradients' landing buffer: pinned where the backend's memory has it. */
+    private final DeviceArena arena;
     private final MemorySegment master;
     private final MemorySegment hostGrads;
     private final Optimizer inner;
@@ -38,12 +40,13 @@ final class OffloadedOptimizer implements Optimizer {
     OffloadedOptimizer(Offload spec, DeviceMemory device, ParameterTable table, MemorySegment params,
                        MemorySegment grads, long offset, long length) {
         this.device = device;
+        this.arena = device.hostArena();
         this.params = params;
         this.grads = grads;
         try {
             long bytes = Math.multiplyExact(length, (long) Float.BYTES);
-            this.master = arena.allocate(bytes, 64);
-            this.hostGrads = arena.allocate(bytes, 64);
+            this.master = arena.allocate(bytes);
+            this.hostGrads = arena.allocate(bytes);
             this.inner = spec.inner().create(spec.host(), table, master, hostGrads, offset, length);
         } catch (RuntimeException | OutOfMemoryError e) {
             arena.close();
@@ -113,9 +116,7 @@ final class OffloadedOptimizer implements Optimizer {
                 inner.close();
             }
         } finally {
-            if (arena.scope().isAlive()) {
-                arena.close();
-            }
+            arena.close();
         }
     }
 }
