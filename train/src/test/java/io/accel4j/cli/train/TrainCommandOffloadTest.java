@@ -42,13 +42,26 @@ class TrainCommandOffloadTest {
             assertThat(Files.readAllBytes(off.resolve(f))).as(f).isEqualTo(Files.readAllBytes(plain.resolve(f)));
         }
         String[] firstHalf = args(split, "--offload-optimizer");
-        firstHalf[java.util.Arrays.asList(firstHalf).indexOf("--steps") + 1] = "2";
+        firstHalf[List.of(firstHalf).indexOf("--steps") + 1] = "2";
         TrainCommandTest.Result c = run(firstHalf);
         assertThat(c.code()).as(c.err()).isZero();
         TrainCommandTest.Result d = run("train", "--resume", split.toString(), "--steps", "4", "--threads", "2");
         assertThat(d.code()).as(d.err()).isZero();
         for (String f : new String[] {"model_00000004.bin", "state_00000004.bin"}) {
             assertThat(Files.readAllBytes(split.resolve(f))).as(f).isEqualTo(Files.readAllBytes(plain.resolve(f)));
+        }
+    }
+
+    @Test
+    void twoDataParallelRanksOffloadedAreTheSameBits() throws IOException {
+        Path plain = tmp.resolve("ddp"), off = tmp.resolve("ddp-off");
+        TrainCommandTest.Result a = run(oneStep(args(plain, "--ranks", "2")));
+        TrainCommandTest.Result b = run(oneStep(args(off, "--ranks", "2", "--offload-optimizer")));
+        assertThat(a.code()).as(a.err()).isZero();
+        assertThat(b.code()).as(b.err()).isZero();
+        assertThat(losses(off)).containsExactlyElementsOf(losses(plain));
+        for (String f : new String[] {"model_00000001.bin", "state_00000001.bin"}) {
+            assertThat(Files.readAllBytes(off.resolve(f))).as(f).isEqualTo(Files.readAllBytes(plain.resolve(f)));
         }
     }
 
@@ -64,6 +77,14 @@ class TrainCommandOffloadTest {
             assertThat(r.code()).as(c.other()).isEqualTo(2);
             assertThat(r.err()).contains("--offload-optimizer does not go with " + c.other()).doesNotContain("\tat ");
         }
+    }
+
+    /** {@code a} with --steps 1 and --save-every 0. */
+    private static String[] oneStep(String[] a) {
+        List<String> l = new java.util.ArrayList<>(List.of(a));
+        l.set(l.indexOf("--steps") + 1, "1");
+        l.set(l.indexOf("--save-every") + 1, "0");
+        return l.toArray(String[]::new);
     }
 
     private static List<String> losses(Path dir) throws IOException {
