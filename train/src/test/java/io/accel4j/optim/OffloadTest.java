@@ -12,6 +12,7 @@ import io.accel4j.nn.Linear;
 import io.accel4j.nn.Module;
 import io.accel4j.nn.Network;
 import io.accel4j.nn.Sequential;
+import io.accel4j.train.StrictMemory;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Random;
@@ -21,9 +22,10 @@ import org.junit.jupiter.api.Test;
 
 /**
  * {@link Offload}: an optimizer run on the host over a master copy is the same bits as the same optimizer run where
- * the parameters live (the same CPU kernel on the same values), with the parameters in a {@link SeparateMemory}
- * "device" so that every byte crosses through a counted copy; the state is host memory; the device's parameters are
- * poisoned (NaN) before each later step, so every element must come back from the master.
+ * the parameters live (the same CPU kernel on the same values), with the parameters in a {@link StrictMemory}
+ * "device" (host access to its segments throws) so that every byte crosses through a counted copy; the state is host
+ * memory; the device's parameters are poisoned (NaN) before each later step, so every element must come back from
+ * the master.
  */
 class OffloadTest {
 
@@ -54,7 +56,7 @@ class OffloadTest {
     void offloadedOptimizersAreTheSameBitsAndEveryByteIsCopied() {
         for (OptimizerSpec spec : new OptimizerSpec[] {new AdamW.Spec(0.9f, 0.95f, 1e-8f, 0.1f, false),
                 Sgd.of(0.9f, 0.01f), Lion.of(0.1f)}) {
-            SeparateMemory mem = new SeparateMemory();
+            StrictMemory mem = new StrictMemory();
             Ops device = mem.ops(cpu);
             try (Network a = Network.of(body()).features(3).classes(2).batch(2, 1).build(cpu);
                  Network b = Network.of(body()).features(3).classes(2).batch(2, 1).build(device)) {
@@ -62,7 +64,7 @@ class OffloadTest {
                 Random r = new Random(11);
                 float[] p = gaussians(r, n);
                 MemorySegment.copy(p, 0, a.params(), ValueLayout.JAVA_FLOAT, 0, n);
-                MemorySegment.copy(p, 0, b.params(), ValueLayout.JAVA_FLOAT, 0, n);
+                mem.copyToDevice(MemorySegment.ofArray(p), b.params());
                 try (Optimizer plain = spec.create(cpu, a.table(), a.params(), a.grads());
                      Optimizer off = new Offload(spec, host).create(device, b.table(), b.params(), b.grads())) {
                     assertThat(off.stateMemory()).isSameAs(HostMemory.INSTANCE).isNotSameAs(device.memory());
@@ -70,16 +72,22 @@ class OffloadTest {
                     assertThat(off.stateBytes()).isEqualTo(plain.stateBytes());
                     assertThat(off.describe()).contains("offloaded to host memory");
                     int steps = 5;
+                    long down = 0, up = 0;
                     for (int t = 1; t <= steps; t++) {
                         float[] g = gaussians(r, n);
                         MemorySegment.copy(g, 0, a.grads(), ValueLayout.JAVA_FLOAT, 0, n);
-                        MemorySegment.copy(g, 0, b.grads(), ValueLayout.JAVA_FLOAT, 0, n);
-                        if (t > 1) {
-                            b.params().fill((byte) 0xFF); // NaN: the upload must write every parameter
+                        mem.copyToDevice(MemorySegment.ofArray(g), b.grads());
+                        if (t > 1) { // NaN: the upload must write every parameter
+                            float[] nan = new float[n];
+                            java.util.Arrays.fill(nan, Float.NaN);
+                            mem.copyToDevice(MemorySegment.ofArray(nan), b.params());
                         }
                         plain.step(t, 0.01f * t, 0.75f);
+                        long out0 = mem.bytesOut(), in0 = mem.bytesIn();
                         off.step(t, 0.01f * t, 0.75f);
-                        assertThat(floats(b.params(), n)).as("%s step %d", spec, t)
+                        down += mem.bytesOut() - out0;
+                        up += mem.bytesIn() - in0;
+                        assertThat(deviceFloats(mem, b.params(), n)).as("%s step %d", spec, t)
                                 .containsExactly(floats(a.params(), n));
                     }
                     for (String name : plain.state().keySet()) {
@@ -87,8 +95,8 @@ class OffloadTest {
                                 .containsExactly(floats(plain.state().get(name), n));
                     }
                     // the master once, then the gradients each step down; the parameters each step up
-                    assertThat(mem.down.get()).isEqualTo(4L * n * (steps + 1));
-                    assertThat(mem.up.get()).isEqualTo(4L * n * steps);
+                    assertThat(down).isEqualTo(4L * n * (steps + 1));
+                    assertThat(up).isEqualTo(4L * n * steps);
                     OffloadedOptimizer o = (OffloadedOptimizer) off;
                     assertThat(o.hostBytes()).isEqualTo(new Offload(spec, host).hostBytesPerParameter() * n);
                 }
@@ -98,12 +106,15 @@ class OffloadTest {
 
     @Test
     void parametersReplacedFromOutsideAreTakenAgain() {
-        SeparateMemory mem = new SeparateMemory();
+        StrictMemory mem = new StrictMemory();
         Ops device = mem.ops(cpu);
         try (Network a = Network.of(body()).features(3).classes(2).batch(2, 1).build(cpu);
              Network b = Network.of(body()).features(3).classes(2).batch(2, 1).build(device)) {
             int n = (int) a.table().count();
             Random r = new Random(3);
+            float[] p0 = gaussians(r, n);
+            MemorySegment.copy(p0, 0, a.params(), ValueLayout.JAVA_FLOAT, 0, n);
+            mem.copyToDevice(MemorySegment.ofArray(p0), b.params());
             AdamW.Spec spec = AdamW.of(0.1f);
             try (Optimizer plain = spec.create(cpu, a.table(), a.params(), a.grads());
                  Optimizer off = new Offload(spec, host).create(device, b.table(), b.params(), b.grads())) {
@@ -116,10 +127,11 @@ class OffloadTest {
                     }
                     float[] g = gaussians(r, n);
                     MemorySegment.copy(g, 0, a.grads(), ValueLayout.JAVA_FLOAT, 0, n);
-                    MemorySegment.copy(g, 0, b.grads(), ValueLayout.JAVA_FLOAT, 0, n);
+                    mem.copyToDevice(MemorySegment.ofArray(g), b.grads());
                     plain.step(t, 0.01f, 1f);
                     off.step(t, 0.01f, 1f);
-                    assertThat(floats(b.params(), n)).as("step %d", t).containsExactly(floats(a.params(), n));
+                    assertThat(deviceFloats(mem, b.params(), n)).as("step %d", t)
+                            .containsExactly(floats(a.params(), n));
                 }
             }
         }
@@ -127,7 +139,7 @@ class OffloadTest {
 
     @Test
     void aHostBackendAndOneLevelOfOffloadOnly() {
-        SeparateMemory mem = new SeparateMemory();
+        StrictMemory mem = new StrictMemory();
         assertThatThrownBy(() -> new Offload(AdamW.of(0f), mem.ops(cpu)))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("runs on a host backend");
         assertThatThrownBy(() -> new Offload(new Offload(AdamW.of(0f), host), host))
@@ -145,6 +157,12 @@ class OffloadTest {
         for (int i = 0; i < n; i++) {
             x[i] = (float) r.nextGaussian();
         }
+        return x;
+    }
+
+    private static float[] deviceFloats(StrictMemory mem, MemorySegment device, int n) {
+        float[] x = new float[n];
+        mem.copyToHost(device, MemorySegment.ofArray(x));
         return x;
     }
 

@@ -6,7 +6,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
-import io.accel4j.optim.SeparateMemory;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
@@ -29,7 +28,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The trainer with AdamW offloaded ({@link ModelStates#offloaded()}): on a separate-memory CPU "device" the losses and
+ * The trainer with AdamW offloaded ({@link ModelStates#offloaded()}): on a strict CPU "device" ({@link StrictMemory}) the losses and
  * parameters are the same bits as the plain trainer's (accumulation and clipping on), a checkpoint resumes bit for bit
  * (with or without offload: the same llm.c files), and {@link OffloadPlan} is what is allocated on each side.
  */
@@ -97,7 +96,7 @@ class OffloadTrainerTest {
 
     @Test
     void offloadIsTheSameBitsAndResumesBitForBit(@TempDir Path dir) throws IOException {
-        SeparateMemory mem = new SeparateMemory();
+        StrictMemory mem = new StrictMemory();
         Ops device = mem.ops(cpu);
         Run plain = train(cpu, false, 8, null, 0, null);
         Run off = train(device, true, 8, dir.resolve("ckpt"), 3, null);
@@ -119,7 +118,7 @@ class OffloadTrainerTest {
         assertThat(plan.device().total()).isEqualTo(whole.total() - 8 * psi);
         assertThat(plan.host()).isEqualTo(16 * psi);
         try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, new SeparateMemory().ops(cpu), B, T, Recompute.NONE);
+             Gpt2 model = new Gpt2(CONFIG, new StrictMemory().ops(cpu), B, T, Recompute.NONE);
              Trainer t = new Trainer(model, config(1), train, null, null, ModelStates.offloaded())) {
             assertThat(model.totalBytes() + t.stateBytes()).isEqualTo(plan.device().total());
             assertThat(t.hostBytes()).isEqualTo(plan.host());
