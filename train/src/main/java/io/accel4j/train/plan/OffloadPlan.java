@@ -3,7 +3,6 @@ package io.accel4j.train.plan;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
-import java.util.Locale;
 
 /**
  * The bytes of a rank whose optimizer is offloaded to the host ({@code --offload-optimizer},
@@ -43,17 +42,5 @@ public record OffloadPlan(MemoryPlan device, long master, long gradients, long o
     public static int largestBatch(GptConfig config, int T, Recompute recompute, long budget, int maxBatch) {
         long freed = MemoryPlan.of(config, 1, T, recompute).optimizer();
         return MemoryPlan.largestBatch(config, T, recompute, budget + freed, maxBatch);
-    }
-
-    /** The plan as a few aligned lines, MiB with one decimal. */
-    public String describe() {
-        return String.format(Locale.ROOT, "device:%n%s%nhost (offloaded optimizer):%nmaster     %10.1f MiB%n"
-                        + "gradients  %10.1f MiB (landing buffer)%noptimizer  %10.1f MiB (AdamW m, v)%n"
-                        + "host total %10.1f MiB", device.describe(), mib(master), mib(gradients), mib(optimizer),
-                mib(host()));
-    }
-
-    private static double mib(long bytes) {
-        return bytes / 1048576.0;
     }
 }
