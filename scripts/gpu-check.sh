@@ -45,7 +45,8 @@ GPU_TESTS="io.accel4j.kernels.GpuOpsTest io.accel4j.kernels.PointwiseGpuTest io.
   io.accel4j.kernels.ReductionsGpuTest io.accel4j.kernels.AttentionGpuTest io.accel4j.kernels.MatmulGpuOpsTest
   io.accel4j.kernels.CastGpuTest io.accel4j.kernels.GpuMatmulTest io.accel4j.kernels.AttentionBf16GpuTest
   io.accel4j.kernels.CudaMemoryTest io.accel4j.kernels.CastTransposeGpuTest io.accel4j.collectives.NcclCommunicatorGpuTest
-  io.accel4j.train.GpuTrainerTest io.accel4j.cli.train.TrainCommandDeviceTest io.accel4j.cli.bench.GpuTrainStepTest"
+  io.accel4j.train.GpuTrainerTest io.accel4j.train.OffloadGpuTest io.accel4j.cli.train.TrainCommandDeviceTest
+  io.accel4j.cli.bench.GpuTrainStepTest"
 carry_limit=$((64 * 1024 * 1024))
 flags=$(sed -n 's:.*<accel4j.jvm.flags>\(.*\)</accel4j.jvm.flags>.*:\1:p' pom.xml)
 # The defaults add up to at most 6 minutes (with the JVM start-ups), so that a second, targeted call (--only …) fits

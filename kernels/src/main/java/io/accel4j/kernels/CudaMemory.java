@@ -7,6 +7,7 @@ import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.DeviceBuffer;
 import io.accel4j.cuda.HostCopy;
+import io.accel4j.cuda.PinnedBuffer;
 import io.accel4j.cuda.bindings.cuda_h;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -77,6 +78,54 @@ public final class CudaMemory implements DeviceMemory {
                 throw first;
             }
         }
+    }
+
+    /** Page-locked host memory ({@link PinnedBuffer}, {@code cuMemHostAlloc}), zeroed, freed with the arena. */
+    @Override
+    public DeviceArena hostArena() {
+        return new DeviceArena() {
+            private final List<PinnedBuffer> buffers = new ArrayList<>();
+            private boolean closed;
+
+            @Override
+            public MemorySegment allocate(long bytes) {
+                if (bytes < 0) {
+                    throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
+                }
+                if (closed) {
+                    throw new IllegalStateException("this pinned host arena is closed");
+                }
+                PinnedBuffer b = context.allocatePinned(Math.max(1, bytes)); // cuMemHostAlloc refuses 0 bytes
+                buffers.add(b);
+                MemorySegment s = b.segment().asSlice(0, bytes);
+                s.fill((byte) 0);
+                return s;
+            }
+
+            @Override
+            public void close() {
+                if (closed) {
+                    return;
+                }
+                closed = true;
+                RuntimeException first = null;
+                for (PinnedBuffer b : buffers) {
+                    try {
+                        b.close();
+                    } catch (RuntimeException e) {
+                        if (first == null) {
+                            first = e;
+                        } else {
+                            first.addSuppressed(e);
+                        }
+                    }
+                }
+                buffers.clear();
+                if (first != null) {
+                    throw first;
+                }
+            }
+        };
     }
 
     @Override

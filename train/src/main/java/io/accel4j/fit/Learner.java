@@ -129,7 +129,7 @@ public final class Learner implements AutoCloseable {
                     GradientSync.Shard shard = sync.shard(count);
                     MemorySegment params = net.params().asSlice(shard.offset() * Float.BYTES,
                             shard.length() * Float.BYTES);
-                    ranks.add(new RankStep(net, b.optimizer.create(ops, net.table(), params,
+                    ranks.add(new RankStep(net, optimizerOf(b, perRank).create(ops, net.table(), params,
                             sync.gradients(net.grads(), count), shard.offset(), shard.length()), sync,
                             b.data.open(replica, replicas, b.B, b.T), b.schedule, new LossScaler(Precision.of(b.precision)),
                             b.gradClip, b.B, b.T, b.gradAccum));
@@ -142,6 +142,31 @@ public final class Learner implements AutoCloseable {
             close();
             throw e;
         }
+    }
+
+    /** The builder's optimizer, on a host backend of {@code threads} threads of its own when offloaded. */
+    private io.accel4j.optim.OptimizerSpec optimizerOf(LearnerBuilder b, int threads) {
+        if (!b.offloadOptimizer) {
+            return b.optimizer;
+        }
+        Parallel pool = new Parallel(threads);
+        owned.add(pool);
+        return new io.accel4j.optim.Offload(b.optimizer, new CpuOps(pool));
+    }
+
+    /**
+     * {@code state} (a buffer of {@code r}'s optimizer) where the network's memory can reach it: itself, or for an
+     * offloaded optimizer a copy in {@code scratch}.
+     */
+    private static MemorySegment inNetworkMemory(RankStep r, MemorySegment state,
+                                                 io.accel4j.core.memory.DeviceArena scratch) {
+        io.accel4j.core.memory.DeviceMemory mem = r.network().memory();
+        if (r.optimizer().stateMemory() == mem) {
+            return state;
+        }
+        MemorySegment dev = scratch.allocate(state.byteSize());
+        mem.copyToDevice(state, dev); // the offloaded state is host memory
+        return dev;
     }
 
     /** Whether the run's rank 0 is held here (it reports and writes). */
@@ -256,7 +281,8 @@ public final class Learner implements AutoCloseable {
                     MemorySegment all = writer ? null : mine.allocate(total * Float.BYTES, 64);
                     for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
                         MemorySegment dev = scratch.allocate(count * Float.BYTES);
-                        r.sync().gatherShards(e.getValue(), dev, count, r.network().memory());
+                        r.sync().gatherShards(inNetworkMemory(r, e.getValue(), scratch), dev, count,
+                                r.network().memory());
                         r.network().memory().copyToHost(dev, local);
                         shards.gather(local, writer ? whole.get(e.getKey()) : all);
                     }
@@ -314,10 +340,11 @@ public final class Learner implements AutoCloseable {
                 io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
                 shards.extract(params, local);
                 r.network().copyParamsFromHost(local);
+                r.optimizer().parametersReplaced();
                 GradientSync.Shard shard = r.sync().shard(count);
                 for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
                     shards.extract(whole.get(e.getKey()), local);
-                    r.network().memory().copyToDevice(local.asSlice(shard.offset() * Float.BYTES,
+                    r.optimizer().stateMemory().copyToDevice(local.asSlice(shard.offset() * Float.BYTES,
                             shard.length() * Float.BYTES), e.getValue());
                 }
                 try {
@@ -360,6 +387,7 @@ public final class Learner implements AutoCloseable {
             for (RankStep r : ranks) {
                 io.accel4j.nn.TensorShards.of(r.network()).extract(whole, local);
                 r.network().copyParamsFromHost(local);
+                r.optimizer().parametersReplaced();
             }
         }
     }
@@ -512,7 +540,8 @@ public final class Learner implements AutoCloseable {
         RankStep r = ranks.get(0);
         r.network().copyParamsToHost(params);
         for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-            r.network().memory().copyToHost(e.getValue(), state.get(e.getKey()).asSlice(0, e.getValue().byteSize()));
+            r.optimizer().stateMemory().copyToHost(e.getValue(),
+                    state.get(e.getKey()).asSlice(0, e.getValue().byteSize()));
         }
     }
 
@@ -530,8 +559,9 @@ public final class Learner implements AutoCloseable {
         checkNotSharded();
         for (RankStep r : ranks) {
             r.network().copyParamsFromHost(params);
+            r.optimizer().parametersReplaced();
             for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                r.network().memory().copyToDevice(state.get(e.getKey()).asSlice(0, e.getValue().byteSize()),
+                r.optimizer().stateMemory().copyToDevice(state.get(e.getKey()).asSlice(0, e.getValue().byteSize()),
                         e.getValue());
             }
             r.scaler().restore(lossScale, cleanSteps, skippedSteps);

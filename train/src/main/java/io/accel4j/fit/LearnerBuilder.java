@@ -28,6 +28,7 @@ public final class LearnerBuilder {
     int T = 1;
     int gradAccum = 1;
     OptimizerSpec optimizer = AdamW.of(0f);
+    boolean offloadOptimizer;
     LrSchedule schedule = LrSchedule.constant(1e-3f);
     float gradClip;
     DType precision = DType.FP32;
@@ -89,6 +90,16 @@ public final class LearnerBuilder {
 
     public LearnerBuilder optimizer(OptimizerSpec spec) {
         this.optimizer = Objects.requireNonNull(spec, "optimizer");
+        return this;
+    }
+
+    /**
+     * Runs the optimizer on the host ({@link io.accel4j.optim.Offload}): master weights and its state in host
+     * memory, updated by the CPU kernels, the gradients copied down and the parameters up each step; the backend's
+     * memory keeps only the parameters, gradients and activations. Not with pipeline stages.
+     */
+    public LearnerBuilder offloadOptimizer() {
+        this.offloadOptimizer = true;
         return this;
     }
 
@@ -273,6 +284,10 @@ public final class LearnerBuilder {
         if (pipeline != null && tensorParallel > 1) {
             throw new IllegalArgumentException("pipeline(" + pipeline.stages() + ", …) and tensorParallel("
                     + tensorParallel + ") do not compose yet: choose one");
+        }
+        if (pipeline != null && offloadOptimizer) {
+            throw new IllegalArgumentException("offloadOptimizer() does not go with pipeline(" + pipeline.stages()
+                    + ", …) yet: the stages create their optimizers themselves");
         }
         if (world % tensorParallel != 0) {
             throw new IllegalArgumentException("tensorParallel(" + tensorParallel + ") does not divide the " + world

@@ -78,6 +78,11 @@ abstract class FusedOptimizer implements Optimizer {
     abstract void update(List<AdamWRange> ranges, float lr, int t, float gradScale);
 
     @Override
+    public final io.accel4j.core.memory.DeviceMemory stateMemory() {
+        return ops.memory();
+    }
+
+    @Override
     public final Map<String, MemorySegment> state() {
         return Collections.unmodifiableMap(state);
     }

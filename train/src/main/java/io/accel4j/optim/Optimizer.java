@@ -1,5 +1,6 @@
 package io.accel4j.optim;
 
+import io.accel4j.core.memory.DeviceMemory;
 import java.lang.foreign.MemorySegment;
 import java.util.Map;
 
@@ -22,6 +23,27 @@ public interface Optimizer extends AutoCloseable {
      * parameter in the backend's memory: what a checkpoint saves and a resume restores.
      */
     Map<String, MemorySegment> state();
+
+    /**
+     * The memory {@link #state()}'s segments belong to, through which a checkpoint reads and writes them: the
+     * backend's ({@code ops.memory()}) for the fused optimizers, host memory for an {@link Offload}ed one.
+     */
+    DeviceMemory stateMemory();
+
+    /**
+     * The parameters were written from outside the optimizer (a resume, a loaded model): an optimizer that keeps
+     * its own copy of them (an {@link Offload}ed one's master weights) takes it again before its next step. Nothing
+     * by default.
+     */
+    default void parametersReplaced() {}
+
+    /**
+     * Bytes of host memory this optimizer allocated besides {@link #state()} (an {@link Offload}ed one's master copy
+     * and gradient landing buffer); 0 by default.
+     */
+    default long hostScratchBytes() {
+        return 0;
+    }
 
     /** Bytes of {@link #state()}. */
     default long stateBytes() {

@@ -243,6 +243,14 @@ public final class Trainer implements AutoCloseable {
         return states.stateBytes() + inputs.byteSize() + targets.byteSize() + Float.BYTES; // the loss's fp32 (the exchange's scratch is not counted)
     }
 
+    /**
+     * Bytes the offloaded optimizer allocated in host memory, outside the model's ({@code OffloadPlan}'s host side);
+     * 0 without offload.
+     */
+    public long hostBytes() {
+        return states.hostBytes();
+    }
+
     /** Whether ZeRO-3 shards the parameters: no rank has them whole, and running the model is a collective. */
     public boolean shardsParameters() {
         return states.shardsParameters();

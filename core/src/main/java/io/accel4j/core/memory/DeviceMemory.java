@@ -24,6 +24,32 @@ public interface DeviceMemory {
     DeviceArena arena();
 
     /**
+     * A new scope of <em>host</em> allocations that this memory copies to and from fastest — page-locked on a GPU,
+     * where it also allows asynchronous copies —, for host buffers that cross every step (an offloaded optimizer's
+     * master weights and gradients). Its segments are ordinary host memory (readable, 64-byte aligned, zeroed), freed
+     * together when it is closed. The default: native memory of a shared {@link Arena}.
+     */
+    default DeviceArena hostArena() {
+        Arena arena = Arena.ofShared();
+        return new DeviceArena() {
+            @Override
+            public MemorySegment allocate(long bytes) {
+                if (bytes < 0) {
+                    throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
+                }
+                return arena.allocate(bytes, 64);
+            }
+
+            @Override
+            public void close() {
+                if (arena.scope().isAlive()) {
+                    arena.close();
+                }
+            }
+        };
+    }
+
+    /**
      * Copies all of {@code host} to the start of {@code device}.
      *
      * @throws IllegalArgumentException when {@code device} holds fewer bytes than {@code host}

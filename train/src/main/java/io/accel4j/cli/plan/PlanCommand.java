@@ -77,6 +77,10 @@ public final class PlanCommand implements Callable<Integer> {
             + "in one process) (default: ${DEFAULT-VALUE}).")
     String device;
 
+    @Option(names = "--offload", description = "Also plan the layouts with the optimizer offloaded to the host "
+            + "(train --offload-optimizer: no AdamW state on the device; the copies priced at --bandwidth).")
+    boolean offload;
+
     @Option(names = "--json", description = "Print the plan as one JSON object instead of tables.")
     boolean json;
 
@@ -88,7 +92,8 @@ public final class PlanCommand implements Callable<Integer> {
         Cluster cluster = new Cluster(devices, deviceMemory,
                 bandwidth != null ? bandwidth * 1e9 : Cluster.DEFAULT_BANDWIDTH,
                 tflops != null ? tflops * 1e12 : Cluster.DEFAULT_FLOPS);
-        Planner.Result result = Planner.standard().plan(config, globalBatch, T, cluster);
+        Planner.Result result = (offload ? Planner.withOffload() : Planner.standard()).plan(config, globalBatch, T,
+                cluster);
         String modelArg = dims != null ? "<an llm.c model file of these dimensions>" : model;
         PrintWriter out = spec.commandLine().getOut();
         PlanReport report = new PlanReport(config, globalBatch, T, cluster, result, launcher(modelArg),

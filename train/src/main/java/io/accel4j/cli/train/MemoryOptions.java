@@ -6,6 +6,7 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.plan.BatchSizeFinder;
 import io.accel4j.train.plan.MemoryPlan;
+import io.accel4j.train.plan.OffloadPlan;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
@@ -42,6 +43,9 @@ final class MemoryOptions {
     @Option(names = "--global-batch", paramLabel = "N", description = "With --find-batch-size: sequences per "
             + "optimizer step over all ranks; the accumulation steps are chosen to make it up exactly.")
     Integer globalBatch;
+
+    /** Whether the optimizer is offloaded ({@link OffloadOptions}): its state is host memory, not the device's. */
+    boolean offloadOptimizer;
 
     /** Checks the combination; call before anything is written. */
     void check(Function<String, RuntimeException> usage) {
@@ -109,9 +113,13 @@ final class MemoryOptions {
      * is more than this machine can give ({@link MemoryCheck}).
      */
     void checkHost(TrainConfig cfg, GptConfig model, boolean loadsFile, int localRanks, int worldRanks) {
+        List<MemoryCheck.Part> parts = planParts(cfg, model, loadsFile, localRanks, worldRanks);
+        if (offloadOptimizer) { // the "device" is this machine's memory too
+            parts.add(new MemoryCheck.Part("offloaded optimizer (master, gradients, AdamW m, v)", times(
+                    OffloadPlan.of(model, cfg.batch(), cfg.seq(), recompute).host(), localRanks)));
+        }
         MemoryCheck.require("this run" + (localRanks > 1 ? " (" + localRanks + " ranks on this machine)" : "")
-                + " at --batch " + cfg.batch() + " --seq " + cfg.seq(), planParts(cfg, model, loadsFile, localRanks,
-                worldRanks), HINT);
+                + " at --batch " + cfg.batch() + " --seq " + cfg.seq(), parts, HINT);
     }
 
     private static final String HINT = "a smaller --batch or --seq, --recompute layer, --find-batch-size "
@@ -137,7 +145,7 @@ final class MemoryOptions {
                     worldRanks);
             parts.add(new MemoryCheck.Part("parameters", times(p.parameters(), localRanks)));
             parts.add(new MemoryCheck.Part("gradients", times(p.gradients(), localRanks)));
-            parts.add(new MemoryCheck.Part("AdamW state", times(p.optimizer(), localRanks)));
+            parts.add(new MemoryCheck.Part("AdamW state", offloadOptimizer ? 0 : times(p.optimizer(), localRanks)));
             parts.add(new MemoryCheck.Part("ZeRO working buffers", times(p.working(), localRanks)));
             parts.add(new MemoryCheck.Part("activations", times(Math.addExact(p.activations(), p.batch()),
                     localRanks)));

@@ -160,6 +160,8 @@ public final class TrainCommand implements Callable<Integer> {
     AsyncOptions async;
     @Mixin
     TensorParallelOptions tensor;
+    @Mixin
+    OffloadOptions offload;
     @Option(names = "--zero", paramLabel = "0|1|2|3", defaultValue = "0", description = "With --ranks: ZeRO "
             + "sharding of the model states over the ranks: 1 AdamW's moments, 2 also the averaged gradients "
             + "(reduce-scattered after backward, not bucketed), 3 also the parameters (gathered whole after each "
@@ -241,6 +243,9 @@ public final class TrainCommand implements Callable<Integer> {
             CudaChecks.check(launch, memory.findBatchSize, profile, this::usage);
         }
         async.check(worldRanks, launch.perProcess(), asked, device == Backend.Device.CUDA, this::usage);
+        offload.check(asked, async.async(), pipeline.requested(), tensor.active(), memory.findBatchSize, this::usage);
+        strategy = offload.strategy(strategy);
+        memory.offloadOptimizer = offload.enabled;
         dataOptions.check(trainData, this::usage);
         if (!DataOptions.isShardList(trainData)) {
             checkTokenFile("--train-data", trainData);
@@ -284,6 +289,7 @@ public final class TrainCommand implements Callable<Integer> {
         PrintWriter w = spec.commandLine().getOut();
         PrintWriter leadOut = launch.lead() ? w : new PrintWriter(Writer.nullWriter());
         TrainConfig cfg = memory.choose(asked, modelConfig, worldRanks, leadOut, this::usage);
+        offload.print(cfg, modelConfig, memory.recompute, leadOut);
         if (tensor.active()) {
             TensorParallelPlan.of(modelConfig, cfg, tensor.tp(), worldRanks).print(leadOut);
         } else if (device != Backend.Device.CUDA) {

@@ -48,9 +48,25 @@ public abstract class ModelStates implements AutoCloseable {
         ModelStates create(Communicator comm, Gpt2 model, TrainConfig cfg, int values);
     }
 
+    /**
+     * Stage 0 (one rank, or DDP) with AdamW offloaded to the host ({@link io.accel4j.optim.Offload}): moments and
+     * master weights in host memory, updated by the CPU kernels; the model's memory keeps parameters and gradients.
+     *
+     * @throws IllegalArgumentException at creation with a ZeRO stage (its optimizer updates shards itself)
+     */
+    public static Factory offloaded() {
+        return (comm, model, cfg, values) -> {
+            if (cfg.zeroStage() > 0) {
+                throw new IllegalArgumentException("the offloaded optimizer does not go with ZeRO stage "
+                        + cfg.zeroStage() + " in the trainer yet");
+            }
+            return new ReplicatedStates(comm, model, cfg, values, true);
+        };
+    }
+
     /** The strategy of {@code cfg}: ZeRO's stage, or stage 0 (one rank, or DDP over {@code comm}). */
     public static ModelStates of(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
-        return cfg.zeroStage() == 0 ? new ReplicatedStates(comm, model, cfg, values)
+        return cfg.zeroStage() == 0 ? new ReplicatedStates(comm, model, cfg, values, false)
                 : new ShardedStates(cfg.zeroStage(), comm, model, cfg, values);
     }
 
@@ -128,6 +144,14 @@ public abstract class ModelStates implements AutoCloseable {
 
     /** Bytes of the optimizer state this rank allocated (moments, norm partials). */
     public abstract long stateBytes();
+
+    /**
+     * Bytes of host memory the optimizer allocated outside the backend's, when it is offloaded there (master copy,
+     * gradient landing buffer, moments); 0 otherwise, the moments then being in {@link #stateBytes}.
+     */
+    public long hostBytes() {
+        return 0;
+    }
 
     /** Bytes of AdamW's moments on this rank. */
     public abstract long momentBytes();

@@ -3,9 +3,15 @@ package io.accel4j.train.parallel;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
+import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.optim.AdamW;
+import io.accel4j.optim.Offload;
 import io.accel4j.optim.Optimizer;
+import io.accel4j.optim.OptimizerSpec;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.model.Gpt2;
@@ -28,13 +34,20 @@ final class ReplicatedStates extends ModelStates {
     private final Optimizer adamw;
     private final MemorySegment m;
     private final MemorySegment v;
+    /** Whether AdamW runs on the host ({@link Offload}); its pool when the model's backend is not the host's. */
+    private final boolean offload;
+    private Parallel hostPool;
 
-    ReplicatedStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
+    ReplicatedStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload) {
         super(comm, model, values);
+        this.offload = offload;
         boolean decayAll = !cfg.decayMatricesOnly() || cfg.weightDecay() == 0;
         try {
-            this.adamw = new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(), decayAll)
-                    .create(model.ops(), model.network().table(), model.params(), model.grads());
+            OptimizerSpec spec = new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(), decayAll);
+            if (offload) {
+                spec = new Offload(spec, hostOps(model.ops()));
+            }
+            this.adamw = spec.create(model.ops(), model.network().table(), model.params(), model.grads());
         } catch (RuntimeException | Error e) {
             close();
             throw e;
@@ -44,6 +57,15 @@ final class ReplicatedStates extends ModelStates {
         overlapAllReduce(cfg.bucketBytes());
     }
 
+
+    /** The model's backend when it computes in host memory (the CPU's), else the Vector API on a pool of its own. */
+    private Ops hostOps(Ops ops) {
+        if (ops.memory().hostAccessible()) {
+            return ops;
+        }
+        hostPool = new Parallel(Parallel.defaultThreads());
+        return new CpuOps(hostPool);
+    }
 
     @Override
     public void reduceGradients() {
@@ -88,7 +110,12 @@ final class ReplicatedStates extends ModelStates {
 
     @Override
     public long stateBytes() {
-        return momentBytes();
+        return offload ? 0 : momentBytes();
+    }
+
+    @Override
+    public long hostBytes() {
+        return offload ? momentBytes() + adamw.hostScratchBytes() : 0;
     }
 
     @Override
@@ -118,16 +145,18 @@ final class ReplicatedStates extends ModelStates {
         if (comm != null && comm.rank() != 0) {
             return null; // every rank holds the same states: rank 0 writes them
         }
-        return new Saved(memory.readableOnHost(m, staging), memory.readableOnHost(v, staging), null);
+        DeviceMemory mem = adamw.stateMemory();
+        return new Saved(mem.readableOnHost(m, staging), mem.readableOnHost(v, staging), null);
     }
 
     @Override
     public TrainState.Header readMoments(Path stateFile) throws IOException {
         try (Arena staging = Arena.ofConfined()) {
-            MemorySegment hm = memory.writableOnHost(m, staging), hv = memory.writableOnHost(v, staging);
+            DeviceMemory mem = adamw.stateMemory();
+            MemorySegment hm = mem.writableOnHost(m, staging), hv = mem.writableOnHost(v, staging);
             TrainState.Header h = TrainState.read(stateFile, model.config(), hm, hv);
-            memory.writeBack(hm, m);
-            memory.writeBack(hv, v);
+            mem.writeBack(hm, m);
+            mem.writeBack(hv, v);
             return h;
         }
     }
@@ -135,6 +164,7 @@ final class ReplicatedStates extends ModelStates {
     @Override
     public void setParameters(MemorySegment host) {
         model.copyParamsFromHost(host);
+        adamw.parametersReplaced();
     }
 
     @Override
@@ -145,6 +175,9 @@ final class ReplicatedStates extends ModelStates {
     public void close() {
         if (adamw != null) {
             adamw.close();
+        }
+        if (hostPool != null) {
+            hostPool.close();
         }
         super.close();
     }

@@ -24,6 +24,11 @@ public final class Planner {
         return new Planner(List.of(new DataParallelLayouts()));
     }
 
+    /** {@link #standard()}'s layouts and those with the optimizer offloaded to the host ({@link OffloadLayouts}). */
+    public static Planner withOffload() {
+        return new Planner(List.of(new DataParallelLayouts(), new OffloadLayouts()));
+    }
+
     /**
      * The outcome.
      *

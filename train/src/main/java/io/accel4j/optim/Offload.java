@@ -1,0 +1,62 @@
+package io.accel4j.optim;
+
+import io.accel4j.core.memory.DeviceMemory;
+import io.accel4j.core.memory.HostMemory;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.nn.ParameterTable;
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
+
+/**
+ * ZeRO-Offload's idea as a decorator of any optimizer spec: the optimizer runs on the host ({@code host}, a CPU
+ * backend: the Vector API kernels) over an fp32 master copy of the parameters and its state (AdamW's m and v), all in
+ * host memory, while the network's parameters and gradients stay in the backend's memory. Each step copies the
+ * gradients down, updates on the host and copies the updated parameters up ({@link OffloadedOptimizer}). The
+ * backend's memory then holds no optimizer state: 8 bytes a parameter less for AdamW in fp32.
+ *
+ * <p>The host optimizer is {@code inner}'s own, created over host buffers, so with a CPU backend the result is the
+ * same bits as without offload: the same kernel on the same values.
+ *
+ * @param inner the optimizer run on the host
+ * @param host  the host backend it runs on; its {@link Ops#memory()} must be host memory
+ */
+public record Offload(OptimizerSpec inner, Ops host) implements OptimizerSpec {
+
+    public Offload {
+        Objects.requireNonNull(inner, "inner");
+        Objects.requireNonNull(host, "host");
+        if (!host.memory().hostAccessible()) {
+            throw new IllegalArgumentException("an offloaded optimizer runs on a host backend, got "
+                    + host.describe() + " (" + host.memory().describe() + ")");
+        }
+        if (inner instanceof Offload) {
+            throw new IllegalArgumentException("the optimizer is offloaded already");
+        }
+    }
+
+    /** The state floats per parameter on the host; the backend's memory holds none. */
+    @Override
+    public int stateFloatsPerParameter() {
+        return inner.stateFloatsPerParameter();
+    }
+
+    /**
+     * Host bytes per parameter: the fp32 master copy and the gradients' landing buffer (4 each) and the inner
+     * optimizer's state.
+     */
+    public long hostBytesPerParameter() {
+        return 2L * Float.BYTES + (long) inner.stateFloatsPerParameter() * Float.BYTES;
+    }
+
+    @Override
+    public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads, long offset,
+                            long length) {
+        DeviceMemory device = ops.memory();
+        return new OffloadedOptimizer(this, device, table, params, grads, offset, length);
+    }
+
+    /** The memory the offloaded state lives in. */
+    static DeviceMemory hostMemory() {
+        return HostMemory.INSTANCE;
+    }
+}

@@ -1,0 +1,57 @@
+package io.accel4j.train.plan;
+
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Recompute;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * DDP (or one device) with the optimizer offloaded to the host ({@code --offload-optimizer}): each recompute mode
+ * with the largest micro-batch whose device side ({@link OffloadPlan#device()}: parameters, gradients, activations,
+ * no optimizer state) fits. Time: {@link StepTime}'s compute and DDP's ring, plus the offload's copies (4Ψ bytes of
+ * gradients down and 4Ψ of parameters up, priced at the cluster's bandwidth: the host link is assumed no faster
+ * than the collectives'); the host's AdamW is not priced. ZeRO with offload is not a layout the trainer runs yet.
+ */
+public final class OffloadLayouts implements LayoutSource {
+
+    @Override
+    public List<Layout> layouts(GptConfig model, int globalBatch, int T, Cluster cluster) {
+        int n = cluster.devices();
+        if (globalBatch % n != 0) {
+            throw new IllegalArgumentException("the global batch " + globalBatch + " is not a multiple of the "
+                    + n + " devices");
+        }
+        int perRank = globalBatch / n;
+        List<Layout> out = new ArrayList<>();
+        for (Recompute r : DataParallelLayouts.modes(model)) {
+            Layout fit = null;
+            Layout last = null;
+            for (int b = perRank; b >= 1 && fit == null; b--) {
+                if (perRank % b == 0) {
+                    last = layout(model, T, cluster, r, b, perRank / b);
+                    fit = last.bytesPerDevice() <= cluster.memoryBytes() ? last : null;
+                }
+            }
+            out.add(fit != null ? fit : last);
+        }
+        return out;
+    }
+
+    private static Layout layout(GptConfig model, int T, Cluster cluster, Recompute r, int B, int K) {
+        int n = cluster.devices();
+        MemoryPlan mem = OffloadPlan.of(model, B, T, r).device();
+        double compute = StepTime.flops(model, T, (long) B * K * n, r) / (n * cluster.flops());
+        double copies = 8.0 * model.parameterCount();
+        double comm = (StepTime.commBytes(model.parameterCount(), n, 0, K) + copies) / cluster.bandwidth();
+        List<String> args = new ArrayList<>(List.of("--offload-optimizer"));
+        if (r != Recompute.NONE) {
+            args.addAll(List.of("--recompute", r.toString()));
+        }
+        args.addAll(List.of("--batch", String.valueOf(B), "--seq", String.valueOf(T)));
+        if (K > 1) {
+            args.addAll(List.of("--grad-accum", String.valueOf(K)));
+        }
+        String name = n == 1 ? "offload" : "DDP+off"; // seven characters, the table's column
+        return new Layout(name, n, 1, 1, 0, r, B, K, mem, new StepTime(compute, comm), List.copyOf(args));
+    }
+}
