@@ -157,8 +157,9 @@ public final class ParameterServers implements AutoCloseable {
         try {
             boxes[w].send(workers + s, msg.encode());
         } catch (RuntimeException e) {
-            throw new IllegalStateException("worker " + w + " cannot reach parameter server " + s + " (rank "
-                    + (workers + s) + "): " + e.getMessage() + "; every worker stops", e);
+            // no cause: the message names the server, the caller's report would name the socket's error instead
+            throw new IllegalStateException("parameter server " + s + " (rank " + (workers + s) + ") is gone: worker "
+                    + w + " cannot send to it (" + e.getMessage() + "); every worker stops");
         }
     }
 
