@@ -4,7 +4,8 @@ package io.accel4j.collectives;
  * Point-to-point messages between the ranks of a group, received from whichever rank sends first: the transport of
  * asynchronous data parallelism's parameter servers, which cannot know which worker pushes next (no collective on
  * that path). Messages between one pair of ranks arrive in the order they were sent. Implementations: in-process
- * queues ({@link InProcessMailboxes}) and one reader thread per TCP link ({@link TcpCommunicator#mailbox}).
+ * queues ({@link InProcessMailboxes}), one reader thread per TCP link ({@link TcpCommunicator#mailbox}) and Open
+ * MPI's {@code MPI_Iprobe} on {@code MPI_ANY_SOURCE} ({@link MpiCommunicator#mailbox}).
  */
 public interface Mailbox extends AutoCloseable {
 

@@ -42,7 +42,8 @@ final class TcpMailbox implements Mailbox {
                     queue.add(new Letter(link.peer, null, "rank " + link.peer + " aborted: " + reason[0]));
                     return;
                 }
-                if (h.tag() != TcpLink.DATA || h.signature() != MAIL || h.bytes() < 0 || h.bytes() > Integer.MAX_VALUE) {
+                if (h.tag() != TcpLink.DATA || h.signature() != MAIL || h.bytes() < 0
+                        || h.bytes() > Integer.MAX_VALUE) {
                     queue.add(new Letter(link.peer, null, "rank " + link.peer + " sent a frame that is not a "
                             + "mailbox message"));
                     return;

@@ -240,7 +240,7 @@ public final class TrainCommand implements Callable<Integer> {
         if (device == Backend.Device.CUDA) {
             CudaChecks.check(launch, memory.findBatchSize, profile, this::usage);
         }
-        async.check(worldRanks, launch.perProcess() && launch.rendezvous() == null, asked, device == Backend.Device.CUDA, this::usage);
+        async.check(worldRanks, asked, device == Backend.Device.CUDA, this::usage);
         dataOptions.check(trainData, this::usage);
         if (!DataOptions.isShardList(trainData)) {
             checkTokenFile("--train-data", trainData);

@@ -3,25 +3,30 @@ package io.accel4j.cli.launch;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.accel4j.cli.Main;
+import io.accel4j.collectives.mpi.MpiLibrary;
+import io.accel4j.collectives.mpi.Mpirun;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import picocli.CommandLine;
 
 /**
  * {@code train --sync async} with one process per rank: under {@code launch --nproc 3} with {@code --staleness 0} the
- * losses, model and optimizer state are the in-process run's bit for bit (tolerance none: the server sums the pushes
+ * losses, model and optimizer state are the in-process run's bit for bit, and so under {@code mpirun -np 3} (skipped,
+ * saying why, without mpirun or libmpi) (tolerance none: the server sums the pushes
  * in worker order whatever the arrival order, and both runs apply the same AdamW to the same shard); a worker process
  * killed with {@code S > 0} (a straggler, {@code --staleness 1}) is dropped by the server, naming it, the others
  * finish, and the bound held in every step by the version stamps; a server process killed stops every worker with an
@@ -80,6 +85,28 @@ class AsyncProcessesTest {
         for (String f : new String[] {"model_00000003.bin", "state_00000003.bin"}) {
             assertThat(Files.readAllBytes(launched.resolve(f))).as(f)
                     .isEqualTo(Files.readAllBytes(inProcess.resolve(f)));
+        }
+    }
+
+    @Test
+    void stalenessZeroUnderMpirunIsTheInProcessRunBitForBit() throws Exception {
+        Path mpirun = Mpirun.find().orElse(null);
+        Assumptions.assumeTrue(mpirun != null, "mpirun not on PATH: run scripts/install-openmpi.sh");
+        Assumptions.assumeTrue(MpiLibrary.available(), MpiLibrary::unavailableReason);
+        Path mpi = tmp.resolve("mpi"), inProcess = tmp.resolve("in-process");
+        String cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
+        Mpirun.Result m = Mpirun.run(Mpirun.javaCommand(mpirun, 3, List.of(), cp, Main.class.getName(),
+                List.of(train(mpi, "--steps", "3", "--staleness", "0", "--collective-timeout", "60"))), tmp,
+                Duration.ofSeconds(120));
+        assertThat(m.finished()).as(m.output()).isTrue();
+        assertThat(m.exitCode()).as(m.output()).isZero();
+        assertThat(m.output()).contains("(under mpirun (Open MPI): point-to-point messages", "done: 3 steps");
+        Result r = run(Stream.concat(Stream.of(train(inProcess, "--steps", "3", "--staleness", "0")),
+                Stream.of("--ranks", "3")).toArray(String[]::new));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(field(mpi, "train_loss")).hasSize(3).containsExactlyElementsOf(field(inProcess, "train_loss"));
+        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin"}) {
+            assertThat(Files.readAllBytes(mpi.resolve(f))).as(f).isEqualTo(Files.readAllBytes(inProcess.resolve(f)));
         }
     }
 
