@@ -15,8 +15,8 @@ import java.io.Writer;
 import java.nio.file.Path;
 
 /**
- * {@code train --sync async} with one rank per process (the launcher's TCP ranks, or mpirun's): ranks {@code 0 … W−1} are the
- * workers, each a {@link RankRun} whose strategy pushes to and pulls from the servers through its mailbox; ranks
+ * {@code train --sync async} with one rank per process (the launcher's TCP ranks, or mpirun's): ranks
+ * {@code 0 … W−1} are the workers, each a {@link RankRun} whose strategy pushes to and pulls from the servers through its mailbox; ranks
  * {@code W … N−1} are the {@code K} parameter servers, each serving its shard until every worker is done or dropped.
  * Rank 0 (worker 0) leads: run directory, metrics, checkpoints (gathered from the servers), report.
  */

@@ -34,7 +34,7 @@ import java.util.function.Consumer;
  * <p><b>Failures.</b> A clock a live worker has not pushed within the timeout: with {@code S > 0} that worker is
  * dropped (said through {@code log}) and the clocks complete without it; with {@code S = 0} the server fails. A server
  * that fails tells every worker why ({@link PsMessage#FAIL}) and stops. The loop ends when every worker has said it
- * is done or was dropped.
+ * is done, was dropped or lost its connection.
  */
 final class ShardServer implements AutoCloseable {
 
@@ -58,6 +58,7 @@ final class ShardServer implements AutoCloseable {
     private final Map<Integer, Pending> pending = new TreeMap<>();
     private final boolean[] alive;
     private final boolean[] done;
+    private final boolean[] gone; // its connection closed before it said it was done
     private final int[] waiting; // the version each worker waits for, -1: none
     private final StalenessWindow forWorker0 = new StalenessWindow();
     private boolean initialised;
@@ -103,6 +104,7 @@ final class ShardServer implements AutoCloseable {
         this.v = arena.allocate(bytes, 64);
         this.alive = new boolean[workers];
         this.done = new boolean[workers];
+        this.gone = new boolean[workers];
         this.waiting = new int[workers];
         Arrays.fill(alive, true);
         Arrays.fill(waiting, -1);
@@ -119,6 +121,9 @@ final class ShardServer implements AutoCloseable {
                 Mailbox.Letter l = box.receive(poll);
                 if (l != null && !l.lost()) {
                     handle(l.from(), PsMessage.decode(l.body()));
+                } else if (l != null && l.from() < workers && !gone[l.from()] && !done[l.from()]) {
+                    gone[l.from()] = true; // ends the loop without its DONE; a step that waits for it still drops it
+                    log.accept("parameter server " + index + ": lost worker " + l.from() + " (" + l.why() + ")");
                 }
                 applyReady();
                 reply();
@@ -258,7 +263,7 @@ final class ShardServer implements AutoCloseable {
 
     private boolean finished() {
         for (int w = 0; w < workers; w++) {
-            if (!done[w] && alive(w)) {
+            if (!done[w] && !gone[w] && alive(w)) {
                 return false;
             }
         }
