@@ -278,6 +278,14 @@ public final class MpiCommunicator extends AbstractCommunicator {
     }
 
     /** The segment's address without its scope (the queue thread passes it to native code). */
+    /**
+     * This rank's {@link Mailbox} on the same communicator (asynchronous data parallelism): messages of its own tag,
+     * received from any rank; the communicator's collectives must not run while it is open.
+     */
+    public Mailbox mailbox() {
+        return new MpiMailbox(comm, rank(), size());
+    }
+
     private static MemorySegment raw(MemorySegment seg) {
         if (!seg.isNative()) {
             throw new IllegalArgumentException("the MPI backend needs off-heap segments, got a heap segment");

@@ -80,6 +80,14 @@ public final class TcpCommunicator extends AbstractCommunicator {
         return new TcpCommunicator(TcpMesh.connect(hostPort, rank, size, configHash, timeout), rank, size, timeout);
     }
 
+    /**
+     * This rank's {@link Mailbox} over the same links (asynchronous data parallelism): from then on the links belong
+     * to its reader threads, and only {@link #close} may follow, no collective.
+     */
+    public Mailbox mailbox() {
+        return new TcpMailbox(links, rank());
+    }
+
     @Override
     protected boolean blockingInline() {
         return true;

@@ -80,6 +80,20 @@ final class TcpLink implements AutoCloseable {
         }
     }
 
+    /** Writes one DATA frame carrying {@code body} whole, signed {@code signature} (a mailbox's message). */
+    void write(int signature, byte[] body) throws IOException {
+        writing.lock();
+        try {
+            out.writeInt(DATA);
+            out.writeInt(signature);
+            out.writeLong(body.length);
+            out.write(body);
+            out.flush();
+        } finally {
+            writing.unlock();
+        }
+    }
+
     /** Best effort: an ABORT frame with {@code reason}, unless a write is stuck on this link. */
     void abort(String reason) {
         try {

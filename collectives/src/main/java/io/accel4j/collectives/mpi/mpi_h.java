@@ -32,6 +32,13 @@ public final class mpi_h {
     public static final int MPI_MAX_LIBRARY_VERSION_STRING = 256;
     /** {@code MPI_IN_PLACE}: {@code (void *) 1}. */
     public static final MemorySegment MPI_IN_PLACE = MemorySegment.ofAddress(1);
+    /** Open MPI's {@code MPI_ANY_SOURCE}. */
+    public static final int MPI_ANY_SOURCE = -1;
+    /**
+     * Open MPI's {@code MPI_Status}: {@code int MPI_SOURCE, MPI_TAG, MPI_ERROR, _cancelled; size_t _ucount} (24
+     * bytes); {@code MPI_SOURCE} at byte 0.
+     */
+    public static final long MPI_STATUS_BYTES = 24;
     /** {@code MPI_STATUS_IGNORE}: {@code (MPI_Status *) 0}. */
     public static final MemorySegment MPI_STATUS_IGNORE = MemorySegment.NULL;
 
@@ -303,6 +310,66 @@ public final class mpi_h {
         var mh$ = MPI_Recv.HANDLE;
         try {
             return (int) mh$.invokeExact(buf, count, datatype, source, tag, comm, status);
+        } catch (Throwable ex$) {
+            throw new AssertionError("should not reach here", ex$);
+        }
+    }
+
+    private static final class MPI_Isend {
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS);
+        static final MethodHandle HANDLE = downcall("MPI_Isend", DESC);
+    }
+
+    /** {@code int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request)}: a send that returns at once; {@code MPI_Test} says when it is done. */
+    public static int MPI_Isend(MemorySegment buf, int count, MemorySegment datatype, int dest, int tag, MemorySegment comm, MemorySegment request) {
+        var mh$ = MPI_Isend.HANDLE;
+        try {
+            return (int) mh$.invokeExact(buf, count, datatype, dest, tag, comm, request);
+        } catch (Throwable ex$) {
+            throw new AssertionError("should not reach here", ex$);
+        }
+    }
+
+    private static final class MPI_Test {
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS);
+        static final MethodHandle HANDLE = downcall("MPI_Test", DESC);
+    }
+
+    /** {@code int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)}: whether a request completed (then freed). */
+    public static int MPI_Test(MemorySegment request, MemorySegment flag, MemorySegment status) {
+        var mh$ = MPI_Test.HANDLE;
+        try {
+            return (int) mh$.invokeExact(request, flag, status);
+        } catch (Throwable ex$) {
+            throw new AssertionError("should not reach here", ex$);
+        }
+    }
+
+    private static final class MPI_Iprobe {
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, ADDRESS);
+        static final MethodHandle HANDLE = downcall("MPI_Iprobe", DESC);
+    }
+
+    /** {@code int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)}: whether a message is waiting ({@link #MPI_ANY_SOURCE}: from any rank), its envelope in {@code status}. */
+    public static int MPI_Iprobe(int source, int tag, MemorySegment comm, MemorySegment flag, MemorySegment status) {
+        var mh$ = MPI_Iprobe.HANDLE;
+        try {
+            return (int) mh$.invokeExact(source, tag, comm, flag, status);
+        } catch (Throwable ex$) {
+            throw new AssertionError("should not reach here", ex$);
+        }
+    }
+
+    private static final class MPI_Get_count {
+        static final FunctionDescriptor DESC = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS);
+        static final MethodHandle HANDLE = downcall("MPI_Get_count", DESC);
+    }
+
+    /** {@code int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count)}: the elements of a probed message. */
+    public static int MPI_Get_count(MemorySegment status, MemorySegment datatype, MemorySegment count) {
+        var mh$ = MPI_Get_count.HANDLE;
+        try {
+            return (int) mh$.invokeExact(status, datatype, count);
         } catch (Throwable ex$) {
             throw new AssertionError("should not reach here", ex$);
         }

@@ -9,7 +9,8 @@ import picocli.CommandLine.Spec;
 /** {@code accel4j bench}: quick timings of the kernels, one subcommand per kernel family. */
 @Command(name = "bench",
         description = "Quick kernel timings (rigorous ones: the JMH module, see docs/PERFORMANCE.md).",
-        subcommands = {GemmBenchCommand.class, TrainBenchCommand.class, LayoutBenchCommand.class})
+        subcommands = {GemmBenchCommand.class, TrainBenchCommand.class, LayoutBenchCommand.class,
+            AsyncBenchCommand.class})
 public final class BenchCommand implements Callable<Integer> {
 
     @Spec
@@ -17,6 +18,6 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        throw new ParameterException(spec.commandLine(), "missing kernel: one of gemm, train, layouts");
+        throw new ParameterException(spec.commandLine(), "missing kernel: one of gemm, train, layouts, async");
     }
 }

@@ -25,8 +25,8 @@ import picocli.CommandLine.Spec;
  * this machine, each a JVM like this one running the command, with torchrun's {@code env://} variables
  * ({@code RANK = I·N + local}, {@code WORLD_SIZE = H·N}, {@code LOCAL_RANK}, {@code LOCAL_WORLD_SIZE},
  * {@code MASTER_ADDR}, {@code MASTER_PORT}); {@code train} meets the other ranks there and talks over TCP. Each
- * line a rank prints is prefixed with {@code [rank r]}; the first rank to exit non-zero stops the others and its
- * code is the launcher's. The time from the launch to rank 0's first step is printed.
+ * line a rank prints is prefixed with {@code [rank r]}; the first rank to exit non-zero stops the others (unless
+ * {@code --keep-going}) and its code is the launcher's. The time from the launch to rank 0's first step is printed.
  */
 @Command(name = "launch", sortOptions = false,
         description = "Start N local processes, one data-parallel rank each, that meet through a TCP rendezvous "
@@ -42,6 +42,10 @@ public final class LaunchCommand implements Callable<Integer> {
 
     @Option(names = "--nproc", paramLabel = "N", required = true, description = "Processes (ranks) on this machine.")
     int nproc;
+    @Option(names = "--keep-going", description = "A rank that exits non-zero does not stop the others (an "
+            + "asynchronous run with --staleness > 0 drops a dead worker and trains on); the launcher's code is still "
+            + "the first failed rank's, once every rank has exited.")
+    boolean keepGoing;
     @Option(names = "--nnodes", paramLabel = "H", defaultValue = "1", description = "Machines taking part, each "
             + "running this launcher with the same --nproc (default: ${DEFAULT-VALUE}).")
     int nnodes;
@@ -98,11 +102,12 @@ public final class LaunchCommand implements Callable<Integer> {
                     + "): " + e.getMessage(), e);
         }
         try (procs) {
-            RankProcesses.Outcome o = procs.await();
+            RankProcesses.Outcome o = procs.await(!keepGoing);
             if (o.code() != 0) {
                 synchronized (err) {
                     err.println("accel4j: error: rank " + o.rank() + " exited with code " + o.code()
-                            + "; the other ranks were stopped");
+                            + (keepGoing ? "; the other ranks ran on (--keep-going)"
+                            : "; the other ranks were stopped"));
                     err.flush();
                 }
             }

@@ -91,10 +91,10 @@ final class RankProcesses implements AutoCloseable {
     }
 
     /**
-     * Waits for every rank; the first to exit non-zero stops the others and gives the outcome (its rank and code).
-     * Returns once every process has exited and its output has been copied.
+     * Waits for every rank; the first to exit non-zero gives the outcome (its rank and code) and, with
+     * {@code stopOnFailure}, stops the others. Returns once every process has exited and its output has been copied.
      */
-    Outcome await() throws InterruptedException {
+    Outcome await(boolean stopOnFailure) throws InterruptedException {
         Outcome failed = null;
         List<Integer> running = new ArrayList<>();
         for (int i = 0; i < processes.size(); i++) {
@@ -118,7 +118,9 @@ final class RankProcesses implements AutoCloseable {
                 int code = proc.exitValue();
                 if (code != 0 && failed == null) {
                     failed = new Outcome(code, ranks.get(i));
-                    stop();
+                    if (stopOnFailure) {
+                        stop();
+                    }
                 }
             }
         }

@@ -19,7 +19,8 @@ final class AsyncOptions {
     @Option(names = "--sync", paramLabel = "sync|async", defaultValue = "sync", description = "With --ranks N: sync "
             + "averages the gradients every step (DDP, ZeRO); async makes --ps K of the ranks parameter servers that "
             + "own shards of the parameters and AdamW's state, the other N-K ranks workers that push gradients and "
-            + "pull parameters, at most --staleness steps apart (in-process ranks only) (default: ${DEFAULT-VALUE}).")
+            + "pull parameters, at most --staleness steps apart (in-process ranks, or processes under accel4j launch "
+            + "or mpirun) (default: ${DEFAULT-VALUE}).")
     String sync;
     @Option(names = "--ps", paramLabel = "K", description = "With --sync async: parameter-server ranks, fewer than "
             + "--ranks (default: 1).")
@@ -48,10 +49,10 @@ final class AsyncOptions {
     }
 
     /**
-     * Checks the options against the run: {@code ranks} data-parallel ranks, {@code perProcess} (mpirun or a
-     * launcher), {@code cfg} and whether it runs on a GPU.
+     * Checks the options against the run: {@code ranks} data-parallel ranks (in-process, or one per process under the
+     * launcher or mpirun), {@code cfg} and whether it runs on a GPU.
      */
-    void check(int ranks, boolean perProcess, TrainConfig cfg, boolean cuda,
+    void check(int ranks, TrainConfig cfg, boolean cuda,
                Function<String, RuntimeException> usage) {
         if (!"sync".equals(sync) && !"async".equals(sync)) {
             throw usage.apply("--sync must be sync or async, got '" + sync + "'");
@@ -76,8 +77,7 @@ final class AsyncOptions {
                     : "s") + ": the workers are the ranks that are not servers (--ranks " + (servers() + 1)
                     + " or more)");
         }
-        String refused = perProcess ? "one process per rank (mpirun, launch): in-process ranks (--ranks N) only"
-                : cfg.zeroStage() > 0 ? "--zero " + cfg.zeroStage() + ": the servers shard the state already"
+        String refused = cfg.zeroStage() > 0 ? "--zero " + cfg.zeroStage() + ": the servers shard the state already"
                 : cfg.precision().scalesLoss() ? "fp16's loss scaling" : cuda ? "--device cuda" : null;
         if (refused != null) {
             throw usage.apply("--sync async does not support " + refused + " yet");

@@ -242,7 +242,7 @@ public final class TrainCommand implements Callable<Integer> {
         if (device == Backend.Device.CUDA) {
             CudaChecks.check(launch, memory.findBatchSize, profile, this::usage);
         }
-        async.check(worldRanks, launch.perProcess(), asked, device == Backend.Device.CUDA, this::usage);
+        async.check(worldRanks, asked, device == Backend.Device.CUDA, this::usage);
         offload.check(asked, async.async(), pipeline.requested(), tensor.active(), memory.findBatchSize, this::usage);
         strategy = offload.strategy(strategy);
         memory.offloadOptimizer = offload.enabled;
@@ -348,9 +348,16 @@ public final class TrainCommand implements Callable<Integer> {
             world.barrier(); // rank 0 has created the run directory and written the generated dataset
             try {
                 int gpu = device == Backend.Device.CUDA ? launch.gpu() : 0;
-                new RankRun(this, strategy).train(world, gpu, nThreads, cfg, modelFile, modelConfig, dir, trainPath,
+                if (async.async()) {
+                    new AsyncProcessRun(this, async).run(world, launch.lead(), nThreads, cfg, modelFile, modelConfig,
+                            dir, trainPath, valPath, data, w);
+                } else {
+                    new RankRun(this, strategy).train(world, gpu, nThreads, cfg, modelFile, modelConfig, dir, trainPath,
                         valPath, data,
                         launch.lead() ? w : new PrintWriter(Writer.nullWriter()));
+                }
+            } catch (CliException e) {
+                throw e;
             } catch (RuntimeException e) {
                 throw new CliException("rank " + world.rank() + " of " + world.size() + ": " + message(e), e);
             }

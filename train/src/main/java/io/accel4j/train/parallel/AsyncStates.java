@@ -28,6 +28,10 @@ public final class AsyncStates extends ModelStates {
     private final MemorySegment hostParams;
     private int[] basedOn; // the version of each shard the current parameters came from
     private int clock;      // steps pushed
+    private int floor;      // the version every shard has at least (a resumed checkpoint's step)
+    private final StalenessWindow seen = new StalenessWindow(); // worker 0: the replies' staleness
+    private MemorySegment resumedM; // a resumed checkpoint's moments, until the parameters come
+    private MemorySegment resumedV;
     private ParameterServers.Staleness last = new ParameterServers.Staleness(0, 0, 0, 0);
 
     /** Worker {@code comm.rank()} (null: worker 0 of 1) of {@code servers}. */
@@ -39,7 +43,7 @@ public final class AsyncStates extends ModelStates {
         this.hostGrads = arena.allocate(bytes, 64);
         this.hostParams = arena.allocate(bytes, 64);
         model.copyParamsToHost(hostParams);
-        servers.initialise(hostParams, model.layout(), cfg);
+        servers.initialise(worker, hostParams, model.layout(), cfg);
         this.basedOn = new int[servers.servers()];
     }
 
@@ -62,13 +66,12 @@ public final class AsyncStates extends ModelStates {
     @Override
     public void update(AdamWConfig decay, int t, float gradScale) {
         model.memory().copyToHost(model.grads(), hostGrads);
-        for (int s = 0; s < servers.servers(); s++) {
-            servers.push(s, worker, clock, basedOn[s], hostGrads, gradScale, decay.lr());
-        }
+        int needed = Math.max(floor, clock + 1 - servers.staleness());
+        servers.push(worker, clock, basedOn, needed, hostGrads, gradScale, decay.lr());
         clock++;
-        basedOn = servers.pull(worker, Math.max(0, clock - servers.staleness()), hostParams);
+        basedOn = servers.pull(worker, hostParams, seen);
         model.copyParamsFromHost(hostParams);
-        last = worker == 0 ? servers.drainStaleness() : last;
+        last = worker == 0 ? seen.drain() : last;
     }
 
     /** The staleness of the updates applied since rank 0's previous step, as metrics fields. */
@@ -127,7 +130,7 @@ public final class AsyncStates extends ModelStates {
         }
         long bytes = count * Float.BYTES;
         MemorySegment p = staging.allocate(bytes, 64), m = staging.allocate(bytes, 64), v = staging.allocate(bytes, 64);
-        servers.gather(p, m, v);
+        servers.gather(worker, p, m, v);
         return new Saved(m, v, p);
     }
 
@@ -137,20 +140,21 @@ public final class AsyncStates extends ModelStates {
      */
     @Override
     public TrainState.Header readMoments(Path stateFile) throws IOException {
-        try (Arena staging = Arena.ofConfined()) {
-            MemorySegment m = staging.allocate(count * Float.BYTES, 64), v = staging.allocate(count * Float.BYTES, 64);
-            TrainState.Header h = TrainState.read(stateFile, model.config(), m, v);
-            clock = h.step();
-            java.util.Arrays.fill(basedOn, clock);
-            servers.restoreMoments(m, v, clock);
-            return h;
-        }
+        resumedM = arena.allocate(count * Float.BYTES, 64);
+        resumedV = arena.allocate(count * Float.BYTES, 64);
+        TrainState.Header h = TrainState.read(stateFile, model.config(), resumedM, resumedV);
+        clock = h.step();
+        floor = clock;
+        java.util.Arrays.fill(basedOn, clock);
+        return h;
     }
 
     @Override
     public void setParameters(MemorySegment host) {
         model.copyParamsFromHost(host);
-        servers.restoreParameters(host, clock);
+        if (resumedM != null) {
+            servers.restore(worker, host, resumedM, resumedV, clock);
+        }
     }
 
     @Override
@@ -159,6 +163,7 @@ public final class AsyncStates extends ModelStates {
 
     @Override
     public void close() {
+        servers.done(worker);
         arena.close();
         super.close();
     }

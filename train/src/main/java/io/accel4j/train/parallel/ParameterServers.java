@@ -1,44 +1,33 @@
 package io.accel4j.train.parallel;
 
 import io.accel4j.collectives.Chunks;
-import io.accel4j.core.ops.AdamWConfig;
-import io.accel4j.core.ops.AdamWRange;
-import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.collectives.InProcessMailboxes;
+import io.accel4j.collectives.Mailbox;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.model.ParameterLayout;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Map;
-import java.util.TreeMap;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 
 /**
- * Asynchronous data parallelism's servers, in this process: {@code K} shards of the flat parameter vector (shard
- * {@code k} is {@link Chunks}' chunk {@code k}), each with AdamW's moments for its elements and a thread of its own
- * that takes the workers' pushed gradients from a queue as they arrive. Workers ({@link AsyncStates}) push their
- * gradient's slice to every shard, stamped with their clock {@code c} (the step) and the shard version their
- * parameters came from, then pull the parameters.
+ * Asynchronous data parallelism's parameter servers as the workers ({@link AsyncStates}) see them: {@code K}
+ * {@link ShardServer}s, shard {@code s} being rank {@code W + s} of a {@link Mailbox} whose ranks {@code 0 … W−1}
+ * are the workers. A worker pushes its gradient's slice to every shard, stamped with its clock {@code c} (the step),
+ * the shard version its parameters came from and the version it needs next ({@code c+1−S}), then waits for every
+ * shard's parameters (point to point, no collective). {@link #ParameterServers(int, int, int, Duration, Consumer)}
+ * runs the servers on threads of this process over in-process mailboxes; {@link #remote} reaches server ranks of
+ * other processes through this worker's mailbox (the launcher's TCP links): one code path for both.
  *
- * <p><b>Versions and bounded staleness (stale synchronous parallel).</b> A shard adds every push into the sum of its
- * clock as it arrives and, once every live worker has pushed clock {@code c}, applies AdamW to the mean (its step
- * {@code c+1}) and stamps version {@code c+1}. A worker that finished clock {@code c} pulls only once every shard has
- * version {@code ≥ c+1−S}: it may compute on parameters missing at most {@code S} updates, and so runs at most
- * {@code S} steps ahead of the slowest worker. With {@code S = 0} every worker pulls the update of every clock before
- * its next step: synchronous data parallelism, the mean computed in arrival order (DDP's ring sums in another order:
- * equal within fp32 rounding). A push's staleness is {@code c − v}, the updates its gradient did not see; every push's
- * is recorded ({@link #drainStaleness}, {@link #maxStaleness}).
+ * <p><b>Versions and bounded staleness (stale synchronous parallel).</b> A shard applies clock {@code c} once every
+ * live worker has pushed it (version {@code c+1}); a worker that finished clock {@code c} continues only once every
+ * shard has version {@code ≥ c+1−S}: it may compute on parameters missing at most {@code S} updates, and so runs at
+ * most {@code S} steps ahead of the slowest worker. With {@code S = 0} it is synchronous data parallelism. A push's
+ * staleness is {@code c − v}; worker 0's replies carry the pushes' staleness since its previous step.
  *
- * <p><b>Failures.</b> With {@code S > 0}, a worker that has not pushed a clock the others completed within the timeout
- * is dropped (said through {@code log}), and the clocks complete without it; with {@code S = 0} it stops the run, as
- * a collective's timeout would. A shard whose thread fails stops every worker with an error naming it; a worker that
- * waits twice the timeout for the servers fails naming the shard it waited for.
+ * <p><b>Failures.</b> See {@link ShardServer}: with {@code S > 0} a late worker is dropped after the timeout; a
+ * server that fails tells every worker, which fails naming it; a server rank that is gone (its connection closed)
+ * makes the worker fail naming it; a worker that waits twice the timeout for a server fails naming it.
  */
 public final class ParameterServers implements AutoCloseable {
 
@@ -50,18 +39,14 @@ public final class ParameterServers implements AutoCloseable {
     private final int staleness;
     private final long timeoutNanos;
     private final Consumer<String> log;
-    private final Arena arena = Arena.ofShared();
-    private final Shard[] shards;
-    private final boolean[] alive;
-    private volatile String failure;
-    private boolean initialised;
-    private final StalenessWindow stalenessSeen = new StalenessWindow();
+    private final Mailbox[] boxes; // by worker; remote: only this worker's
+    private final Mailbox[] serverBoxes; // in this process: the servers' mailboxes; remote: null
+    private ShardServer[] local;     // in-process servers, made by the first initialise
+    private Thread[] threads;
+    private long count;
 
-    /**
-     * {@code servers} shards for {@code workers} workers with staleness bound {@code staleness}; the workers call
-     * {@link #initialise} with the model before the first push. {@code log} hears about dropped workers.
-     */
-    public ParameterServers(int servers, int workers, int staleness, Duration timeout, Consumer<String> log) {
+    private ParameterServers(int servers, int workers, int staleness, Duration timeout, Consumer<String> log,
+                             Mailbox[] boxes, Mailbox[] serverBoxes) {
         if (servers < 1 || workers < 1 || staleness < 0) {
             throw new IllegalArgumentException("servers " + servers + ", workers " + workers + ", staleness "
                     + staleness);
@@ -71,9 +56,49 @@ public final class ParameterServers implements AutoCloseable {
         this.staleness = staleness;
         this.timeoutNanos = timeout.toNanos();
         this.log = log;
-        this.shards = new Shard[servers];
-        this.alive = new boolean[workers];
-        java.util.Arrays.fill(alive, true);
+        this.boxes = boxes;
+        this.serverBoxes = serverBoxes;
+    }
+
+    /**
+     * {@code servers} shards on threads of this process for {@code workers} in-process workers with staleness bound
+     * {@code staleness}; the workers call {@link #initialise} with the model before the first push. {@code log} hears
+     * about dropped workers.
+     */
+    public ParameterServers(int servers, int workers, int staleness, Duration timeout, Consumer<String> log) {
+        this(servers, workers, staleness, timeout, log, InProcessMailboxes.create(workers + servers), workers);
+    }
+
+    private ParameterServers(int servers, int workers, int staleness, Duration timeout, Consumer<String> log,
+                             Mailbox[] all, int w) {
+        this(servers, workers, staleness, timeout, log, java.util.Arrays.copyOf(all, w),
+                java.util.Arrays.copyOfRange(all, w, all.length));
+    }
+
+    /**
+     * The servers as worker {@code box.rank()} of another process sees them: ranks {@code workers … workers+servers−1}
+     * of {@code box}'s group.
+     */
+    public static ParameterServers remote(Mailbox box, int servers, int workers, int staleness, Duration timeout) {
+        if (box.size() != workers + servers || box.rank() >= workers) {
+            throw new IllegalArgumentException("rank " + box.rank() + " of " + box.size() + " is not one of "
+                    + workers + " workers beside " + servers + " servers");
+        }
+        Mailbox[] b = new Mailbox[workers];
+        b[box.rank()] = box;
+        return new ParameterServers(servers, workers, staleness, timeout, m -> { }, b, null);
+    }
+
+    /**
+     * Server rank {@code box.rank()} ({@code ≥ workers}) of a group of processes: serves its shard until every
+     * worker is done or dropped. Returns null, or the reason it failed (the workers were told).
+     */
+    public static String serve(Mailbox box, int servers, int workers, int staleness, Duration timeout,
+                               ParameterLayout layout, TrainConfig cfg, Consumer<String> log) {
+        try (ShardServer s = new ShardServer(box, box.rank() - workers, servers, workers, staleness,
+                timeout.toNanos(), layout, cfg, log)) {
+            return s.serve();
+        }
     }
 
     /** The number of servers. */
@@ -87,334 +112,217 @@ public final class ParameterServers implements AutoCloseable {
     }
 
     /**
-     * The servers' parameters from the first worker's (every worker starts with the same) and AdamW's ranges and
-     * hyper-parameters from {@code cfg}; later calls do nothing.
+     * Worker {@code w}'s model: in this process the first call starts the servers (AdamW's ranges and
+     * hyper-parameters from {@code cfg}); worker 0 gives them its parameters (every worker starts with the same).
      */
-    synchronized void initialise(MemorySegment hostParams, ParameterLayout layout, TrainConfig cfg) {
-        if (initialised) {
-            return;
-        }
-        long count = layout.count();
-        List<DecayRanges.Range> runs = DecayRanges.of(layout, cfg);
-        for (int s = 0; s < k; s++) {
-            long from = Chunks.start(count, k, s), len = Chunks.length(count, k, s);
-            List<AdamWRange> ranges = new ArrayList<>();
-            for (DecayRanges.Range r : DecayRanges.clip(runs, from, from + len)) {
-                ranges.add(new AdamWRange(r.offset() - from, r.offset(), r.length(), r.decays()));
+    void initialise(int w, MemorySegment hostParams, ParameterLayout layout, TrainConfig cfg) {
+        synchronized (this) {
+            count = layout.count();
+            if (local == null && serverBoxes != null) {
+                local = new ShardServer[k];
+                threads = new Thread[k];
+                for (int s = 0; s < k; s++) {
+                    ShardServer srv = new ShardServer(serverBoxes[s], s, k, workers, staleness, timeoutNanos,
+                            layout, cfg, log);
+                    local[s] = srv;
+                    threads[s] = new Thread(srv::serve, "accel4j-parameter-server-" + s);
+                    threads[s].setDaemon(true);
+                    threads[s].start();
+                }
             }
-            shards[s] = new Shard(s, from, len, ranges, cfg);
-            MemorySegment.copy(hostParams, from * Float.BYTES, shards[s].params, 0, len * Float.BYTES);
-            shards[s].thread.start();
         }
-        initialised = true;
+        if (w == 0) {
+            for (int s = 0; s < k; s++) {
+                send(w, s, PsMessage.of(PsMessage.INIT, new int[0], slice(hostParams, s)));
+            }
+        }
     }
 
     /** Shard {@code s}'s first element and length. */
     long shardStart(int s) {
-        return shards[s].from;
+        return Chunks.start(count, k, s);
     }
 
     long shardLength(int s) {
-        return shards[s].len;
+        return Chunks.length(count, k, s);
     }
 
-    /**
-     * Worker {@code w}'s gradient slice for shard {@code s} at clock {@code clock} (a copy is queued), computed on the
-     * shard's version {@code basedOn}, multiplied by {@code gradScale}, for learning rate {@code lr}.
-     */
-    void push(int s, int w, int clock, int basedOn, MemorySegment grads, float gradScale, float lr) {
-        check();
-        Shard sh = shards[s];
-        float[] g = new float[(int) sh.len];
-        MemorySegment.copy(grads, ValueLayout.JAVA_FLOAT, sh.from * Float.BYTES, g, 0, g.length);
-        if (gradScale != 1f) {
-            for (int i = 0; i < g.length; i++) {
-                g[i] *= gradScale;
-            }
+    private float[] slice(MemorySegment whole, int s) {
+        float[] a = new float[(int) shardLength(s)];
+        MemorySegment.copy(whole, ValueLayout.JAVA_FLOAT, shardStart(s) * Float.BYTES, a, 0, a.length);
+        return a;
+    }
+
+    private void send(int w, int s, PsMessage msg) {
+        try {
+            boxes[w].send(workers + s, msg.encode());
+        } catch (RuntimeException e) {
+            // no cause: the message names the server, the caller's report would name the socket's error instead
+            throw new IllegalStateException("parameter server " + s + " (rank " + (workers + s) + ") is gone: worker "
+                    + w + " cannot send to it (" + e.getMessage() + "); every worker stops");
         }
-        sh.queue.add(new Push(w, clock, basedOn, g, lr));
     }
 
     /**
-     * Waits until every shard has version {@code ≥ needed} (the SSP bound), then copies the parameters into
-     * {@code hostParams}; returns each shard's version pulled.
+     * Worker {@code w}'s gradients (times {@code gradScale}) to every shard at clock {@code clock}, computed on the
+     * shard versions {@code basedOn}, for learning rate {@code lr}; it will need version {@code needed} next.
      */
-    int[] pull(int w, int needed, MemorySegment hostParams) {
-        // twice the servers' drop window: a late worker is dropped (S > 0) before a waiting one gives up
-        long wait = 2 * timeoutNanos, deadline = System.nanoTime() + wait;
-        int[] versions = new int[k];
-        for (Shard sh : shards) {
-            synchronized (sh) {
-                while (sh.version < needed) {
-                    check();
-                    long left = deadline - System.nanoTime();
-                    if (left <= 0) {
-                        throw new IllegalStateException("worker " + w + " waited " + seconds(wait)
-                                + " for parameter server " + sh.index + " (at version " + sh.version + ", needed "
-                                + needed + "): a worker or the server is stuck");
-                    }
-                    try {
-                        sh.wait(Math.max(1, Math.min(200, left / 1_000_000)));
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                        throw new IllegalStateException("worker " + w + " interrupted waiting for the servers", e);
-                    }
+    void push(int w, int clock, int[] basedOn, int needed, MemorySegment grads, float gradScale, float lr) {
+        for (int s = 0; s < k; s++) {
+            float[] g = slice(grads, s);
+            if (gradScale != 1f) {
+                for (int i = 0; i < g.length; i++) {
+                    g[i] *= gradScale;
                 }
-                MemorySegment.copy(sh.params, 0, hostParams, sh.from * Float.BYTES, sh.len * Float.BYTES);
-                versions[sh.index] = sh.version;
             }
+            send(w, s, new PsMessage(PsMessage.PUSH, new int[] {w, clock, basedOn[s], needed}, lr, "",
+                    new float[][] {g}));
         }
-        check();
+    }
+
+    /**
+     * Waits for every shard's reply to the last push (the parameters at the needed version) and copies them into
+     * {@code hostParams}; returns each shard's version, and adds the replies' staleness into {@code window}.
+     */
+    int[] pull(int w, MemorySegment hostParams, StalenessWindow window) {
+        int[] versions = new int[k];
+        for (PsMessage msg : receiveFromEveryServer(w, PsMessage.PARAMS)) {
+            int s = msg.ints()[5];
+            float[] p = msg.arrays()[0];
+            MemorySegment.copy(p, 0, hostParams, ValueLayout.JAVA_FLOAT, shardStart(s) * Float.BYTES, p.length);
+            versions[s] = msg.ints()[0];
+            window.add(msg.ints()[1], msg.ints()[2], msg.ints()[3], msg.ints()[4]);
+        }
         return versions;
     }
 
-    /** Copies the servers' parameters and moments into whole host vectors (each shard consistent in itself). */
-    void gather(MemorySegment params, MemorySegment m, MemorySegment v) {
-        for (Shard sh : shards) {
-            synchronized (sh) {
-                long at = sh.from * Float.BYTES, bytes = sh.len * Float.BYTES;
-                MemorySegment.copy(sh.params, 0, params, at, bytes);
-                MemorySegment.copy(sh.m, 0, m, at, bytes);
-                MemorySegment.copy(sh.v, 0, v, at, bytes);
+    /** Worker {@code w}: every shard's parameters and moments into whole host vectors (each shard consistent). */
+    void gather(int w, MemorySegment params, MemorySegment m, MemorySegment v) {
+        for (int s = 0; s < k; s++) {
+            send(w, s, PsMessage.of(PsMessage.GATHER));
+        }
+        for (PsMessage msg : receiveFromEveryServer(w, PsMessage.STATE)) {
+            int s = msg.ints()[1];
+            MemorySegment[] into = {params, m, v};
+            for (int i = 0; i < 3; i++) {
+                float[] a = msg.arrays()[i];
+                MemorySegment.copy(a, 0, into[i], ValueLayout.JAVA_FLOAT, shardStart(s) * Float.BYTES, a.length);
             }
         }
     }
 
     /**
-     * Resuming at step {@code step}: the whole moments into the shards, whose version becomes {@code step}. Every
-     * worker calls it with the same checkpoint before its first push; the values are the same, and no shard can
-     * have applied an update yet (that takes every worker's push).
+     * Resuming at step {@code step}: worker 0 gives every shard the checkpoint's parameters and moments, and its
+     * version becomes {@code step} (the other workers' calls do nothing: they start from the same checkpoint).
      */
-    void restoreMoments(MemorySegment m, MemorySegment v, int step) {
-        for (Shard sh : shards) {
-            synchronized (sh) {
-                long at = sh.from * Float.BYTES, bytes = sh.len * Float.BYTES;
-                MemorySegment.copy(m, at, sh.m, 0, bytes);
-                MemorySegment.copy(v, at, sh.v, 0, bytes);
-                sh.version = step;
+    void restore(int w, MemorySegment params, MemorySegment m, MemorySegment v, int step) {
+        if (w != 0) {
+            return;
+        }
+        for (int s = 0; s < k; s++) {
+            send(w, s, new PsMessage(PsMessage.RESTORE, new int[] {step}, 0f, "",
+                    new float[][] {slice(params, s), slice(m, s), slice(v, s)}));
+        }
+    }
+
+    /** Worker {@code w} has finished: the servers stop counting on it. */
+    void done(int w) {
+        for (int s = 0; s < k; s++) {
+            try {
+                boxes[w].send(workers + s, PsMessage.of(PsMessage.DONE, w).encode());
+            } catch (RuntimeException e) {
+                // a server that is gone: nothing left to tell it
             }
         }
     }
 
-    /** Resuming at step {@code step}: the whole parameter vector into the shards (see {@link #restoreMoments}). */
-    void restoreParameters(MemorySegment params, int step) {
-        for (Shard sh : shards) {
-            synchronized (sh) {
-                MemorySegment.copy(params, sh.from * Float.BYTES, sh.params, 0, sh.len * Float.BYTES);
-                sh.version = step;
-            }
-        }
-    }
-
-    /** The staleness of the pushes applied since the last call. */
-    public Staleness drainStaleness() {
-        return stalenessSeen.drain();
-    }
-
-    /** The largest staleness of any push applied so far, from the version stamps. */
-    public int maxStaleness() {
-        return stalenessSeen.maxSeen();
-    }
-
-    /** Whether worker {@code w} is still counted on. */
-    public synchronized boolean alive(int w) {
-        return alive[w];
-    }
-
-    private synchronized int liveWorkers() {
+    /**
+     * One reply of {@code kind} from every shard, each tagged with its shard in its last integer; a failure or a lost
+     * server fails naming it; waiting longer than twice the timeout (a late worker is dropped first) fails too.
+     */
+    private PsMessage[] receiveFromEveryServer(int w, int kind) {
+        long wait = 2 * timeoutNanos, deadline = System.nanoTime() + wait;
+        PsMessage[] got = new PsMessage[k];
         int n = 0;
-        for (boolean a : alive) {
-            n += a ? 1 : 0;
-        }
-        return n;
-    }
-
-    /** Drops {@code w} from every shard's count (S > 0), once. */
-    private void drop(int w, int shard, int clock) {
-        synchronized (this) {
-            if (!alive[w]) {
-                return;
+        while (n < k) {
+            long left = deadline - System.nanoTime();
+            Mailbox.Letter l;
+            try {
+                l = left <= 0 ? null : boxes[w].receive(left);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("worker " + w + " interrupted waiting for the servers", e);
             }
-            alive[w] = false;
-        }
-        log.accept("parameter server " + shard + ": dropped worker " + w + ": no gradient for step " + clock
-                + " within " + seconds(timeoutNanos) + " (--collective-timeout); training goes on without it");
-        for (Shard sh : shards) {
-            sh.queue.add(Push.WAKE);
-        }
-    }
-
-    private void fail(String why) {
-        if (failure == null) {
-            failure = why;
-        }
-        for (Shard sh : shards) {
-            if (sh != null) {
-                synchronized (sh) {
-                    sh.notifyAll();
+            if (l == null) {
+                int s = 0;
+                while (got[s] != null) {
+                    s++;
                 }
+                throw new IllegalStateException("worker " + w + " waited " + ShardServer.seconds(wait)
+                        + " for parameter server " + s + " (rank " + (workers + s) + "): a worker or the server is "
+                        + "stuck");
+            }
+            int s = l.from() - workers;
+            if (s < 0) {
+                continue; // another worker's connection: nothing to do with the servers
+            }
+            if (l.lost()) {
+                throw new IllegalStateException("parameter server " + s + " (rank " + l.from() + ") is gone: "
+                        + l.why() + "; every worker stops");
+            }
+            PsMessage msg = PsMessage.decode(l.body());
+            if (msg.kind() == PsMessage.FAIL) {
+                throw new IllegalStateException(msg.text());
+            }
+            if (msg.kind() != kind || got[s] != null) {
+                throw new IllegalStateException("worker " + w + " got message " + msg.kind() + " from parameter "
+                        + "server " + s + " instead of " + kind);
+            }
+            int[] ints = java.util.Arrays.copyOf(msg.ints(), msg.ints().length + 1);
+            ints[ints.length - 1] = s;
+            got[s] = new PsMessage(msg.kind(), ints, msg.lr(), msg.text(), msg.arrays());
+            n++;
+        }
+        return got;
+    }
+
+    /** In this process: the largest staleness of any push so far, from the version stamps. */
+    public int maxStaleness() {
+        int max = 0;
+        for (ShardServer s : local) {
+            max = Math.max(max, s.maxStaleness());
+        }
+        return max;
+    }
+
+    /** In this process: whether every server still counts on worker {@code w}. */
+    public boolean alive(int w) {
+        for (ShardServer s : local) {
+            if (!s.alive(w)) {
+                return false;
             }
         }
+        return true;
     }
 
-    private void check() {
-        String f = failure;
-        if (f != null) {
-            throw new IllegalStateException(f);
-        }
-    }
-
-    /** Makes shard {@code s}'s thread fail, as a server that died (tests). */
+    /** In this process: makes server {@code s} fail, as a server that died (tests). */
     void kill(int s) {
-        shards[s].queue.add(Push.DIE);
-    }
-
-    private static String seconds(long nanos) {
-        return String.format(java.util.Locale.ROOT, "%.3f s", nanos / 1e9);
+        boxes[0].send(workers + s, PsMessage.of(PsMessage.DIE).encode());
     }
 
     @Override
     public void close() {
-        for (Shard sh : shards) {
-            if (sh != null) {
-                sh.thread.interrupt();
+        if (threads != null) {
+            for (Thread t : threads) {
+                t.interrupt();
             }
-        }
-        for (Shard sh : shards) {
-            if (sh != null) {
+            for (int s = 0; s < k; s++) {
                 try {
-                    sh.thread.join(2000);
+                    threads[s].join(2000);
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
-                sh.pool.close();
-            }
-        }
-        arena.close();
-    }
-
-    /** A gradient pushed by a worker, or a signal to the shard's thread. */
-    private record Push(int worker, int clock, int basedOn, float[] grads, float lr) {
-        static final Push WAKE = new Push(-1, -1, 0, null, 0);
-        static final Push DIE = new Push(-2, -1, 0, null, 0);
-    }
-
-    /** One clock's sum on a shard: which workers pushed it. */
-    private static final class Pending {
-        final float[] sum;
-        final boolean[] from;
-        int pushes;
-        float lr;
-        long firstNanos = System.nanoTime();
-
-        Pending(int len, int workers) {
-            sum = new float[len];
-            from = new boolean[workers];
-        }
-    }
-
-    /** One server: its slice of the parameters and moments, its queue and thread. */
-    private final class Shard {
-        final int index;
-        final long from;
-        final long len;
-        final List<AdamWRange> ranges;
-        final TrainConfig cfg;
-        final MemorySegment params;
-        final MemorySegment grads;
-        final MemorySegment m;
-        final MemorySegment v;
-        final Parallel pool = new Parallel(1);
-        final CpuOps ops = new CpuOps(pool);
-        final LinkedBlockingQueue<Push> queue = new LinkedBlockingQueue<>();
-        final Map<Integer, Pending> pending = new TreeMap<>();
-        final Thread thread;
-        volatile int version; // clocks applied (written under this shard's lock)
-
-        Shard(int index, long from, long len, List<AdamWRange> ranges, TrainConfig cfg) {
-            this.index = index;
-            this.from = from;
-            this.len = len;
-            this.ranges = ranges;
-            this.cfg = cfg;
-            long bytes = Math.max(1, len) * Float.BYTES;
-            this.params = arena.allocate(bytes, 64);
-            this.grads = arena.allocate(bytes, 64);
-            this.m = arena.allocate(bytes, 64);
-            this.v = arena.allocate(bytes, 64);
-            this.thread = new Thread(this::serve, "accel4j-parameter-server-" + index);
-            thread.setDaemon(true);
-        }
-
-        private void serve() {
-            try {
-                while (true) {
-                    Push p = queue.poll(Math.max(1, Math.min(200, timeoutNanos / 1_000_000)), TimeUnit.MILLISECONDS);
-                    if (p == Push.DIE) {
-                        throw new IllegalStateException("killed");
-                    }
-                    if (p != null && p.grads() != null) {
-                        Pending acc = pending.computeIfAbsent(p.clock(), c -> new Pending((int) len, workers));
-                        float[] g = p.grads();
-                        for (int i = 0; i < g.length; i++) {
-                            acc.sum[i] += g[i];
-                        }
-                        acc.from[p.worker()] = true;
-                        acc.pushes++;
-                        acc.lr = p.lr();
-                        stalenessSeen.record(p.clock() - p.basedOn());
-                    }
-                    applyReady();
-                }
-            } catch (InterruptedException e) {
-                // closed
-            } catch (RuntimeException | Error e) {
-                fail("parameter server " + index + " failed: " + e.getMessage() + "; every worker stops");
-            }
-        }
-
-        /** Applies the clocks, in order, that every live worker has pushed; drops late workers when S > 0. */
-        private void applyReady() {
-            while (true) {
-                Pending acc = pending.get(version);
-                if (acc == null) {
-                    return;
-                }
-                int live = liveWorkers();
-                int livePushed = 0;
-                for (int w = 0; w < workers; w++) {
-                    livePushed += acc.from[w] && alive(w) ? 1 : 0;
-                }
-                if (livePushed < live) {
-                    if (System.nanoTime() - acc.firstNanos < timeoutNanos) {
-                        return;
-                    }
-                    for (int w = 0; w < workers; w++) {
-                        if (!acc.from[w] && alive(w)) {
-                            if (staleness == 0) {
-                                throw new IllegalStateException("worker " + w + " sent no gradient for step "
-                                        + version + " within " + seconds(timeoutNanos) + " (synchronous: --staleness"
-                                        + " 0 waits for every worker)");
-                            }
-                            drop(w, index, version);
-                        }
-                    }
-                    continue;
-                }
-                MemorySegment.copy(acc.sum, 0, grads, ValueLayout.JAVA_FLOAT, 0, (int) len);
-                AdamWConfig c = new AdamWConfig(acc.lr, cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay());
-                synchronized (this) {
-                    if (len > 0) {
-                        ops.adamw(params, grads, m, v, ranges, c, version + 1, 1f / acc.pushes);
-                    }
-                    pending.remove(version);
-                    version++;
-                    notifyAll();
-                }
-                Pending next = pending.get(version);
-                if (next != null) {
-                    next.firstNanos = Math.max(next.firstNanos, System.nanoTime()); // its timeout runs from now
-                }
+                local[s].close();
             }
         }
     }

@@ -21,6 +21,18 @@ final class StalenessWindow {
         maxSeen = Math.max(maxSeen, staleness);
     }
 
+    /** Merges another window's {@code count} pushes (min, max, sum of their staleness) into this one. */
+    synchronized void add(int min, int max, long sum, long count) {
+        if (count == 0) {
+            return;
+        }
+        this.min = Math.min(this.min, min);
+        this.max = Math.max(this.max, max);
+        this.sum += sum;
+        this.count += count;
+        maxSeen = Math.max(maxSeen, max);
+    }
+
     /** The window since the last call (all zero when empty), and a new window. */
     synchronized ParameterServers.Staleness drain() {
         ParameterServers.Staleness s = count == 0 ? new ParameterServers.Staleness(0, 0, 0, 0)

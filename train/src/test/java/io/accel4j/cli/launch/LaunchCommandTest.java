@@ -124,6 +124,20 @@ class LaunchCommandTest {
         }
     }
 
+    @Test
+    void withKeepGoingAFailedRankLeavesTheOthersRunningAndStillGivesItsCode() {
+        System.setProperty(JvmCommand.MAIN_PROPERTY, ExitingRank.class.getName());
+        try {
+            Result r = run("launch", "--nproc", "3", "--keep-going", "--", "x");
+            assertThat(r.code()).as(r.out() + r.err()).isEqualTo(3);
+            assertThat(r.out()).contains("[rank 0] rank 0 finished", "[rank 2] rank 2 finished");
+            assertThat(r.err()).contains("[rank 1] rank 1 exits",
+                    "accel4j: error: rank 1 exited with code 3; the other ranks ran on (--keep-going)");
+        } finally {
+            System.clearProperty(JvmCommand.MAIN_PROPERTY);
+        }
+    }
+
     private static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0)) {
             return s.getLocalPort();
