@@ -7,9 +7,7 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.nn.Module;
 import io.accel4j.nn.Network;
-import io.accel4j.nn.NetworkSpec;
 import io.accel4j.train.precision.LossScaler;
-import io.accel4j.train.precision.Precision;
 import io.accel4j.train.StepMetrics;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -107,36 +105,10 @@ public final class Learner implements AutoCloseable {
                     ops = new CpuOps(pool);
                 }
                 io.accel4j.grid.ProcessGrid grid = grids == null ? null : grids.get(i);
-                NetworkSpec spec = Network.of(b.model.get()).classes(b.classes).batch(b.B, b.T)
-                        .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8)
-                        .tensorParallel(grid == null ? null : grid.tensor());
-                spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);
-                Network net = spec.build(ops);
-                try {
-                    net.initialise(b.seed);
-                    long count = net.table().count();
-                    int values = net.fp8() == null ? 0 : net.fp8().histories();
-                    io.accel4j.collectives.Communicator c = grid != null ? grid.data() : b.comm != null ? b.comm
-                            : group != null ? group.communicator(r) : null;
-                    GradientSync sync = c == null || c.size() == 1 ? GradientSync.local()
-                            : b.zero == 0 ? new DataParallel(c, ops.memory(), values)
-                            : new ZeroSharding(b.zero, c, ops.memory(), count, values);
-                    if (grid != null) {
-                        sync = new TensorParallelSync(sync, grid.tensor(), net, ops.memory());
-                    }
-                    int replica = grid != null ? grid.coordinates().dp() : r;
-                    int replicas = grid != null ? layout.dp() : world;
-                    GradientSync.Shard shard = sync.shard(count);
-                    MemorySegment params = net.params().asSlice(shard.offset() * Float.BYTES,
-                            shard.length() * Float.BYTES);
-                    ranks.add(new RankStep(net, b.optimizer.create(ops, net.table(), params,
-                            sync.gradients(net.grads(), count), shard.offset(), shard.length()), sync,
-                            b.data.open(replica, replicas, b.B, b.T), b.schedule, new LossScaler(Precision.of(b.precision)),
-                            b.gradClip, b.B, b.T, b.gradAccum));
-                } catch (RuntimeException | Error e) {
-                    net.close();
-                    throw e;
-                }
+                io.accel4j.collectives.Communicator c = grid != null ? grid.data() : b.comm != null ? b.comm
+                        : group != null ? group.communicator(r) : null;
+                ranks.add(RankAssembly.build(b, ops, c, grid, grid != null ? grid.coordinates().dp() : r,
+                        grid != null ? layout.dp() : world));
             }
         } catch (RuntimeException | Error e) {
             close();
@@ -260,7 +232,7 @@ public final class Learner implements AutoCloseable {
                         r.network().memory().copyToHost(dev, local);
                         shards.gather(local, writer ? whole.get(e.getKey()) : all);
                     }
-                    r.network().copyParamsToHost(local);
+                    r.sync().copyParameters(r.network(), local);
                     shards.gather(local, writer ? params : all);
                 }
             });
@@ -313,12 +285,10 @@ public final class Learner implements AutoCloseable {
             for (RankStep r : ranks) {
                 io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
                 shards.extract(params, local);
-                r.network().copyParamsFromHost(local);
-                GradientSync.Shard shard = r.sync().shard(count);
+                r.sync().setParameters(r.network(), local);
                 for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
                     shards.extract(whole.get(e.getKey()), local);
-                    r.network().memory().copyToDevice(local.asSlice(shard.offset() * Float.BYTES,
-                            shard.length() * Float.BYTES), e.getValue());
+                    r.sync().scatterShard(local, e.getValue(), count, r.network().memory());
                 }
                 try {
                     r.scaler().restore(st.lossScale(), st.cleanSteps(), st.skippedSteps());
@@ -359,7 +329,7 @@ public final class Learner implements AutoCloseable {
             MemorySegment local = a.allocate(count * Float.BYTES, 64);
             for (RankStep r : ranks) {
                 io.accel4j.nn.TensorShards.of(r.network()).extract(whole, local);
-                r.network().copyParamsFromHost(local);
+                r.sync().setParameters(r.network(), local);
             }
         }
     }
@@ -384,7 +354,7 @@ public final class Learner implements AutoCloseable {
             RankStep r = ranks.get(rank);
             try (Arena mine = Arena.ofShared()) {
                 MemorySegment local = mine.allocate(count * Float.BYTES, 64);
-                r.network().copyParamsToHost(local);
+                r.sync().copyParameters(r.network(), local);
                 io.accel4j.nn.TensorShards.of(r.network()).gather(local, globalRank[rank] == 0 ? host
                         : mine.allocate(total * Float.BYTES, 64));
             }
@@ -424,10 +394,33 @@ public final class Learner implements AutoCloseable {
             double sum = 0;
             for (int i = 0; i < batches; i++) {
                 source.next(in, tg);
-                sum += net.forward(in, tg, cfg.B, cfg.T);
+                sum += forward(in, tg, cfg.B, cfg.T);
             }
             return sum / batches;
         }
+    }
+
+    /**
+     * Rank 0's forward of {@code in} (its mean loss with targets {@code tg}, or NaN); under ZeRO-3 each forward gathers
+     * the parameters from every rank, so every rank held here runs it on the same input (a collective when the ranks
+     * are processes: each calls it).
+     */
+    private double forward(MemorySegment in, MemorySegment tg, int B, int T) {
+        if (network().flat() || group == null) {
+            return network().forward(in, tg, B, T);
+        }
+        double[] loss = new double[1];
+        try (Arena shared = Arena.ofShared()) { // read by every rank's thread
+            MemorySegment sin = shared.allocate(in.byteSize(), 64).copyFrom(in);
+            MemorySegment stg = tg == null ? null : shared.allocate(tg.byteSize(), 64).copyFrom(tg);
+            onEveryRank(rank -> {
+                double l = ranks.get(rank).network().forward(sin, stg, B, T);
+                if (rank == 0) {
+                    loss[0] = l;
+                }
+            });
+        }
+        return loss[0];
     }
 
     /**
@@ -436,7 +429,7 @@ public final class Learner implements AutoCloseable {
     public int[] predict(MemorySegment inputs, int B, int T) {
         notSplit("predict");
         Network net = network();
-        net.forward(inputs, null, B, T);
+        forward(inputs, null, B, T);
         int rows = B * T, width = net.outputWidth(), n = net.classes();
         int[] best = new int[rows];
         try (Arena a = Arena.ofConfined()) {

@@ -140,10 +140,13 @@ public final class LearnerBuilder {
         return this;
     }
 
-    /** ZeRO stage 1 (optimizer state sharded) or 2 (gradients too) over the ranks; 0 (default): DDP. */
+    /**
+     * ZeRO stage 1 (optimizer state sharded), 2 (gradients too) or 3 (parameters too: the model must be a
+     * {@code Sequential}, whose children are gathered one at a time) over the ranks; 0 (default): DDP.
+     */
     public LearnerBuilder zero(int stage) {
-        if (stage < 0 || stage > 2) {
-            throw new IllegalArgumentException("ZeRO stage must be 0, 1 or 2, got " + stage);
+        if (stage < 0 || stage > 3) {
+            throw new IllegalArgumentException("ZeRO stage must be 0, 1, 2 or 3, got " + stage);
         }
         this.zero = stage;
         return this;

@@ -272,6 +272,39 @@ public final class ShardedUnits implements AutoCloseable {
         }
     }
 
+    /**
+     * Collective: {@code whole} (Ψ fp32 in the model's memory) receives every rank's {@code shard} (a vector laid out
+     * as this rank's shard, e.g. an optimizer's moment) at its places of the flat layout, unit by unit through a
+     * temporary of the largest unit. Between steps.
+     */
+    public void gatherShardVector(MemorySegment shard, MemorySegment whole) {
+        long most = 0;
+        for (Unit u : layout.units()) {
+            most = Math.max(most, u.count());
+        }
+        try (DeviceArena tmp = memory.arena()) {
+            MemorySegment buf = tmp.allocate(Math.max(1, most) * Float.BYTES);
+            for (Unit u : layout.units()) {
+                comm.allGather(shardOf(shard, u.index()), buf.asSlice(0, u.count() * Float.BYTES), u.count(),
+                        DType.FP32);
+                for (Segment s : u.segments()) {
+                    long bytes = s.count() * Float.BYTES;
+                    memory.copy(buf.asSlice(s.packed() * Float.BYTES, bytes), whole.asSlice(s.offset() * Float.BYTES,
+                            bytes));
+                }
+            }
+        }
+    }
+
+    /** This rank's pieces of the whole vector {@code full} (host memory) into {@code shard} (laid out as its shard). */
+    public void takeShard(MemorySegment full, MemorySegment shard) {
+        for (UnitShards.Piece p : shards.pieces()) {
+            long bytes = p.length() * Float.BYTES;
+            memory.copyToDevice(full.asSlice(p.flat() * Float.BYTES, bytes), shard.asSlice(p.shard() * Float.BYTES,
+                    bytes));
+        }
+    }
+
     /** All of device {@code src} into {@code dst}, in the model's memory if {@code onDevice}, else the host's. */
     private void out(MemorySegment src, MemorySegment dst, boolean onDevice) {
         if (onDevice) {
