@@ -50,7 +50,7 @@ public abstract class ModelStates implements AutoCloseable {
 
     /** The strategy of {@code cfg}: ZeRO's stage, or stage 0 (one rank, or DDP over {@code comm}). */
     public static ModelStates of(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
-        return cfg.zeroStage() == 0 ? new ReplicatedStates(comm, model, cfg, values)
+        return cfg.zeroStage() <= 1 ? new SyncStates(cfg.zeroStage(), comm, model, cfg, values)
                 : new ShardedStates(cfg.zeroStage(), comm, model, cfg, values);
     }
 
