@@ -7,7 +7,6 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.nn.Module;
 import io.accel4j.nn.Network;
-import io.accel4j.train.precision.LossScaler;
 import io.accel4j.train.StepMetrics;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -20,7 +19,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -68,6 +66,8 @@ public final class Learner implements AutoCloseable {
     private final PipelineLearning pipeline;
     /** Each held rank's place in the D × 1 × T grid and its groups, under tensor parallelism; else null. */
     private final List<io.accel4j.grid.ProcessGrid> grids;
+    /** The whole model in and out of the ranks held here (checkpoints, parameters, state); null for a pipeline. */
+    private final RankCheckpoints checkpoints;
 
     Learner(LearnerBuilder b) {
         this.cfg = b;
@@ -77,6 +77,7 @@ public final class Learner implements AutoCloseable {
             this.grids = null;
             this.world = b.comm != null ? b.comm.size() : Math.max(b.ranks, b.pipeline.stages());
             this.globalRank = new int[] {pipeline.lead() ? 0 : b.comm.rank()};
+            this.checkpoints = null;
             return;
         }
         this.pipeline = null;
@@ -84,6 +85,7 @@ public final class Learner implements AutoCloseable {
         this.world = b.comm != null ? b.comm.size() : b.ranks;
         int held = b.comm != null ? 1 : b.ranks;
         this.globalRank = new int[held];
+        this.checkpoints = new RankCheckpoints(ranks, globalRank, this::forEachRank, b);
         io.accel4j.grid.GridLayout layout = b.tensorParallel > 1
                 ? io.accel4j.grid.GridLayout.of(world, 1, b.tensorParallel) : null;
         this.grids = layout == null ? null : new ArrayList<>();
@@ -208,45 +210,7 @@ public final class Learner implements AutoCloseable {
             pipeline.save(dir);
             return;
         }
-        Network net = network();
-        long count = net.table().count();
-        io.accel4j.nn.ParameterTable table = io.accel4j.nn.TensorShards.of(net).whole(); // the whole model's
-        long total = table.count();
-        Map<String, MemorySegment> whole = new LinkedHashMap<>();
-        try (Arena host = Arena.ofShared()) {
-            for (String name : ranks.get(0).optimizer().state().keySet()) {
-                whole.put(name, host.allocate(total * Float.BYTES, 64));
-            }
-            MemorySegment params = host.allocate(total * Float.BYTES, 64);
-            forEachRank(rank -> { // collectives: every rank sends its ZeRO shards, then its tensor shards
-                RankStep r = ranks.get(rank);
-                io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
-                boolean writer = globalRank[rank] == 0;
-                try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena();
-                     Arena mine = Arena.ofShared()) {
-                    MemorySegment local = mine.allocate(count * Float.BYTES, 64);
-                    MemorySegment all = writer ? null : mine.allocate(total * Float.BYTES, 64);
-                    for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                        MemorySegment dev = scratch.allocate(count * Float.BYTES);
-                        r.sync().gatherShards(e.getValue(), dev, count, r.network().memory());
-                        r.network().memory().copyToHost(dev, local);
-                        shards.gather(local, writer ? whole.get(e.getKey()) : all);
-                    }
-                    r.sync().copyParameters(r.network(), local);
-                    shards.gather(local, writer ? params : all);
-                }
-            });
-            if (!lead()) {
-                return; // it sent its shards; the run's rank 0 writes
-            }
-            RankStep r0 = ranks.get(0);
-            LearnerCheckpoint.writeModel(dir, table, params);
-            boolean resumable = ranks.stream().allMatch(r -> r.data() instanceof DataSource.Resumable);
-            LossScaler sc = r0.scaler();
-            LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
-                    sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(),
-                    resumable ? r0.batchesRead() : -1, net.fp8() == null ? new byte[0] : net.fp8().encode()), whole);
-        }
+        checkpoints.save(dir);
     }
 
     /**
@@ -263,45 +227,7 @@ public final class Learner implements AutoCloseable {
             pipeline.resume(dir);
             return;
         }
-        Network net = network();
-        long count = net.table().count();
-        io.accel4j.nn.ParameterTable table = io.accel4j.nn.TensorShards.of(net).whole();
-        long total = table.count();
-        try (Arena host = Arena.ofShared()) {
-            MemorySegment params = host.allocate(total * Float.BYTES, 64);
-            LearnerCheckpoint.readModel(dir, table, params);
-            Map<String, MemorySegment> whole = new LinkedHashMap<>();
-            for (String name : ranks.get(0).optimizer().state().keySet()) {
-                whole.put(name, host.allocate(total * Float.BYTES, 64));
-            }
-            LearnerCheckpoint.State st = LearnerCheckpoint.readState(dir, whole);
-            boolean fp8 = net.fp8() != null;
-            if (fp8 != (st.fp8().length > 0)) {
-                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE), "FP8 state",
-                        (fp8 ? "is missing: the checkpoint is not of an FP8 run" : "is present: resume an FP8 "
-                                + "checkpoint with fp8(recipe)"));
-            }
-            MemorySegment local = host.allocate(count * Float.BYTES, 64);
-            for (RankStep r : ranks) {
-                io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
-                shards.extract(params, local);
-                r.sync().setParameters(r.network(), local);
-                for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                    shards.extract(whole.get(e.getKey()), local);
-                    r.sync().scatterShard(local, e.getValue(), count, r.network().memory());
-                }
-                try {
-                    r.scaler().restore(st.lossScale(), st.cleanSteps(), st.skippedSteps());
-                    if (fp8) {
-                        r.network().fp8().restore(st.fp8());
-                    }
-                } catch (IllegalArgumentException e) {
-                    throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
-                            "scaler/FP8 state", e.getMessage());
-                }
-                r.resumeAt(st.step(), Math.max(0, st.batches()));
-            }
-        }
+        checkpoints.resume(dir);
     }
 
     /** Bytes of the first held rank's optimizer state (its ZeRO shard's), as allocated. */
@@ -324,14 +250,7 @@ public final class Learner implements AutoCloseable {
             pipeline.loadParameters(whole);
             return;
         }
-        long count = network().table().count();
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment local = a.allocate(count * Float.BYTES, 64);
-            for (RankStep r : ranks) {
-                io.accel4j.nn.TensorShards.of(r.network()).extract(whole, local);
-                r.sync().setParameters(r.network(), local);
-            }
-        }
+        checkpoints.loadParameters(whole);
     }
 
     /** The whole model's parameter table (the one-rank network's; this rank's own when not split). */
@@ -349,16 +268,7 @@ public final class Learner implements AutoCloseable {
             pipeline.gatherParameters(host);
             return;
         }
-        long count = network().table().count(), total = wholeTable().count();
-        forEachRank(rank -> {
-            RankStep r = ranks.get(rank);
-            try (Arena mine = Arena.ofShared()) {
-                MemorySegment local = mine.allocate(count * Float.BYTES, 64);
-                r.sync().copyParameters(r.network(), local);
-                io.accel4j.nn.TensorShards.of(r.network()).gather(local, globalRank[rank] == 0 ? host
-                        : mine.allocate(total * Float.BYTES, 64));
-            }
-        });
+        checkpoints.gatherParameters(host);
     }
 
     /** Runs {@code body} for every rank: on this thread for one, on one thread each for several (collectives). */
@@ -501,12 +411,7 @@ public final class Learner implements AutoCloseable {
             pipeline.gatherState(params, state);
             return;
         }
-        checkNotSharded();
-        RankStep r = ranks.get(0);
-        r.network().copyParamsToHost(params);
-        for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-            r.network().memory().copyToHost(e.getValue(), state.get(e.getKey()).asSlice(0, e.getValue().byteSize()));
-        }
+        checkpoints.gatherState(params, state);
     }
 
     /**
@@ -520,22 +425,7 @@ public final class Learner implements AutoCloseable {
             pipeline.restoreState(params, state, step, lossScale, cleanSteps, skippedSteps);
             return;
         }
-        checkNotSharded();
-        for (RankStep r : ranks) {
-            r.network().copyParamsFromHost(params);
-            for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                r.network().memory().copyToDevice(state.get(e.getKey()).asSlice(0, e.getValue().byteSize()),
-                        e.getValue());
-            }
-            r.scaler().restore(lossScale, cleanSteps, skippedSteps);
-            r.resumeAt(step, (long) step * cfg.gradAccum);
-        }
-    }
-
-    private void checkNotSharded() {
-        if (cfg.zero > 0) {
-            throw new IllegalStateException("ZeRO shards the optimizer state: use save and resume");
-        }
+        checkpoints.restoreState(params, state, step, lossScale, cleanSteps, skippedSteps);
     }
 
     /** The pipeline's stages held here (all of them in process), or an empty list without pipeline parallelism. */
