@@ -1,6 +1,5 @@
 package io.accel4j.fit;
 
-import io.accel4j.cli.train.LossPlot;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
@@ -9,13 +8,7 @@ import io.accel4j.nn.Module;
 import io.accel4j.nn.Network;
 import io.accel4j.train.StepMetrics;
 import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.io.Writer;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -62,6 +55,7 @@ public final class Learner implements AutoCloseable {
     /** The run's rank of each rank held here. */
     private final int[] globalRank;
     private final List<StepMetrics> history = Collections.synchronizedList(new ArrayList<>());
+    private final RunOutput output;
     /** The stages when the learner trains with pipeline parallelism, else null. */
     private final PipelineLearning pipeline;
     /** Each held rank's place in the D × 1 × T grid and its groups, under tensor parallelism; else null. */
@@ -71,6 +65,7 @@ public final class Learner implements AutoCloseable {
 
     Learner(LearnerBuilder b) {
         this.cfg = b;
+        this.output = new RunOutput(b.out, b.classes);
         if (b.pipeline != null) { // a strategy of its own: the stages hold the model between them
             this.pipeline = new PipelineLearning(b);
             this.group = null;
@@ -168,7 +163,7 @@ public final class Learner implements AutoCloseable {
             mine.add(m);
             history.add(m);
             if (lead()) {
-                appendMetrics(m);
+                output.append(m);
             }
             if (lines != null) {
                 lines.step(m);
@@ -194,7 +189,7 @@ public final class Learner implements AutoCloseable {
             });
         }
         if (lead()) {
-            plot();
+            output.plot(history(), describe());
         }
         return mine;
     }
@@ -297,40 +292,7 @@ public final class Learner implements AutoCloseable {
      */
     public double evaluate(DataSource source, int batches) {
         notSplit("evaluate");
-        Network net = network();
-        try (Arena a = Arena.ofConfined()) {
-            long rows = (long) cfg.B * cfg.T;
-            MemorySegment in = a.allocate(rows * net.inputWidth() * 4, 64), tg = a.allocate(rows * 4, 64);
-            double sum = 0;
-            for (int i = 0; i < batches; i++) {
-                source.next(in, tg);
-                sum += forward(in, tg, cfg.B, cfg.T);
-            }
-            return sum / batches;
-        }
-    }
-
-    /**
-     * Rank 0's forward of {@code in} (its mean loss with targets {@code tg}, or NaN); under ZeRO-3 each forward gathers
-     * the parameters from every rank, so every rank held here runs it on the same input (a collective when the ranks
-     * are processes: each calls it).
-     */
-    private double forward(MemorySegment in, MemorySegment tg, int B, int T) {
-        if (network().flat() || group == null) {
-            return network().forward(in, tg, B, T);
-        }
-        double[] loss = new double[1];
-        try (Arena shared = Arena.ofShared()) { // read by every rank's thread
-            MemorySegment sin = shared.allocate(in.byteSize(), 64).copyFrom(in);
-            MemorySegment stg = tg == null ? null : shared.allocate(tg.byteSize(), 64).copyFrom(tg);
-            onEveryRank(rank -> {
-                double l = ranks.get(rank).network().forward(sin, stg, B, T);
-                if (rank == 0) {
-                    loss[0] = l;
-                }
-            });
-        }
-        return loss[0];
+        return inference().evaluate(source, batches);
     }
 
     /**
@@ -338,59 +300,17 @@ public final class Learner implements AutoCloseable {
      */
     public int[] predict(MemorySegment inputs, int B, int T) {
         notSplit("predict");
-        Network net = network();
-        forward(inputs, null, B, T);
-        int rows = B * T, width = net.outputWidth(), n = net.classes();
-        int[] best = new int[rows];
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment logits = net.memory().readableOnHost(net.logits(), a);
-            for (int i = 0; i < rows; i++) {
-                float max = Float.NEGATIVE_INFINITY;
-                for (int c = 0; c < n; c++) {
-                    float v = logits.getAtIndex(ValueLayout.JAVA_FLOAT, (long) i * width + c);
-                    if (v > max) {
-                        max = v;
-                        best[i] = c;
-                    }
-                }
-            }
-        }
-        return best;
+        return inference().predict(inputs, B, T);
+    }
+
+    private Inference inference() {
+        return new Inference(ranks, group == null ? null : this::onEveryRank, cfg.B, cfg.T);
     }
 
     private void notSplit(String what) {
         if (cfg.tensorParallel > 1) {
             throw new IllegalStateException(what + " runs rank 0's network alone, which a tensor-parallel model "
                     + "cannot (its blocks compute with their group): save and resume on one rank to " + what);
-        }
-    }
-
-    private void appendMetrics(StepMetrics m) {
-        if (cfg.out == null) {
-            return;
-        }
-        try {
-            Files.createDirectories(cfg.out);
-            try (Writer w = Files.newBufferedWriter(cfg.out.resolve("metrics.jsonl"), StandardCharsets.UTF_8,
-                    java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND)) {
-                w.write(m.toJson());
-                w.write('\n');
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot write " + cfg.out.resolve("metrics.jsonl") + ": " + e.getMessage(),
-                    e);
-        }
-    }
-
-    private void plot() {
-        if (cfg.out == null || history.isEmpty()) {
-            return;
-        }
-        try {
-            LossPlot.write(cfg.out.resolve("loss.png"), history(), Math.log(cfg.classes), "uniform guess",
-                    "accel4j: " + describe());
-        } catch (IOException | RuntimeException e) {
-            throw new IllegalStateException("cannot write " + cfg.out.resolve("loss.png") + ": " + e.getMessage(), e);
         }
     }
 
