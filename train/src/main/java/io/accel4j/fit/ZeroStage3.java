@@ -29,8 +29,8 @@ import java.util.List;
  * the sum over micro-batches of the ranks' averages replaces the average of the ranks' sums (a rounding).
  *
  * <p>Checkpoints stay whole ({@link #gatherShards}, {@link #copyParameters}); a model whose parameters are used
- * outside their child (a head tied to the embedding) cannot be split this way and fails at its first forward, naming
- * the tensor.
+ * outside their child (a head tied to the embedding) cannot be split this way and is refused when its network is
+ * built, naming the module and the tensor ({@code nn.Builder#own}).
  */
 final class ZeroStage3 extends DataParallel {
 

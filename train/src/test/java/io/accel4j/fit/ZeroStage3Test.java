@@ -228,6 +228,17 @@ class ZeroStage3Test {
         return most;
     }
 
+    @Test
+    void aParameterSharedAcrossChildrenIsRefusedBeforeAllocatingNamingBoth() {
+        assertThatThrownBy(() -> Learner.of(() -> {
+            Embedding embed = Embedding.tokensAndPositions("embed", 13, 16, 8);
+            return new Sequential("tied", embed, new LayerNorm("ln_f", 16), LmHead.tied("lm_head", embed));
+        }).tokens(13).classes(13).batch(2, 8).ranks(2).zero(3).data(tokens()).build())
+                .isInstanceOf(io.accel4j.nn.ShapeException.class)
+                .hasMessageContaining("'tied.lm_head' (unit 2)").hasMessageContaining("'tied.embed.wte' of unit 0")
+                .hasMessageContaining("ZeRO-2");
+    }
+
     /** The whole model's parameters, gathered from every rank's shards. */
     static float[] params(Learner l) {
         try (Arena a = Arena.ofShared()) {
