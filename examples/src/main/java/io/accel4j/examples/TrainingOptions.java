@@ -25,6 +25,10 @@ final class TrainingOptions {
     @Option(names = "--ranks", description = "Data-parallel ranks in this process (default ${DEFAULT-VALUE}).")
     int ranks = 1;
 
+    @Option(names = "--zero", description = "ZeRO stage over the ranks: 0 (DDP), 1 (optimizer state sharded), 2 "
+            + "(gradients too), 3 (parameters too) (default ${DEFAULT-VALUE}).")
+    int zero;
+
     @Option(names = "--precision", description = "Matmul operands: fp32, bf16 or fp16 (default ${DEFAULT-VALUE}).",
             converter = Examples.PrecisionConverter.class)
     DType precision = DType.FP32;
@@ -48,13 +52,18 @@ final class TrainingOptions {
     void check() {
         Examples.check(steps >= 1, "--steps must be >= 1, got " + steps);
         Examples.check(ranks >= 1, "--ranks must be >= 1, got " + ranks);
+        Examples.check(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got " + zero);
+        Examples.check(zero == 0 || ranks >= 2, "--zero " + zero + " shards over the ranks: add --ranks 2 or more");
         Examples.check(threads >= 1, "--threads must be >= 1, got " + threads);
         Examples.check(lr > 0 && Float.isFinite(lr), "--lr must be a positive number, got " + lr);
     }
 
-    /** The optimizer (with {@code weightDecay} on the tensors that take it), precision, ranks, threads, seed, output. */
+    /**
+     * The optimizer (with {@code weightDecay} on the tensors that take it), precision, ranks and ZeRO stage, threads,
+     * seed, output.
+     */
     LearnerBuilder applyTo(LearnerBuilder b, float weightDecay) {
         return b.optimizer(Examples.optimizer(optimizer, weightDecay, seed)).precision(precision).ranks(ranks)
-                .threads(threads).seed(seed).out(outDir);
+                .zero(zero).threads(threads).seed(seed).out(outDir);
     }
 }

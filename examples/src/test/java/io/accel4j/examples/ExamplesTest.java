@@ -24,6 +24,12 @@ class ExamplesTest {
         mlp.run.ranks = 2;
         mlp.run.precision = DType.BF16;
         assertThat(mlp.run(quiet()).accuracy()).isGreaterThan(0.9);
+        // ZeRO-3: each layer's parameters gathered from both ranks as it runs; the same numbers as DDP
+        mlp = new MlpSpirals();
+        mlp.run.steps = 400;
+        mlp.run.ranks = 2;
+        mlp.run.zero = 3;
+        assertThat(mlp.run(quiet()).accuracy()).isGreaterThan(0.9);
         // Lion and SGD with momentum at the rates that suit them here (measured at 400 steps: Lion 1e-2 100 %,
         // 3e-3 95 %; SGD 0.5 98.6 %, 0.1 62 %)
         mlp = new MlpSpirals();
@@ -63,6 +69,8 @@ class ExamplesTest {
         assertThat(cl.execute("mlp", "--precision", "fp64")).isEqualTo(2);
         assertThat(err.toString(StandardCharsets.UTF_8)).contains("expected fp32, bf16 or fp16, got 'fp64'");
         assertThat(cl.execute("mlp", "--steps", "0")).isEqualTo(2);
+        assertThat(cl.execute("mlp", "--zero", "3")).isEqualTo(2);
+        assertThat(cl.execute("mlp", "--ranks", "2", "--zero", "4")).isEqualTo(2);
         assertThat(cl.execute()).isEqualTo(2);
     }
 

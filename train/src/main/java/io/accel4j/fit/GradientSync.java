@@ -56,6 +56,37 @@ public interface GradientSync extends AutoCloseable {
         memory.copy(shard.asSlice(0, count * Float.BYTES), whole);
     }
 
+    /**
+     * The optimizer of {@code spec} for this rank's part of {@code net}'s parameters: its {@link #shard} of the
+     * network's flat buffers, the averaged gradients where {@link #gradients} says.
+     */
+    default io.accel4j.optim.Optimizer optimizer(io.accel4j.optim.OptimizerSpec spec, io.accel4j.nn.Network net) {
+        long count = net.table().count();
+        Shard s = shard(count);
+        MemorySegment params = net.params().asSlice(s.offset() * Float.BYTES, s.length() * Float.BYTES);
+        return spec.create(net.ops(), net.table(), params, gradients(net.grads(), count), s.offset(), s.length());
+    }
+
+    /**
+     * A resume's scatter, the inverse of {@link #gatherShards}: this rank's part of {@code whole} ({@code count}
+     * values, host memory) into {@code shard} (an optimizer state buffer, the backend's memory).
+     */
+    default void scatterShard(MemorySegment whole, MemorySegment shard, long count,
+                              io.accel4j.core.memory.DeviceMemory memory) {
+        Shard s = shard(count);
+        memory.copyToDevice(whole.asSlice(s.offset() * Float.BYTES, s.length() * Float.BYTES), shard);
+    }
+
+    /** Sets {@code net}'s parameters from the whole vector {@code host} (this rank's shards of it where they are sharded). */
+    default void setParameters(io.accel4j.nn.Network net, MemorySegment host) {
+        net.copyParamsFromHost(host);
+    }
+
+    /** The whole parameter vector of {@code net} into {@code host}: a collective where the parameters are sharded. */
+    default void copyParameters(io.accel4j.nn.Network net, MemorySegment host) {
+        net.copyParamsToHost(host);
+    }
+
     /** After this rank's optimizer updated its shard of {@code params}: every rank gets every shard. */
     default void afterUpdate(MemorySegment params, long count) {
     }

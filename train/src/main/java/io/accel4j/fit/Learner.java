@@ -1,28 +1,17 @@
 package io.accel4j.fit;
 
-import io.accel4j.cli.train.LossPlot;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.nn.Module;
 import io.accel4j.nn.Network;
-import io.accel4j.nn.NetworkSpec;
-import io.accel4j.train.precision.LossScaler;
-import io.accel4j.train.precision.Precision;
 import io.accel4j.train.StepMetrics;
 import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.io.Writer;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -66,19 +55,24 @@ public final class Learner implements AutoCloseable {
     /** The run's rank of each rank held here. */
     private final int[] globalRank;
     private final List<StepMetrics> history = Collections.synchronizedList(new ArrayList<>());
+    private final RunOutput output;
     /** The stages when the learner trains with pipeline parallelism, else null. */
     private final PipelineLearning pipeline;
     /** Each held rank's place in the D × 1 × T grid and its groups, under tensor parallelism; else null. */
     private final List<io.accel4j.grid.ProcessGrid> grids;
+    /** The whole model in and out of the ranks held here (checkpoints, parameters, state); null for a pipeline. */
+    private final RankCheckpoints checkpoints;
 
     Learner(LearnerBuilder b) {
         this.cfg = b;
+        this.output = new RunOutput(b.out, b.classes);
         if (b.pipeline != null) { // a strategy of its own: the stages hold the model between them
             this.pipeline = new PipelineLearning(b);
             this.group = null;
             this.grids = null;
             this.world = b.comm != null ? b.comm.size() : Math.max(b.ranks, b.pipeline.stages());
             this.globalRank = new int[] {pipeline.lead() ? 0 : b.comm.rank()};
+            this.checkpoints = null;
             return;
         }
         this.pipeline = null;
@@ -86,6 +80,7 @@ public final class Learner implements AutoCloseable {
         this.world = b.comm != null ? b.comm.size() : b.ranks;
         int held = b.comm != null ? 1 : b.ranks;
         this.globalRank = new int[held];
+        this.checkpoints = new RankCheckpoints(ranks, globalRank, this::forEachRank, b);
         io.accel4j.grid.GridLayout layout = b.tensorParallel > 1
                 ? io.accel4j.grid.GridLayout.of(world, 1, b.tensorParallel) : null;
         this.grids = layout == null ? null : new ArrayList<>();
@@ -107,36 +102,10 @@ public final class Learner implements AutoCloseable {
                     ops = new CpuOps(pool);
                 }
                 io.accel4j.grid.ProcessGrid grid = grids == null ? null : grids.get(i);
-                NetworkSpec spec = Network.of(b.model.get()).classes(b.classes).batch(b.B, b.T)
-                        .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8)
-                        .tensorParallel(grid == null ? null : grid.tensor());
-                spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);
-                Network net = spec.build(ops);
-                try {
-                    net.initialise(b.seed);
-                    long count = net.table().count();
-                    int values = net.fp8() == null ? 0 : net.fp8().histories();
-                    io.accel4j.collectives.Communicator c = grid != null ? grid.data() : b.comm != null ? b.comm
-                            : group != null ? group.communicator(r) : null;
-                    GradientSync sync = c == null || c.size() == 1 ? GradientSync.local()
-                            : b.zero == 0 ? new DataParallel(c, ops.memory(), values)
-                            : new ZeroSharding(b.zero, c, ops.memory(), count, values);
-                    if (grid != null) {
-                        sync = new TensorParallelSync(sync, grid.tensor(), net, ops.memory());
-                    }
-                    int replica = grid != null ? grid.coordinates().dp() : r;
-                    int replicas = grid != null ? layout.dp() : world;
-                    GradientSync.Shard shard = sync.shard(count);
-                    MemorySegment params = net.params().asSlice(shard.offset() * Float.BYTES,
-                            shard.length() * Float.BYTES);
-                    ranks.add(new RankStep(net, optimizerOf(b, perRank).create(ops, net.table(), params,
-                            sync.gradients(net.grads(), count), shard.offset(), shard.length()), sync,
-                            b.data.open(replica, replicas, b.B, b.T), b.schedule, new LossScaler(Precision.of(b.precision)),
-                            b.gradClip, b.B, b.T, b.gradAccum));
-                } catch (RuntimeException | Error e) {
-                    net.close();
-                    throw e;
-                }
+                io.accel4j.collectives.Communicator c = grid != null ? grid.data() : b.comm != null ? b.comm
+                        : group != null ? group.communicator(r) : null;
+                ranks.add(RankAssembly.build(b, optimizerOf(b, perRank), ops, c, grid, grid != null ? grid.coordinates().dp() : r,
+                        grid != null ? layout.dp() : world));
             }
         } catch (RuntimeException | Error e) {
             close();
@@ -152,21 +121,6 @@ public final class Learner implements AutoCloseable {
         Parallel pool = new Parallel(threads);
         owned.add(pool);
         return new io.accel4j.optim.Offload(b.optimizer, new CpuOps(pool));
-    }
-
-    /**
-     * {@code state} (a buffer of {@code r}'s optimizer) where the network's memory can reach it: itself, or for an
-     * offloaded optimizer a copy in {@code scratch}.
-     */
-    private static MemorySegment inNetworkMemory(RankStep r, MemorySegment state,
-                                                 io.accel4j.core.memory.DeviceArena scratch) {
-        io.accel4j.core.memory.DeviceMemory mem = r.network().memory();
-        if (r.optimizer().stateMemory() == mem) {
-            return state;
-        }
-        MemorySegment dev = scratch.allocate(state.byteSize());
-        mem.copyToDevice(state, dev); // the offloaded state is host memory
-        return dev;
     }
 
     /** Whether the run's rank 0 is held here (it reports and writes). */
@@ -219,7 +173,7 @@ public final class Learner implements AutoCloseable {
             mine.add(m);
             history.add(m);
             if (lead()) {
-                appendMetrics(m);
+                output.append(m);
             }
             if (lines != null) {
                 lines.step(m);
@@ -245,7 +199,7 @@ public final class Learner implements AutoCloseable {
             });
         }
         if (lead()) {
-            plot();
+            output.plot(history(), describe());
         }
         return mine;
     }
@@ -261,46 +215,7 @@ public final class Learner implements AutoCloseable {
             pipeline.save(dir);
             return;
         }
-        Network net = network();
-        long count = net.table().count();
-        io.accel4j.nn.ParameterTable table = io.accel4j.nn.TensorShards.of(net).whole(); // the whole model's
-        long total = table.count();
-        Map<String, MemorySegment> whole = new LinkedHashMap<>();
-        try (Arena host = Arena.ofShared()) {
-            for (String name : ranks.get(0).optimizer().state().keySet()) {
-                whole.put(name, host.allocate(total * Float.BYTES, 64));
-            }
-            MemorySegment params = host.allocate(total * Float.BYTES, 64);
-            forEachRank(rank -> { // collectives: every rank sends its ZeRO shards, then its tensor shards
-                RankStep r = ranks.get(rank);
-                io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
-                boolean writer = globalRank[rank] == 0;
-                try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena();
-                     Arena mine = Arena.ofShared()) {
-                    MemorySegment local = mine.allocate(count * Float.BYTES, 64);
-                    MemorySegment all = writer ? null : mine.allocate(total * Float.BYTES, 64);
-                    for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                        MemorySegment dev = scratch.allocate(count * Float.BYTES);
-                        r.sync().gatherShards(inNetworkMemory(r, e.getValue(), scratch), dev, count,
-                                r.network().memory());
-                        r.network().memory().copyToHost(dev, local);
-                        shards.gather(local, writer ? whole.get(e.getKey()) : all);
-                    }
-                    r.network().copyParamsToHost(local);
-                    shards.gather(local, writer ? params : all);
-                }
-            });
-            if (!lead()) {
-                return; // it sent its shards; the run's rank 0 writes
-            }
-            RankStep r0 = ranks.get(0);
-            LearnerCheckpoint.writeModel(dir, table, params);
-            boolean resumable = ranks.stream().allMatch(r -> r.data() instanceof DataSource.Resumable);
-            LossScaler sc = r0.scaler();
-            LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
-                    sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(),
-                    resumable ? r0.batchesRead() : -1, net.fp8() == null ? new byte[0] : net.fp8().encode()), whole);
-        }
+        checkpoints.save(dir);
     }
 
     /**
@@ -317,48 +232,7 @@ public final class Learner implements AutoCloseable {
             pipeline.resume(dir);
             return;
         }
-        Network net = network();
-        long count = net.table().count();
-        io.accel4j.nn.ParameterTable table = io.accel4j.nn.TensorShards.of(net).whole();
-        long total = table.count();
-        try (Arena host = Arena.ofShared()) {
-            MemorySegment params = host.allocate(total * Float.BYTES, 64);
-            LearnerCheckpoint.readModel(dir, table, params);
-            Map<String, MemorySegment> whole = new LinkedHashMap<>();
-            for (String name : ranks.get(0).optimizer().state().keySet()) {
-                whole.put(name, host.allocate(total * Float.BYTES, 64));
-            }
-            LearnerCheckpoint.State st = LearnerCheckpoint.readState(dir, whole);
-            boolean fp8 = net.fp8() != null;
-            if (fp8 != (st.fp8().length > 0)) {
-                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE), "FP8 state",
-                        (fp8 ? "is missing: the checkpoint is not of an FP8 run" : "is present: resume an FP8 "
-                                + "checkpoint with fp8(recipe)"));
-            }
-            MemorySegment local = host.allocate(count * Float.BYTES, 64);
-            for (RankStep r : ranks) {
-                io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
-                shards.extract(params, local);
-                r.network().copyParamsFromHost(local);
-                r.optimizer().parametersReplaced();
-                GradientSync.Shard shard = r.sync().shard(count);
-                for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                    shards.extract(whole.get(e.getKey()), local);
-                    r.optimizer().stateMemory().copyToDevice(local.asSlice(shard.offset() * Float.BYTES,
-                            shard.length() * Float.BYTES), e.getValue());
-                }
-                try {
-                    r.scaler().restore(st.lossScale(), st.cleanSteps(), st.skippedSteps());
-                    if (fp8) {
-                        r.network().fp8().restore(st.fp8());
-                    }
-                } catch (IllegalArgumentException e) {
-                    throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
-                            "scaler/FP8 state", e.getMessage());
-                }
-                r.resumeAt(st.step(), Math.max(0, st.batches()));
-            }
-        }
+        checkpoints.resume(dir);
     }
 
     /** Bytes of the first held rank's optimizer state (its ZeRO shard's), as allocated. */
@@ -381,15 +255,7 @@ public final class Learner implements AutoCloseable {
             pipeline.loadParameters(whole);
             return;
         }
-        long count = network().table().count();
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment local = a.allocate(count * Float.BYTES, 64);
-            for (RankStep r : ranks) {
-                io.accel4j.nn.TensorShards.of(r.network()).extract(whole, local);
-                r.network().copyParamsFromHost(local);
-                r.optimizer().parametersReplaced();
-            }
-        }
+        checkpoints.loadParameters(whole);
     }
 
     /** The whole model's parameter table (the one-rank network's; this rank's own when not split). */
@@ -407,16 +273,7 @@ public final class Learner implements AutoCloseable {
             pipeline.gatherParameters(host);
             return;
         }
-        long count = network().table().count(), total = wholeTable().count();
-        forEachRank(rank -> {
-            RankStep r = ranks.get(rank);
-            try (Arena mine = Arena.ofShared()) {
-                MemorySegment local = mine.allocate(count * Float.BYTES, 64);
-                r.network().copyParamsToHost(local);
-                io.accel4j.nn.TensorShards.of(r.network()).gather(local, globalRank[rank] == 0 ? host
-                        : mine.allocate(total * Float.BYTES, 64));
-            }
-        });
+        checkpoints.gatherParameters(host);
     }
 
     /** Runs {@code body} for every rank: on this thread for one, on one thread each for several (collectives). */
@@ -445,17 +302,7 @@ public final class Learner implements AutoCloseable {
      */
     public double evaluate(DataSource source, int batches) {
         notSplit("evaluate");
-        Network net = network();
-        try (Arena a = Arena.ofConfined()) {
-            long rows = (long) cfg.B * cfg.T;
-            MemorySegment in = a.allocate(rows * net.inputWidth() * 4, 64), tg = a.allocate(rows * 4, 64);
-            double sum = 0;
-            for (int i = 0; i < batches; i++) {
-                source.next(in, tg);
-                sum += net.forward(in, tg, cfg.B, cfg.T);
-            }
-            return sum / batches;
-        }
+        return inference().evaluate(source, batches);
     }
 
     /**
@@ -463,59 +310,17 @@ public final class Learner implements AutoCloseable {
      */
     public int[] predict(MemorySegment inputs, int B, int T) {
         notSplit("predict");
-        Network net = network();
-        net.forward(inputs, null, B, T);
-        int rows = B * T, width = net.outputWidth(), n = net.classes();
-        int[] best = new int[rows];
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment logits = net.memory().readableOnHost(net.logits(), a);
-            for (int i = 0; i < rows; i++) {
-                float max = Float.NEGATIVE_INFINITY;
-                for (int c = 0; c < n; c++) {
-                    float v = logits.getAtIndex(ValueLayout.JAVA_FLOAT, (long) i * width + c);
-                    if (v > max) {
-                        max = v;
-                        best[i] = c;
-                    }
-                }
-            }
-        }
-        return best;
+        return inference().predict(inputs, B, T);
+    }
+
+    private Inference inference() {
+        return new Inference(ranks, group == null ? null : this::onEveryRank, cfg.B, cfg.T);
     }
 
     private void notSplit(String what) {
         if (cfg.tensorParallel > 1) {
             throw new IllegalStateException(what + " runs rank 0's network alone, which a tensor-parallel model "
                     + "cannot (its blocks compute with their group): save and resume on one rank to " + what);
-        }
-    }
-
-    private void appendMetrics(StepMetrics m) {
-        if (cfg.out == null) {
-            return;
-        }
-        try {
-            Files.createDirectories(cfg.out);
-            try (Writer w = Files.newBufferedWriter(cfg.out.resolve("metrics.jsonl"), StandardCharsets.UTF_8,
-                    java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND)) {
-                w.write(m.toJson());
-                w.write('\n');
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot write " + cfg.out.resolve("metrics.jsonl") + ": " + e.getMessage(),
-                    e);
-        }
-    }
-
-    private void plot() {
-        if (cfg.out == null || history.isEmpty()) {
-            return;
-        }
-        try {
-            LossPlot.write(cfg.out.resolve("loss.png"), history(), Math.log(cfg.classes), "uniform guess",
-                    "accel4j: " + describe());
-        } catch (IOException | RuntimeException e) {
-            throw new IllegalStateException("cannot write " + cfg.out.resolve("loss.png") + ": " + e.getMessage(), e);
         }
     }
 
@@ -536,13 +341,7 @@ public final class Learner implements AutoCloseable {
             pipeline.gatherState(params, state);
             return;
         }
-        checkNotSharded();
-        RankStep r = ranks.get(0);
-        r.network().copyParamsToHost(params);
-        for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-            r.optimizer().stateMemory().copyToHost(e.getValue(),
-                    state.get(e.getKey()).asSlice(0, e.getValue().byteSize()));
-        }
+        checkpoints.gatherState(params, state);
     }
 
     /**
@@ -556,23 +355,7 @@ public final class Learner implements AutoCloseable {
             pipeline.restoreState(params, state, step, lossScale, cleanSteps, skippedSteps);
             return;
         }
-        checkNotSharded();
-        for (RankStep r : ranks) {
-            r.network().copyParamsFromHost(params);
-            r.optimizer().parametersReplaced();
-            for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                r.optimizer().stateMemory().copyToDevice(state.get(e.getKey()).asSlice(0, e.getValue().byteSize()),
-                        e.getValue());
-            }
-            r.scaler().restore(lossScale, cleanSteps, skippedSteps);
-            r.resumeAt(step, (long) step * cfg.gradAccum);
-        }
-    }
-
-    private void checkNotSharded() {
-        if (cfg.zero > 0) {
-            throw new IllegalStateException("ZeRO shards the optimizer state: use save and resume");
-        }
+        checkpoints.restoreState(params, state, step, lossScale, cleanSteps, skippedSteps);
     }
 
     /** The pipeline's stages held here (all of them in process), or an empty list without pipeline parallelism. */

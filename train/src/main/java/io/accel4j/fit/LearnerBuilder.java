@@ -151,10 +151,13 @@ public final class LearnerBuilder {
         return this;
     }
 
-    /** ZeRO stage 1 (optimizer state sharded) or 2 (gradients too) over the ranks; 0 (default): DDP. */
+    /**
+     * ZeRO stage 1 (optimizer state sharded), 2 (gradients too) or 3 (parameters too: the model must be a
+     * {@code Sequential}, whose children are gathered one at a time) over the ranks; 0 (default): DDP.
+     */
     public LearnerBuilder zero(int stage) {
-        if (stage < 0 || stage > 2) {
-            throw new IllegalArgumentException("ZeRO stage must be 0, 1 or 2, got " + stage);
+        if (stage < 0 || stage > 3) {
+            throw new IllegalArgumentException("ZeRO stage must be 0, 1, 2 or 3, got " + stage);
         }
         this.zero = stage;
         return this;
@@ -284,6 +287,10 @@ public final class LearnerBuilder {
         if (pipeline != null && tensorParallel > 1) {
             throw new IllegalArgumentException("pipeline(" + pipeline.stages() + ", …) and tensorParallel("
                     + tensorParallel + ") do not compose yet: choose one");
+        }
+        if (zero == 3 && offloadOptimizer) {
+            throw new IllegalArgumentException("offloadOptimizer() does not go with zero(3) yet: ZeRO-3's shard is "
+                    + "scattered over the units; use zero(1) or zero(2)");
         }
         if (pipeline != null && offloadOptimizer) {
             throw new IllegalArgumentException("offloadOptimizer() does not go with pipeline(" + pipeline.stages()

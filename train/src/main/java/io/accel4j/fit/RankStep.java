@@ -32,6 +32,9 @@ final class RankStep implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment inputs;
     private final MemorySegment targets;
+    /** The network's flat parameters and gradients, or NULL when the strategy holds them (ZeRO-3). */
+    private final MemorySegment params;
+    private final MemorySegment grads;
     private int step;
 
     RankStep(Network net, Optimizer optimizer, GradientSync sync, DataSource data, LrSchedule schedule,
@@ -49,6 +52,8 @@ final class RankStep implements AutoCloseable {
         long rows = (long) B * T;
         this.inputs = arena.allocate(rows * net.inputWidth() * Float.BYTES, 64);
         this.targets = arena.allocate(rows * Integer.BYTES, 64);
+        this.params = net.flat() ? net.params() : MemorySegment.NULL;
+        this.grads = net.flat() ? net.grads() : MemorySegment.NULL;
     }
 
     Network network() {
@@ -102,12 +107,12 @@ final class RankStep implements AutoCloseable {
             loss += net.forwardBackward(inputs, targets, B, T, dlossScale);
         }
         loss /= K;
-        sync.reduce(net.grads(), count);
+        sync.reduce(grads, count);
         if (sync.ranks() > 1) {
             loss = sync.mean(loss);
         }
-        boolean overflow = scaler.enabled() && sync.anyNonFinite(ops, net.grads(), count);
-        double norm = overflow ? Double.NaN : Math.sqrt(sync.sumOfSquares(ops, net.grads(), count)) / lossScale;
+        boolean overflow = scaler.enabled() && sync.anyNonFinite(ops, grads, count);
+        double norm = overflow ? Double.NaN : Math.sqrt(sync.sumOfSquares(ops, grads, count)) / lossScale;
         if (!Double.isFinite(loss) || !overflow && !Double.isFinite(norm)) {
             throw new IllegalStateException("training diverged at step " + s + " (loss " + loss + ", gradient norm "
                     + norm + "): lower the learning rate or clip the gradients");
@@ -116,7 +121,7 @@ final class RankStep implements AutoCloseable {
         if (!overflow) {
             float clip = gradClip > 0 && norm > gradClip ? (float) (gradClip / norm) : 1f;
             optimizer.step(s + 1 - scaler.skippedSteps(), lr, clip / lossScale);
-            sync.afterUpdate(net.params(), count);
+            sync.afterUpdate(params, count);
         }
         scaler.afterStep(overflow);
         Fp8State fp8 = net.fp8();

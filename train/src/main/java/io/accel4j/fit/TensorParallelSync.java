@@ -81,6 +81,26 @@ final class TensorParallelSync implements GradientSync {
     }
 
     @Override
+    public io.accel4j.optim.Optimizer optimizer(io.accel4j.optim.OptimizerSpec spec, Network n) {
+        return inner.optimizer(spec, n);
+    }
+
+    @Override
+    public void scatterShard(MemorySegment whole, MemorySegment shard, long count, DeviceMemory memory) {
+        inner.scatterShard(whole, shard, count, memory);
+    }
+
+    @Override
+    public void setParameters(Network n, MemorySegment host) {
+        inner.setParameters(n, host);
+    }
+
+    @Override
+    public void copyParameters(Network n, MemorySegment host) {
+        inner.copyParameters(n, host);
+    }
+
+    @Override
     public void afterUpdate(MemorySegment params, long count) {
         inner.afterUpdate(params, count);
     }

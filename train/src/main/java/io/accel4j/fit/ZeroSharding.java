@@ -39,8 +39,8 @@ public final class ZeroSharding extends DataParallel {
         super(comm, memory, values);
         if (stage != 1 && stage != 2) {
             close();
-            throw new IllegalArgumentException("ZeRO stage must be 1 or 2 for a network of one's own (stage 3, "
-                    + "parameters sharded too, is the GPT-2 trainer's), got " + stage);
+            throw new IllegalArgumentException("ZeRO sharding here is stage 1 or 2 (stage 3, "
+                    + "parameters sharded too, is ZeroStage3), got " + stage);
         }
         if (comm.size() < 2) {
             close();

@@ -264,6 +264,7 @@ public final class Builder {
             throw new ShapeException("parameter '" + full + "' is registered twice");
         }
         params.add(new ParamDecl(full, dims.clone(), decays, lrScale, Objects.requireNonNull(init, "init"), count));
+        declaredInUnit.add(unit);
         return new ParamRef(params.size() - 1, full, paramOwner);
     }
 
@@ -298,7 +299,28 @@ public final class Builder {
             throw new ShapeException("module '" + qualified("") + "' was given parameter '" + ref.name()
                     + "' of another network");
         }
+        int declared = ref.index() < declaredInUnit.size() ? declaredInUnit.get(ref.index()) : unit;
+        if (unit != declared) {
+            throw new ShapeException("module '" + qualified("") + "' (unit " + unit + ") uses parameter '"
+                    + ref.name() + "' of unit " + declared + ": a unit's parameters are gathered only while it runs "
+                    + "(ZeRO-3 over the top-level Sequential's children), so a parameter cannot be shared across "
+                    + "them: untie it, or use ZeRO-2");
+        }
         return ref;
+    }
+
+    /**
+     * Builds {@code child} as {@link #child(Module, int)} in unit {@code u} ({@link UnitScope}): a parameter it uses
+     * through {@link #own} must have been declared in the same unit.
+     */
+    int childInUnit(Module child, int inWidth, int u) {
+        int outer = unit;
+        unit = u;
+        try {
+            return child(child, inWidth);
+        } finally {
+            unit = outer;
+        }
     }
 
     /** The shape of a parameter declared so far. */
@@ -334,6 +356,11 @@ public final class Builder {
         }
         return perRow;
     }
+
+    /** The unit each parameter was declared in (−1 outside any {@link UnitScope}). */
+    private final List<Integer> declaredInUnit = new ArrayList<>();
+    /** The unit being built, −1 outside any. */
+    private int unit = -1;
 
     List<ParamDecl> params() {
         return params;

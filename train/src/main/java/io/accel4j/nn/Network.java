@@ -234,6 +234,18 @@ public final class Network implements AutoCloseable {
     public void initialise(long seed) {
         try (Arena staging = Arena.ofConfined()) {
             MemorySegment host = memory.writableOnHost(params(), staging);
+            initialValues(seed, host);
+            memory.writeBack(host, params);
+        }
+    }
+
+    /**
+     * What {@link #initialise} sets, into {@code host} ({@code table().count()} fp32): for a network whose parameters
+     * a source holds, which takes them from there.
+     */
+    public void initialValues(long seed, MemorySegment host) {
+        checkHost(host);
+        try (Arena staging = Arena.ofConfined()) {
             for (ParameterTable.Entry e : table.entries()) {
                 MemorySegment dst = host.asSlice(e.offset() * Float.BYTES, e.count() * Float.BYTES);
                 Sharding sh = sharding(e.name());
@@ -246,7 +258,6 @@ public final class Network implements AutoCloseable {
                     sh.extract(all, dst, e.dims(), tensor.rank(), tensor.size());
                 }
             }
-            memory.writeBack(host, params);
         }
     }
 
@@ -280,9 +291,18 @@ public final class Network implements AutoCloseable {
         }
     }
 
-    /** Zeroes the gradients; backward adds into them. */
+    /** Whether the parameters and gradients are this network's two flat buffers, not a parameter source's. */
+    public boolean flat() {
+        return params != null;
+    }
+
+    /** Zeroes the gradients (a parameter source's: starts its accumulation); backward adds into them. */
     public void zeroGrad() {
-        memory.zero(grads());
+        if (params == null) {
+            pass.units().zeroGrad();
+        } else {
+            memory.zero(grads());
+        }
     }
 
     /**

@@ -1,6 +1,7 @@
 package io.accel4j.nn;
 
 import java.lang.foreign.MemorySegment;
+import java.util.List;
 
 /**
  * A module run inside the {@link Units} brackets of one unit, transparent otherwise (no name of its own, the child's
@@ -21,6 +22,9 @@ public final class UnitScope implements Module {
     private final int prefetchBackward;
     private final Backward backward;
     private final int reported;
+    /** The parameter tensors the child declared (table indices {@code [firstParam, endParam)}), set by build. */
+    private int firstParam;
+    private int endParam;
 
     /**
      * {@code child} in unit {@code unit}, hinting {@code prefetchForward} after its forward's acquire and
@@ -42,9 +46,38 @@ public final class UnitScope implements Module {
         return "";
     }
 
+    /**
+     * {@code body}'s children, each in a unit of its own numbered in order, forward prefetching the next and backward
+     * the one before: a network of these units gathers one child's parameters at a time (ZeRO-3 for a module tree).
+     * Their gradients are final once each child's backward ends, so each scope reports its unit to the pass's listener.
+     */
+    public static Sequential perChild(Sequential body) {
+        List<Module> children = body.children();
+        int n = children.size();
+        List<Module> scoped = new java.util.ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            scoped.add(new UnitScope(children.get(i), i, i + 1 < n ? i + 1 : -1, i > 0 ? i - 1 : -1, Backward.FULL,
+                    i));
+        }
+        return new Sequential(body.name(), scoped);
+    }
+
+    /** The unit. */
+    public int unit() {
+        return unit;
+    }
+
+    /** The table indices of the parameter tensors the child declared, {@code [first, end)}, once built. */
+    public int[] declared() {
+        return new int[] {firstParam, endParam};
+    }
+
     @Override
     public int build(Builder b, int inWidth) {
-        return b.child(child, inWidth);
+        firstParam = b.params().size();
+        int out = b.childInUnit(child, inWidth, unit);
+        endParam = b.params().size();
+        return out;
     }
 
     @Override

@@ -24,6 +24,10 @@ public interface Units {
     /** This backward has finished unit {@code unit}'s gradients. */
     void gradientsDone(int unit);
 
+    /** A new accumulation of gradients starts ({@link Network#zeroGrad} of a network whose owner holds them). */
+    default void zeroGrad() {
+    }
+
     /** No brackets: flat buffers. */
     Units NONE = new Units() {
         @Override

@@ -33,8 +33,8 @@ public final class AdamW extends FusedOptimizer {
 
         @Override
         public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
-                                long offset, long length) {
-            return new AdamW(this, ops, Groups.of(table, decayAll, offset, length), params, grads, length);
+                                List<Run> runs) {
+            return new AdamW(this, ops, Groups.of(table, decayAll, runs), params, grads, OptimizerSpec.length(runs));
         }
     }
 

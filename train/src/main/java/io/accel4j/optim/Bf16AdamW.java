@@ -42,9 +42,9 @@ public final class Bf16AdamW extends FusedOptimizer {
 
         @Override
         public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
-                                long offset, long length) {
-            return new Bf16AdamW(this, ops, Groups.of(table, decayAll, offset, length), params, grads, offset,
-                    length);
+                                List<Run> runs) {
+            return new Bf16AdamW(this, ops, Groups.of(table, decayAll, runs), params, grads,
+                    OptimizerSpec.length(runs));
         }
 
         /** The rounding seed of step {@code t}: a fresh stream per step (a SplitMix64 step from the seed). */
@@ -65,8 +65,7 @@ public final class Bf16AdamW extends FusedOptimizer {
     private final MemorySegment bf16;
     private final long length;
 
-    private Bf16AdamW(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long offset,
-                      long length) {
+    private Bf16AdamW(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
         super(ops, groups, params, grads, length, "master", "m", "v");
         this.spec = spec;
         this.length = length;

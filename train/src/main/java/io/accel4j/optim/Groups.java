@@ -16,23 +16,37 @@ import java.util.Map;
 record Groups(List<Float> lrScales, List<List<AdamWRange>> ranges) {
 
     static Groups of(ParameterTable table, boolean decayAll, long from, long length) {
-        if (from < 0 || length < 0 || from + length > table.count()) {
-            throw new IllegalArgumentException("slice [" + from + ", " + (from + length) + ") is outside the "
-                    + table.count() + " parameters");
-        }
+        return of(table, decayAll, List.of(new OptimizerSpec.Run(from, 0, length)));
+    }
+
+    /**
+     * The groups over {@code runs} of the vector, packed in the buffers at each run's {@code at}: each range's
+     * {@code start} is where its elements are in the buffers, its {@code offset} where they are in the vector.
+     */
+    static Groups of(ParameterTable table, boolean decayAll, List<OptimizerSpec.Run> runs) {
         Map<Float, List<AdamWRange>> byScale = new LinkedHashMap<>();
-        for (ParameterTable.Group g : table.groups()) {
-            long a = Math.max(from, g.offset()), b = Math.min(from + length, g.offset() + g.length());
-            if (a >= b) {
-                continue;
+        for (OptimizerSpec.Run run : runs) {
+            long from = run.offset(), length = run.length();
+            if (from < 0 || length < 0 || from + length > table.count()) {
+                throw new IllegalArgumentException("slice [" + from + ", " + (from + length) + ") is outside the "
+                        + table.count() + " parameters");
             }
-            List<AdamWRange> list = byScale.computeIfAbsent(g.lrScale(), s -> new ArrayList<>());
-            boolean decays = decayAll || g.decays();
-            AdamWRange last = list.isEmpty() ? null : list.get(list.size() - 1);
-            if (last != null && last.decays() == decays && last.offset() + last.length() == a) {
-                list.set(list.size() - 1, new AdamWRange(last.start(), last.offset(), last.length() + b - a, decays));
-            } else {
-                list.add(new AdamWRange(a - from, a, b - a, decays));
+            for (ParameterTable.Group g : table.groups()) {
+                long a = Math.max(from, g.offset()), b = Math.min(from + length, g.offset() + g.length());
+                if (a >= b) {
+                    continue;
+                }
+                List<AdamWRange> list = byScale.computeIfAbsent(g.lrScale(), s -> new ArrayList<>());
+                boolean decays = decayAll || g.decays();
+                long start = run.at() + a - from;
+                AdamWRange last = list.isEmpty() ? null : list.get(list.size() - 1);
+                if (last != null && last.decays() == decays && last.offset() + last.length() == a
+                        && last.start() + last.length() == start) {
+                    list.set(list.size() - 1, new AdamWRange(last.start(), last.offset(), last.length() + b - a,
+                            decays));
+                } else {
+                    list.add(new AdamWRange(start, a, b - a, decays));
+                }
             }
         }
         List<List<AdamWRange>> r = new ArrayList<>();

@@ -29,8 +29,8 @@ public final class Lion extends FusedOptimizer {
 
         @Override
         public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
-                                long offset, long length) {
-            return new Lion(this, ops, Groups.of(table, false, offset, length), params, grads, length);
+                                List<Run> runs) {
+            return new Lion(this, ops, Groups.of(table, false, runs), params, grads, OptimizerSpec.length(runs));
         }
     }
 

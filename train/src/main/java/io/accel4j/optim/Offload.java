@@ -55,6 +55,22 @@ public record Offload(OptimizerSpec inner, Ops host) implements OptimizerSpec {
         return new OffloadedOptimizer(this, device, table, params, grads, offset, length);
     }
 
+    /**
+     * One run at the start of the buffers (a whole vector or a ZeRO-1/2 chunk) is offloaded; the scattered runs of a
+     * ZeRO-3 shard are not yet.
+     *
+     * @throws IllegalArgumentException for several runs, or one not at the buffers' start
+     */
+    @Override
+    public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
+                            java.util.List<Run> runs) {
+        if (runs.size() != 1 || runs.get(0).at() != 0) {
+            throw new IllegalArgumentException("the offloaded optimizer takes one contiguous range of the parameters "
+                    + "(one rank, DDP, ZeRO-1/2), not ZeRO-3's " + runs.size() + " runs yet");
+        }
+        return create(ops, table, params, grads, runs.get(0).offset(), runs.get(0).length());
+    }
+
     /** The memory the offloaded state lives in. */
     static DeviceMemory hostMemory() {
         return HostMemory.INSTANCE;

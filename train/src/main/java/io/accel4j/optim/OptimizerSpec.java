@@ -3,6 +3,7 @@ package io.accel4j.optim;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.ParameterTable;
 import java.lang.foreign.MemorySegment;
+import java.util.List;
 
 /**
  * An optimizer's hyperparameters, before it is bound to a network: {@link #create} allocates its state for one
@@ -26,6 +27,30 @@ public interface OptimizerSpec {
      * (a ZeRO shard): {@code params} and {@code grads} hold just those {@code length} elements, and the state is
      * allocated for them only. Each element is updated as the whole-vector optimizer would update it.
      */
-    Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads, long offset,
-                     long length);
+    default Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads, long offset,
+                             long length) {
+        return create(ops, table, params, grads, List.of(new Run(offset, 0, length)));
+    }
+
+    /**
+     * {@code length} elements of the parameter vector at {@code offset}, held at {@code at} of an optimizer's buffers.
+     */
+    record Run(long offset, long at, long length) {}
+
+    /**
+     * An optimizer of the parameter vector's {@code runs}, packed in {@code params} and {@code grads} as each run's
+     * {@code at} says (ZeRO-3's shard: a chunk of every unit, each unit's tensors not contiguous in the vector); the
+     * state is allocated for {@code Σ length} elements, laid out as the buffers. Each element is updated as the
+     * whole-vector optimizer would update it.
+     */
+    Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads, List<Run> runs);
+
+    /** The elements {@code runs} hold. */
+    static long length(List<Run> runs) {
+        long n = 0;
+        for (Run r : runs) {
+            n = Math.addExact(n, r.length());
+        }
+        return n;
+    }
 }

@@ -36,8 +36,8 @@ public final class Sgd extends FusedOptimizer {
 
         @Override
         public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
-                                long offset, long length) {
-            return new Sgd(this, ops, Groups.of(table, false, offset, length), params, grads, length);
+                                List<Run> runs) {
+            return new Sgd(this, ops, Groups.of(table, false, runs), params, grads, OptimizerSpec.length(runs));
         }
     }
 

@@ -15,7 +15,6 @@ import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.parallel.ZeroMemory;
 import io.accel4j.train.plan.MemoryPlan;
 import io.accel4j.train.precision.LossScaler;
-import io.accel4j.train.precision.Precision;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -31,8 +30,8 @@ import java.util.function.IntConsumer;
  * is the whole run, the same loop on every rank.
  *
  * <p><b>Strategies.</b> What a rank holds of the model states and how the ranks agree on a step is a
- * {@link ModelStates}: {@code ReplicatedStates} (one rank, or DDP — gradients averaged in buckets overlapped with
- * backward, or whole) or {@code ShardedStates} (ZeRO 1–3, see {@code ZeroOptimizer}); the step is written once
+ * {@link ModelStates}: {@code SyncStates} (one rank, DDP — gradients averaged in buckets overlapped with backward, or
+ * whole — or ZeRO-1, on the Java API's strategies) or {@code ShardedStates} (ZeRO 2–3, see {@code ZeroOptimizer}); the step is written once
  * against it. With N &gt; 1 ranks each rank reads its slice of each global batch ({@link DataLoader} rank r of N), the
  * reported loss is the mean over the ranks, and every rank applies the same update to the same bits. Validation, when
  * due, runs on rank 0 (on every rank under ZeRO-3, where running the model is a collective); other ranks report NaN.
@@ -58,9 +57,8 @@ public final class Trainer implements AutoCloseable {
     private final Gpt2 model;
     private final TrainConfig cfg;
     private final DataLoader train;
-    private final DataLoader val;
-    private final DataLoader.State valStart;
-    private final int valBatches;
+    /** Null without a val file. */
+    private final Validation val;
     /** Host memory: the batch the loaders fill (copied into the model by its forward) and the loss scratch. */
     private final Arena arena = Arena.ofShared();
     /** The model's memory, and the arena of AdamW's moments in it. */
@@ -116,33 +114,16 @@ public final class Trainer implements AutoCloseable {
         int rank = this.comm == null ? 0 : this.comm.rank(), ranks = this.comm == null ? 1 : this.comm.size();
         this.model = Objects.requireNonNull(model, "model");
         this.cfg = Objects.requireNonNull(cfg, "cfg");
-        if (cfg.batch() > model.maxB() || cfg.seq() > model.maxT()) {
-            throw new IllegalArgumentException("the model was allocated for B <= " + model.maxB() + ", T <= "
-                    + model.maxT() + ", the run asks for B=" + cfg.batch() + ", T=" + cfg.seq());
-        }
-        int V = model.config().V();
-        trainShards.checkVocabulary(V);
-        if (valFile != null) {
-            valFile.checkVocabulary(V);
-        }
+        TrainerChecks.check(model, cfg, trainShards, valFile, this.comm, ranks);
         this.memory = model.memory();
-        if (this.comm != null) {
-            checkMemory(this.comm, memory);
-        }
-        if (cfg.zeroStage() > 0 && this.comm == null) {
-            throw new IllegalArgumentException("ZeRO stage " + cfg.zeroStage() + " shards over the ranks: it needs a "
-                    + "communicator of more than one rank (got " + ranks + ")");
-        }
-        checkPrecision(model, cfg.precision());
         this.scaler = new LossScaler(cfg.precision());
-        DataLoader t = null, vl = null;
+        DataLoader t = null;
+        Validation vl = null;
         ModelStates st = null;
         try {
             t = new DataLoader(trainShards, cfg.batch(), cfg.seq(), rank, ranks, cfg.dataOrder(), cfg.seed(),
                     loaderThreads);
-            if (valFile != null && cfg.valBatches() > 0) {
-                vl = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1, SampleOrder.Mode.SEQUENTIAL, 0);
-            }
+            vl = Validation.of(model, valFile, cfg.batch(), cfg.seq(), cfg.valBatches());
             // the exchange's room: ReplicaCheck's 8 pieces, updateFp8's amaxes
             st = strategy.create(this.comm, model, cfg, model.fp8() == null ? 0 : model.fp8().histories());
             long tokens = (long) cfg.batch() * cfg.seq() * Integer.BYTES;
@@ -165,8 +146,6 @@ public final class Trainer implements AutoCloseable {
         this.checkpoints = new Checkpoints(model, cfg, st, scaler);
         this.train = t;
         this.val = vl;
-        this.valStart = vl == null ? null : vl.position();
-        this.valBatches = vl == null ? 0 : Math.min(cfg.valBatches(), vl.samplesPerEpoch());
         try {
             checkReplicas();
         } catch (RuntimeException | Error e) {
@@ -184,40 +163,6 @@ public final class Trainer implements AutoCloseable {
      */
     public void checkReplicas() {
         states.checkReplicas();
-    }
-
-    /**
-     * Refuses a model built in another precision than the run's: precision is fixed when the model is made.
-     *
-     * @throws IllegalArgumentException naming both
-     */
-    static void checkPrecision(Gpt2 model, Precision p) {
-        Fp8State fp8 = model.fp8();
-        boolean same = model.matmulOperands() == p.operands()
-                && (fp8 == null ? p.fp8() == null : fp8.recipe().equals(p.fp8()));
-        if (!same) {
-            throw new IllegalArgumentException("the model was built for " + (fp8 != null ? "fp8 " + fp8.recipe()
-                    : model.matmulOperands().name().toLowerCase(java.util.Locale.ROOT)) + " matmuls, the run asks for "
-                    + p.label() + (p.fp8() != null ? " " + p.fp8() : "") + ": build it with the run's precision");
-        }
-    }
-
-    /**
-     * Refuses data parallelism whose communicator cannot take the model's buffers: a host backend with a model in a
-     * device's memory, or NCCL with a model in host memory.
-     *
-     * @throws IllegalArgumentException saying which and what to do instead
-     */
-    static void checkMemory(Communicator comm, DeviceMemory memory) {
-        String backend = comm.getClass().getSimpleName();
-        if (comm.deviceBuffers() == memory.hostAccessible()) {
-            throw new IllegalArgumentException("data parallelism over " + comm.size() + " ranks runs its collectives "
-                    + "on the model's buffers, but the communicator (" + backend + ") takes "
-                    + (comm.deviceBuffers() ? "device" : "host") + " buffers and the model is in "
-                    + memory.describe() + ": use " + (memory.hostAccessible()
-                    ? "a host communicator (in-process or MPI) for a CPU model"
-                    : "NCCL for a model on a GPU (--device cuda), or train one rank on this device"));
-        }
     }
 
     /** Fields the strategy adds to the last step's metrics line ({@link ModelStates#stepJson}). */
@@ -328,7 +273,7 @@ public final class Trainer implements AutoCloseable {
 
     /** Validation batches each {@link #validate} averages over (fewer than asked when the val file is short). */
     public int valBatches() {
-        return valBatches;
+        return val == null ? 0 : val.batches();
     }
 
     /** Whether {@link #trainStep} validates before step {@code s}. */
@@ -457,24 +402,7 @@ public final class Trainer implements AutoCloseable {
      * current scales but leave the amax histories as they were: training does not depend on when it validates.
      */
     public double validate() {
-        if (val == null) {
-            return Double.NaN;
-        }
-        Fp8State fp8 = model.fp8();
-        byte[] fp8Before = fp8 == null ? null : fp8.encode();
-        try {
-            val.seek(valStart);
-            double sum = 0;
-            for (int i = 0; i < valBatches; i++) {
-                val.next(inputs, targets);
-                sum += model.forward(inputs, targets, cfg.batch(), cfg.seq());
-            }
-            return sum / valBatches;
-        } finally {
-            if (fp8Before != null) {
-                fp8.restore(fp8Before); // the casts recorded the validation data's amaxes: forget them
-            }
-        }
+        return val == null ? Double.NaN : val.loss(inputs, targets);
     }
 
     /** What a {@link #run} tells its caller; a rank other than 0 only saves. */

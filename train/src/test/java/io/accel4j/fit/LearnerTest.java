@@ -149,8 +149,8 @@ class LearnerTest {
     void zeroNeedsRanksAndAKnownStage() {
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> learner(1, 8).zero(1).build())
                 .hasMessageContaining("ranks(2)");
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> learner(2, 8).zero(3))
-                .hasMessageContaining("0, 1 or 2");
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> learner(2, 8).zero(4))
+                .hasMessageContaining("0, 1, 2 or 3");
     }
 
     @Test

@@ -106,5 +106,8 @@ class OffloadLearnerTest {
         assertThatThrownBy(() -> learner(2, 8).pipeline(2, 2, io.accel4j.pipeline.Schedule.GPIPE)
                 .offloadOptimizer().build()).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("offloadOptimizer()").hasMessageContaining("pipeline(2");
+        assertThatThrownBy(() -> learner(2, 8).zero(3).offloadOptimizer().build())
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("offloadOptimizer()").hasMessageContaining("zero(3)");
     }
 }

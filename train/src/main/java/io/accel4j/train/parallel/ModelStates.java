@@ -16,8 +16,9 @@ import java.util.function.IntConsumer;
 /**
  * What one rank of a {@code Trainer} holds of the model states (AdamW's moments, and with ZeRO shards of the gradients
  * and parameters) and how the ranks agree on a step: the strategy the trainer's step is written against, the same in
- * every mode. {@link ReplicatedStates} is one rank or plain data parallelism ("stage 0": every rank holds everything,
- * gradients averaged whole or in buckets overlapped with backward); {@link ShardedStates} is ZeRO 1–3. After the
+ * every mode. {@link SyncStates} is one rank, plain data parallelism ("stage 0": every rank holds everything,
+ * gradients averaged whole or in buckets overlapped with backward) and ZeRO-1, on the Java API's
+ * {@code fit.GradientSync} strategies; {@link ShardedStates} is ZeRO 2–3. After the
  * K micro-batches' backward: {@link #reduceGradients}, then {@link #meanLoss}, {@link #anyNonFinite} and
  * {@link #sumOfSquares} of the averaged gradient, then {@link #update}. Every rank calls the same methods in the same
  * order; the few values the step needs from all ranks cross through a {@link ValueExchange} in the model's memory.
@@ -60,13 +61,13 @@ public abstract class ModelStates implements AutoCloseable {
                 throw new IllegalArgumentException("the offloaded optimizer does not go with ZeRO stage "
                         + cfg.zeroStage() + " in the trainer yet");
             }
-            return new ReplicatedStates(comm, model, cfg, values, true);
+            return new SyncStates(0, comm, model, cfg, values, true);
         };
     }
 
     /** The strategy of {@code cfg}: ZeRO's stage, or stage 0 (one rank, or DDP over {@code comm}). */
     public static ModelStates of(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
-        return cfg.zeroStage() == 0 ? new ReplicatedStates(comm, model, cfg, values, false)
+        return cfg.zeroStage() <= 1 ? new SyncStates(cfg.zeroStage(), comm, model, cfg, values, false)
                 : new ShardedStates(cfg.zeroStage(), comm, model, cfg, values);
     }
 

@@ -1,8 +1,6 @@
 package io.accel4j.train.parallel;
 
 import io.accel4j.collectives.Communicator;
-import io.accel4j.collectives.ReduceOp;
-import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.TrainState;
@@ -14,10 +12,10 @@ import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 
 /**
- * ZeRO stages 1–3 ({@link ZeroOptimizer}): AdamW's moments sharded over the ranks, from stage 2 the averaged
- * gradients too, at stage 3 the parameters. Stage 1 averages the gradients as stage 0 does (in buckets overlapped with
- * backward, or whole); from stage 2 the model's sharded weights reduce-scatter each unit's gradients as its backward
- * ends, and {@link #reduceGradients} completes them. Checkpoints stay whole: rank 0 gathers the shards.
+ * ZeRO stages 2 and 3 ({@link ZeroOptimizer}; stage 1 is {@link SyncStates}'): AdamW's moments and the averaged
+ * gradients sharded over the ranks, at stage 3 the parameters too. The model's sharded weights reduce-scatter each
+ * unit's gradients as its backward ends, and {@link #reduceGradients} completes them. Checkpoints stay whole: rank 0
+ * gathers the shards.
  */
 final class ShardedStates extends ModelStates {
 
@@ -32,10 +30,7 @@ final class ShardedStates extends ModelStates {
             super.close();
             throw e;
         }
-        this.zero = z;
-        if (!z.shardsGradients()) { // from stage 2 the sharded weights reduce-scatter each unit instead
-            overlapAllReduce(cfg.bucketBytes());
-        }
+        this.zero = z; // no buckets: the sharded weights reduce-scatter each unit as its backward ends
     }
 
     private static Communicator checkRanks(int stage, Communicator comm) {
@@ -49,13 +44,7 @@ final class ShardedStates extends ModelStates {
 
     @Override
     public void reduceGradients() {
-        if (bucketed()) {
-            finishBuckets();
-        } else if (zero.shardsGradients()) {
-            zero.reduceGradients();
-        } else {
-            comm.allReduce(model.grads(), count, DType.FP32, ReduceOp.AVG);
-        }
+        zero.reduceGradients();
     }
 
     @Override

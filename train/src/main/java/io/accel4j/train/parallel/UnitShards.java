@@ -2,35 +2,40 @@ package io.accel4j.train.parallel;
 
 import io.accel4j.collectives.Chunks;
 import io.accel4j.train.model.ParameterLayout;
-import io.accel4j.train.model.ParameterLayout.Segment;
-import io.accel4j.train.model.ParameterLayout.Unit;
+import io.accel4j.train.parallel.UnitLayout.Segment;
+import io.accel4j.train.parallel.UnitLayout.Unit;
 import java.util.ArrayList;
 import java.util.List;
 
 /**
- * ZeRO-3's split of the parameters over N ranks, unit by unit ({@link ParameterLayout#units()}: the embeddings, each
- * layer, the final LayerNorm). A layer's twelve tensor slices are not contiguous in the flat layout, so each unit is
+ * ZeRO-3's split of the parameters over N ranks, unit by unit ({@link UnitLayout#units()}: for GPT-2 the embeddings,
+ * each layer, the final LayerNorm). A layer's twelve tensor slices are not contiguous in the flat layout, so each unit is
  * <em>packed</em> (its segments one after another, {@link Segment#packed}) and the packing is cut as {@link Chunks}
  * cuts it: rank r owns chunk r of every unit, and its shard is those chunks unit after unit. A unit is then one
  * {@code allGather} (its parameters) and one {@code reduceScatter} (its gradients) of {@code count} elements.
  *
- * <p>A rank's shard holds {@code Σ_u ⌊(r+1)·|u|/N⌋ − ⌊r·|u|/N⌋} elements: at most {@code ⌈Ψ/N⌉ + L + 1}, as each of
- * the L + 2 units' chunks rounds separately. Its elements, read back in flat order, are the {@link Piece}s: for AdamW
+ * <p>A rank's shard holds {@code Σ_u ⌊(r+1)·|u|/N⌋ − ⌊r·|u|/N⌋} elements: at most {@code ⌈Ψ/N⌉ + U − 1}, as each of
+ * the U units' chunks rounds separately. Its elements, read back in flat order, are the {@link Piece}s: for AdamW
  * (whose decay and element offsets follow the flat layout) and for whole-model checkpoints.
  */
 public final class UnitShards {
 
     /** {@code length} elements at {@code flat} of the flat layout that are at {@code shard} of a rank's shard. */
-    record Piece(long flat, long shard, long length) {}
+    public record Piece(long flat, long shard, long length) {}
 
-    private final ParameterLayout layout;
+    private final UnitLayout layout;
     private final int ranks;
     private final int rank;
     private final long[] shardOffset;
     private final long shardLength;
 
-    /** Rank {@code rank}'s view of {@code layout} split over {@code ranks}. */
+    /** Rank {@code rank}'s view of GPT-2's {@code layout} split over {@code ranks}. */
     public UnitShards(ParameterLayout layout, int ranks, int rank) {
+        this(UnitLayout.of(layout), ranks, rank);
+    }
+
+    /** Rank {@code rank}'s view of {@code layout} split over {@code ranks}. */
+    public UnitShards(UnitLayout layout, int ranks, int rank) {
         if (ranks < 1 || rank < 0 || rank >= ranks) {
             throw new IllegalArgumentException("rank must be in [0, ranks), ranks >= 1, got rank " + rank + " of "
                     + ranks);
@@ -49,7 +54,7 @@ public final class UnitShards {
     }
 
     /** The layout split. */
-    ParameterLayout layout() {
+    UnitLayout layout() {
         return layout;
     }
 
@@ -78,8 +83,18 @@ public final class UnitShards {
         return shardLength;
     }
 
+    /** This rank. */
+    int rank() {
+        return rank;
+    }
+
+    /** The number of ranks. */
+    int ranks() {
+        return ranks;
+    }
+
     /** This rank's shard as runs of the flat layout, in shard order. */
-    List<Piece> pieces() {
+    public List<Piece> pieces() {
         List<Piece> out = new ArrayList<>();
         for (Unit u : layout.units()) {
             long lo = chunkStart(u.index()), hi = lo + chunkLength(u.index());
@@ -95,6 +110,11 @@ public final class UnitShards {
 
     /** The largest rank's shard, elements: what every rank allocates room for in a plan. */
     public static long largestShard(ParameterLayout layout, int ranks) {
+        return largestShard(UnitLayout.of(layout), ranks);
+    }
+
+    /** {@link #largestShard(ParameterLayout, int)} of any unit layout. */
+    public static long largestShard(UnitLayout layout, int ranks) {
         long most = 0;
         for (int r = 0; r < ranks; r++) {
             most = Math.max(most, new UnitShards(layout, ranks, r).shardLength());
@@ -108,9 +128,6 @@ public final class UnitShards {
      * when L = 1) and the final LayerNorm.
      */
     public static long workingElements(ParameterLayout layout) {
-        List<Unit> units = layout.units();
-        int L = layout.config().L();
-        return units.get(ParameterLayout.EMBEDDING).count() + Math.min(L, 2) * units.get(1).count()
-                + units.get(layout.finalUnit()).count();
+        return UnitLayout.of(layout).workingElements();
     }
 }

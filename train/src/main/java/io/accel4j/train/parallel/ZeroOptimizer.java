@@ -18,15 +18,11 @@ import java.nio.file.Path;
 import java.util.List;
 
 /**
- * ZeRO data parallelism (Rajbhandari et al. 2020) for one rank of a {@code Trainer}: the model states are sharded
- * over the N ranks. Rank r's shard is chunk r of the flat parameter vector as {@link Chunks} splits it,
- * {@code [⌊r·Ψ/N⌋, ⌊(r+1)·Ψ/N⌋)} — contiguous, lengths differing by at most one when N does not divide Ψ (possibly
- * empty when Ψ &lt; N) — the split {@link Communicator#reduceScatter} and {@link Communicator#allGather} use, so no
- * padding is needed.
+ * ZeRO data parallelism (Rajbhandari et al. 2020) stages 2 and 3 for one rank of a {@code Trainer} (stage 1 is
+ * {@link SyncStates}': the Java API's {@code ZeroSharding}): the model states are sharded over the N ranks, each unit
+ * of the model cut as {@link Chunks} splits it ({@link UnitShards}) — lengths differing by at most one, so no padding
+ * is needed.
  * <ul>
- *   <li><b>Stage 1</b>: AdamW's m and v only for the shard. The gradients are all-reduced as in plain DDP (with the
- *       trainer's {@link GradientBuckets} overlap), AdamW updates the shard's parameters in the model's buffer, and an
- *       in-place {@code allGather} gives every rank the others' updated shards.</li>
  *   <li><b>Stage 2</b>: also the gradients, and the model's full gradient buffer is gone: the model's weights become
  *       {@link ShardedWeights} (whole parameters), whose backward writes each unit's gradients (embeddings, each layer,
  *       final LayerNorm) into a working buffer and reduce-scatters it ({@code AVG}) into the rank's gradient shard
@@ -42,13 +38,13 @@ import java.util.List;
  *       collective: every rank runs them); checkpoints gather the whole parameter vector into a temporary on rank 0
  *       ({@link #gatherParameters}).</li>
  * </ul>
- * Every stage computes the same numbers as plain DDP, bit for bit at stage 1 and, without clipping, at stages 2 and 3
- * with 2 ranks and one micro-batch per step:
+ * Both stages compute the same numbers as plain DDP, bit for bit without clipping with 2 ranks and one micro-batch
+ * per step:
  * the in-process ring's reduce-scatter sums each element in the same order as its all-reduce of the whole buffer
  * (DDP with {@code bucketBytes} 0; with 2 ranks any order, as a + b = b + a; MPI's reductions promise no order),
  * AdamW's result does not depend on how the range
  * is cut (its offset names the element), and the gathers move bytes. The gradient norm for clipping is the norm of
- * the full averaged gradient: at stage 1 every rank has it; from stage 2 each rank's float64 sum of squares over its
+ * the full averaged gradient: each rank's float64 sum of squares over its
  * shard is exchanged bit for bit (an {@code allGather} of the 8 bytes, not an fp32 reduction, which would round them)
  * and summed in rank order, so every rank gets the same float64 and the replicas stay identical; it equals DDP's
  * within the kernel's rounding ({@link #sumOfSquares}). Stage 2 and 3's per-unit reduce-scatter cuts a unit where the
@@ -111,8 +107,8 @@ final class ZeroOptimizer implements AutoCloseable {
      * {@link ShardedWeights} (and freed); {@link #close} does not give them back.
      */
     ZeroOptimizer(int stage, Communicator comm, Gpt2 model, TrainConfig cfg) {
-        if (stage < 1 || stage > MAX_STAGE) {
-            throw new IllegalArgumentException("stage must be 1..3, got " + stage);
+        if (stage < 2 || stage > MAX_STAGE) {
+            throw new IllegalArgumentException("stage must be 2 or 3 (stage 1 is SyncStates'), got " + stage);
         }
         this.stage = stage;
         this.comm = comm;
@@ -145,16 +141,10 @@ final class ZeroOptimizer implements AutoCloseable {
             this.v = arena.allocate(bytes);
             x = new ValueExchange(comm, memory, 2 * n);
             this.exchange = x;
-            if (stage >= 2) {
-                this.sharded = new ShardedWeights(model.layout(), comm, ops, model.params(), stage >= 3);
-                model.useWeights(sharded);
-                this.gradShard = sharded.gradShard();
-                this.paramShard = sharded.paramShard();
-            } else {
-                this.sharded = null;
-                this.gradShard = null;
-                this.paramShard = null;
-            }
+            this.sharded = new ShardedWeights(model.layout(), comm, ops, model.params(), stage >= 3);
+            model.useWeights(sharded);
+            this.gradShard = sharded.gradShard();
+            this.paramShard = sharded.paramShard();
         } catch (RuntimeException | Error e) {
             if (x != null) {
                 x.close();
@@ -164,11 +154,9 @@ final class ZeroOptimizer implements AutoCloseable {
         }
     }
 
-    /** Rank {@code q}'s shard as runs of the flat layout: from stage 2 its unit chunks, else chunk q of the vector. */
+    /** Rank {@code q}'s shard as runs of the flat layout: its chunk of every unit. */
     private List<UnitShards.Piece> piecesOf(int q) {
-        int n = comm.size();
-        return stage >= 2 ? new UnitShards(model.layout(), n, q).pieces()
-                : List.of(new UnitShards.Piece(Chunks.start(count, n, q), 0, Chunks.length(count, n, q)));
+        return new UnitShards(model.layout(), comm.size(), q).pieces();
     }
 
     /**
@@ -184,19 +172,14 @@ final class ZeroOptimizer implements AutoCloseable {
         return m.byteSize() + v.byteSize();
     }
 
-    /** Bytes of stage 2/3's working buffers (0 below). */
+    /** Bytes of the working buffers. */
     long workingBytes() {
-        return sharded == null ? 0 : sharded.workingBytes();
+        return sharded.workingBytes();
     }
 
     /** The stage. */
     int stage() {
         return stage;
-    }
-
-    /** Whether the gradients are reduce-scattered ({@link #reduceGradients}) rather than all-reduced (stage 1). */
-    boolean shardsGradients() {
-        return stage >= 2;
     }
 
     /** The model-state accounting of this stage and rank count. */
@@ -206,24 +189,20 @@ final class ZeroOptimizer implements AutoCloseable {
 
     /** Whether the model's parameters are sharded (stage 3): no rank holds them whole. */
     boolean shardsParameters() {
-        return sharded != null && sharded.shardsParameters();
+        return sharded.shardsParameters();
     }
 
     /**
-     * Sets the parameters to {@code full} (Ψ fp32, the same on every rank; e.g. a checkpoint's): the model's buffer
-     * below stage 3, this rank's shard at stage 3.
+     * Sets the parameters to {@code full} (Ψ fp32, the same on every rank; e.g. a checkpoint's): the whole vector at
+     * stage 2, this rank's shard at stage 3.
      */
     void setParameters(MemorySegment full) {
-        if (sharded != null) {
-            sharded.setParameters(full);
-        } else {
-            model.copyParamsFromHost(full);
-        }
+        sharded.setParameters(full);
     }
 
     /**
      * Collective: rank passing {@code full} (Ψ fp32) receive the whole parameter vector there; the others pass null.
-     * At stage 3 every unit is gathered in turn; below, every rank has them and this only copies.
+     * At stage 3 every unit is gathered in turn; at stage 2 every rank has them and this only copies.
      */
     void gatherParameters(MemorySegment full) {
         gatherParameters(full, false);
@@ -231,29 +210,20 @@ final class ZeroOptimizer implements AutoCloseable {
 
     /** {@link #gatherParameters(MemorySegment)} into {@code full} in the model's memory if {@code onDevice}. */
     void gatherParameters(MemorySegment full, boolean onDevice) {
-        if (sharded != null) {
-            sharded.gatherParameters(full, onDevice);
-        } else if (full != null && onDevice) {
-            memory.copy(model.params(), full.asSlice(0, count * Float.BYTES));
-        } else if (full != null) {
-            model.copyParamsToHost(full);
-        }
+        sharded.gatherParameters(full, onDevice);
     }
 
     /**
-     * Stage ≥ 2, after backward: this rank's shard ← the ranks' average of it. The model's backward started one
+     * After backward: this rank's shard ← the ranks' average of it. The model's backward started one
      * {@code reduceScatter(AVG)} per unit; this waits for them.
      */
     void reduceGradients() {
-        if (sharded == null) {
-            throw new IllegalStateException("stage " + stage + " all-reduces the gradients; it does not shard them");
-        }
         sharded.finishGradients();
     }
 
     /**
-     * {@code Σ g[i]²} over the whole averaged gradient, the same float64 on every rank. Stage 1: the model's buffer
-     * holds all of it, so exactly DDP's sum. From stage 2: each rank's {@code ops.sumOfSquares} over its shard,
+     * {@code Σ g[i]²} over the whole averaged gradient, the same float64 on every rank: each rank's
+     * {@code ops.sumOfSquares} over its shard,
      * exchanged as exact float64 bits and added in rank order. That is the same sum grouped differently: the kernel
      * accumulates short runs of squares in fp32 lanes whose grouping follows the buffer's start, so the result differs
      * from DDP's whole-buffer sum within the kernel's error bound (35·2⁻²⁴ relative, ~1e-8 in practice), and the
@@ -261,9 +231,6 @@ final class ZeroOptimizer implements AutoCloseable {
      * clipping the norm only reports.
      */
     double sumOfSquares() {
-        if (gradShard == null) {
-            return ops.sumOfSquares(model.grads(), count);
-        }
         double sum = 0;
         for (double partial : exchange.allGather(ops.sumOfSquares(gradShard, length))) { // in rank order
             sum += partial;
@@ -273,22 +240,19 @@ final class ZeroOptimizer implements AutoCloseable {
 
     /**
      * Whether any element of the averaged gradient is NaN or ±inf (a loss-scaling overflow), the same answer on every
-     * rank. Stage 1: the model's buffer holds all of it. From stage 2 each rank checks its shard and the flags are
-     * combined by an {@code allReduce(MAX)}: a rank must not decide to skip a step alone.
+     * rank: each rank checks its shard and the flags are combined by an {@code allReduce(MAX)}: a rank must not decide
+     * to skip a step alone.
      */
     boolean hasNonFinite() {
-        if (gradShard == null) {
-            return ops.hasNonFinite(model.grads(), count);
-        }
         return exchange.any(ops.hasNonFinite(gradShard, length));
     }
 
     /**
      * AdamW step {@code t} on this rank's shard ({@code decay}'s weight decay for the decaying ranges, none for the
-     * others), gradients multiplied by {@code gradScale}, in multi-range calls: one at stages 1 and 3 (one launch on
-     * a GPU), one per piece at stage 2, whose parameters stay whole. Then, below stage 3, the model's parameter buffer
-     * is gathered from every rank's updated shard, so it holds the updated parameters on every rank. At stage 3 the
-     * next use of each unit gathers it.
+     * others), gradients multiplied by {@code gradScale}, in multi-range calls: one at stage 3 (one launch on a GPU),
+     * one per piece at stage 2, whose parameters stay whole. Then, at stage 2, the model's parameter vector is gathered
+     * from every rank's updated runs, so it holds the updated parameters on every rank. At stage 3 the next use of
+     * each unit gathers it.
      */
     void update(AdamWConfig decay, int t, float gradScale) {
         if (paramShard != null) {
@@ -297,22 +261,15 @@ final class ZeroOptimizer implements AutoCloseable {
             for (int i = 0; i < pieces.size(); i++) {
                 UnitShards.Piece piece = pieces.get(i);
                 long flat = piece.flat() * Float.BYTES, shard = piece.shard() * Float.BYTES;
-                MemorySegment g = gradShard != null ? gradShard.asSlice(shard) : model.grads().asSlice(flat);
-                ops.adamw(model.params().asSlice(flat), g, m.asSlice(shard), v.asSlice(shard), rangesByPiece.get(i),
-                        decay, t, gradScale);
+                ops.adamw(model.params().asSlice(flat), gradShard.asSlice(shard), m.asSlice(shard), v.asSlice(shard),
+                        rangesByPiece.get(i), decay, t, gradScale);
             }
         }
         if (shardsParameters()) {
             sharded.parametersChanged();
-            return;
-        }
-        if (sharded != null) {
+        } else {
             sharded.gatherUpdated();
-            return;
         }
-        UnitShards.Piece mine = pieces.getFirst();
-        comm.allGather(model.params().asSlice(mine.flat() * Float.BYTES, length * Float.BYTES), model.params(), count,
-                DType.FP32); // in place
     }
 
     /**

@@ -1,0 +1,80 @@
+package io.accel4j.fit;
+
+import io.accel4j.collectives.Communicator;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.grid.ProcessGrid;
+import io.accel4j.nn.Module;
+import io.accel4j.nn.Network;
+import io.accel4j.nn.NetworkSpec;
+import io.accel4j.optim.Optimizer;
+import io.accel4j.train.precision.LossScaler;
+import io.accel4j.train.precision.Precision;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * Puts one rank of a {@link Learner} together from the builder's choices: the network on the rank's backend (its
+ * parameters in ZeRO-3's shards when asked, {@link ShardedModel}), the gradient-synchronisation strategy over the
+ * rank's data-parallel group ({@link GradientSync#local()}, {@link DataParallel}, {@link ZeroSharding} 1–2,
+ * {@link ZeroStage3}; composed with {@link TensorParallelSync} in a tensor grid), the initial parameters (drawn whole
+ * from the seed, placed by the strategy), the optimizer over the rank's part ({@link GradientSync#optimizer}) and
+ * the data source: a {@link RankStep}, which owns them all.
+ */
+final class RankAssembly {
+
+    private RankAssembly() {
+    }
+
+    /**
+     * Rank {@code rank}'s step: {@code data} its data-parallel group (null: alone), {@code grid} its place in a tensor
+     * grid (null: none), reading replica {@code replica} of {@code replicas} of the data.
+     */
+    static RankStep build(LearnerBuilder b, io.accel4j.optim.OptimizerSpec optimizerSpec, Ops ops,
+                          Communicator data, ProcessGrid grid, int replica, int replicas) {
+        boolean alone = data == null || data.size() == 1;
+        Module body = b.model.get();
+        ShardedModel sharded = b.zero == 3 && !alone ? new ShardedModel(data, ops, body) : null;
+        NetworkSpec spec = Network.of(sharded != null ? sharded.scoped() : body).classes(b.classes).batch(b.B, b.T)
+                .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8)
+                .tensorParallel(grid == null ? null : grid.tensor());
+        spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);
+        if (sharded != null) {
+            spec = sharded.parameters(spec);
+        }
+        Network net = null;
+        GradientSync sync = null;
+        Optimizer optimizer = null;
+        try {
+            net = spec.build(ops);
+            int values = net.fp8() == null ? 0 : net.fp8().histories();
+            long count = net.table().count();
+            sync = alone ? GradientSync.local()
+                    : b.zero == 0 ? new DataParallel(data, ops.memory(), values)
+                    : b.zero == 3 ? new ZeroStage3(data, ops.memory(), sharded, values)
+                    : new ZeroSharding(b.zero, data, ops.memory(), count, values);
+            sharded = null; // the strategy owns it
+            if (grid != null) {
+                sync = new TensorParallelSync(sync, grid.tensor(), net, ops.memory());
+            }
+            try (Arena host = Arena.ofConfined()) {
+                MemorySegment initial = host.allocate(count * Float.BYTES, 64);
+                net.initialValues(b.seed, initial);
+                sync.setParameters(net, initial);
+            }
+            optimizer = sync.optimizer(optimizerSpec, net);
+            return new RankStep(net, optimizer, sync, b.data.open(replica, replicas, b.B, b.T), b.schedule,
+                    new LossScaler(Precision.of(b.precision)), b.gradClip, b.B, b.T, b.gradAccum);
+        } catch (RuntimeException | Error e) {
+            for (AutoCloseable c : new AutoCloseable[] {optimizer, sync, sharded, net}) {
+                try {
+                    if (c != null) {
+                        c.close();
+                    }
+                } catch (Exception suppressed) {
+                    e.addSuppressed(suppressed);
+                }
+            }
+            throw e;
+        }
+    }
+}

@@ -1,0 +1,119 @@
+package io.accel4j.train.parallel;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.InProcessGroup;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.TrainConfig;
+import io.accel4j.train.Trainer;
+import io.accel4j.train.data.SampleOrder;
+import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Gpt2;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The trainer's stages 0 and 1 on the Java API's strategies ({@link SyncStates}) write the checkpoints and report the
+ * losses the states they replaced did, bit for bit (golden values), on one, two and three ranks, with the gradients
+ * averaged in buckets or whole, clipping active.
+ */
+class SyncStatesTest {
+
+    /** TrainerTest's tiny model: maxT 8, V 11, padded V 16, 2 layers, 2 heads, C 8. */
+    private static final GptConfig TINY = new GptConfig(8, 11, 16, 2, 2, 8);
+
+    @TempDir
+    static Path tmp;
+    private static TokenFile trainFile;
+
+    @BeforeAll
+    static void setUp() throws IOException {
+        int[] t = new int[400];
+        Random r = new Random(29);
+        for (int i = 1; i < t.length; i++) {
+            t[i] = r.nextInt(4) == 0 ? r.nextInt(TINY.V()) : (t[i - 1] + 1) % TINY.V();
+        }
+        TokenFile.write(tmp.resolve("train.bin"), t);
+        trainFile = TokenFile.open(tmp.resolve("train.bin"));
+    }
+
+    @AfterAll
+    static void tearDown() {
+        trainFile.close();
+    }
+
+    private record Run(double[] losses, Path checkpoint) {}
+
+    private static Run train(TrainConfig cfg, Communicator comm, ModelStates.Factory f, Path out) throws IOException {
+        try (Parallel pool = new Parallel(1); Gpt2 m = new Gpt2(TINY, new CpuOps(pool), cfg.batch(), TINY.maxT())) {
+            m.initialise(1);
+            try (Trainer t = new Trainer(m, cfg, trainFile, null, comm, f)) {
+                double[] losses = new double[cfg.steps()];
+                for (int s = 0; s < cfg.steps(); s++) {
+                    losses[s] = t.trainStep().trainLoss();
+                }
+                t.checkReplicas();
+                t.save(out);
+                return new Run(losses, out);
+            }
+        }
+    }
+
+    private static Run run(int ranks, TrainConfig cfg, ModelStates.Factory f, Path out) {
+        if (ranks == 1) {
+            try {
+                return train(cfg, null, f, out);
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(30))) {
+            List<Run> runs = g.run(comm -> train(cfg, comm, f, out));
+            return runs.get(0);
+        }
+    }
+
+    /**
+     * The CRC-32 of the model and state files after 4 steps, and the losses, as {@code ReplicatedStates} and
+     * {@code ShardedStates}' stage 1 over {@code ZeroOptimizer} wrote them before these states replaced them (the two
+     * ran side by side, files identical byte for byte, in this test's first version). Stages 0 and 1 and the buckets
+     * write the same bytes: ZeRO-1 is DDP bit for bit and the checkpoint is whole.
+     */
+    @ParameterizedTest(name = "stage {1} over {0} ranks, buckets of {2} bytes")
+    @CsvSource({
+        "1, 0, 0, e1cbba43, a275dc63, 2.3715291261672973 2.41134831905365 2.3513797760009765 2.4024001121520997",
+        "2, 0, 0, 57dc8704, 90161b02, 2.385613441467285 2.397778034210205 2.378396511077881 2.3943703174591064",
+        "2, 0, 256, 57dc8704, 90161b02, 2.385613441467285 2.397778034210205 2.378396511077881 2.3943703174591064",
+        "2, 1, 0, 57dc8704, 90161b02, 2.385613441467285 2.397778034210205 2.378396511077881 2.3943703174591064",
+        "2, 1, 256, 57dc8704, 90161b02, 2.385613441467285 2.397778034210205 2.378396511077881 2.3943703174591064",
+        "3, 1, 0, 7be7ab9c, 324b1f4a, 2.392432689666748 2.3964617252349854 2.402015209197998 2.377709150314331"})
+    void theStatesWriteTheGoldenCheckpoints(int ranks, int stage, long bucketBytes, String model, String state,
+                                            String losses) throws IOException {
+        TrainConfig cfg = TrainConfig.builder().batch(2).seq(5).steps(4).lr(1e-2f).eps(1e-5f).gradClip(0.5f)
+                .weightDecay(0.1f).decayMatricesOnly(true).dataOrder(SampleOrder.Mode.SEQUENTIAL)
+                .bucketBytes(bucketBytes).zeroStage(stage).build();
+        Run now = run(ranks, cfg, ModelStates::of, tmp.resolve(ranks + "-" + stage + "-" + bucketBytes));
+        assertThat(now.losses()).containsExactly(java.util.Arrays.stream(losses.split(" "))
+                .mapToDouble(Double::parseDouble).toArray());
+        assertThat(crc(now.checkpoint().resolve("model_00000004.bin"))).as("model file").isEqualTo(model);
+        assertThat(crc(now.checkpoint().resolve("state_00000004.bin"))).as("state file").isEqualTo(state);
+    }
+
+    private static String crc(Path f) throws IOException {
+        java.util.zip.CRC32 crc = new java.util.zip.CRC32();
+        crc.update(Files.readAllBytes(f));
+        return String.format("%08x", crc.getValue());
+    }
+}
