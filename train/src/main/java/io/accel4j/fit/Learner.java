@@ -77,7 +77,8 @@ public final class Learner implements AutoCloseable {
             this.pipeline = new PipelineLearning(b);
             this.group = null;
             this.grids = null;
-            this.world = b.comm != null ? b.comm.size() : Math.max(b.ranks, b.pipeline.stages());
+            this.world = b.comm != null ? b.comm.size()
+                    : Math.max(b.ranks, b.pipeline.stages() * b.tensorParallel);
             this.globalRank = new int[] {pipeline.lead() ? 0 : b.comm.rank()};
             return;
         }

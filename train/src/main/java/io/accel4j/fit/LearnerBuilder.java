@@ -269,11 +269,9 @@ public final class LearnerBuilder {
             throw new IllegalArgumentException("ranks(" + ranks + ") and communicator(" + comm.size() + " ranks) "
                     + "both say how many ranks there are: with a communicator this process is one of them");
         }
-        int world = comm != null ? comm.size() : ranks;
-        if (pipeline != null && tensorParallel > 1) {
-            throw new IllegalArgumentException("pipeline(" + pipeline.stages() + ", …) and tensorParallel("
-                    + tensorParallel + ") do not compose yet: choose one");
-        }
+        // in process, a pipeline's ranks default to one per stage and tensor rank
+        int world = comm != null ? comm.size() : pipeline != null && ranks == 1
+                ? pipeline.stages() * tensorParallel : ranks;
         if (world % tensorParallel != 0) {
             throw new IllegalArgumentException("tensorParallel(" + tensorParallel + ") does not divide the " + world
                     + " ranks: the ranks are D·T (data-parallel replicas × tensor ranks)");

@@ -58,28 +58,33 @@ final class PipelineLearning implements AutoCloseable {
     private final LearnerBuilder cfg;
     /** D: the data-parallel replicas of the pipeline (1: the pipeline alone). */
     private final int replicas;
+    /** T: the tensor ranks each stage is split over (1: not split). */
+    private final int tensor;
     /** Each held rank's grid (its pipeline and replica groups) when there are several replicas; else empty. */
     private final List<io.accel4j.grid.ProcessGrid> grids;
 
     PipelineLearning(LearnerBuilder b) {
         this.cfg = b;
         this.layout = b.pipeline;
-        int P = layout.stages();
-        int world = b.comm != null ? b.comm.size() : b.ranks == 1 ? P : b.ranks;
-        if (world % P != 0) {
-            throw new IllegalArgumentException("pipeline(" + P + " stages) over " + world + " ranks: the ranks are "
-                    + "D·P (data-parallel replicas × stages), so P must divide them");
+        int P = layout.stages(), T = b.tensorParallel;
+        int world = b.comm != null ? b.comm.size() : b.ranks == 1 ? P * T : b.ranks;
+        if (world % (P * T) != 0) {
+            throw new IllegalArgumentException("pipeline(" + P + " stages)" + (T > 1 ? " × tensorParallel(" + T + ")"
+                    : "") + " over " + world + " ranks: the ranks are D·" + (T > 1 ? "T·" : "") + "P (data-parallel "
+                    + "replicas × " + (T > 1 ? "tensor ranks × " : "") + "stages), so " + (T > 1 ? "T·P = " + P * T
+                    : "P") + " must divide them");
         }
+        this.tensor = T;
         if (b.fp8 != null || b.zero > 0) {
             throw new IllegalArgumentException("pipeline parallelism does not combine with "
                     + (b.fp8 != null ? "FP8" : "ZeRO") + " yet");
         }
-        this.replicas = world / P;
+        this.replicas = world / (P * T);
         this.model = layout.model() != null ? layout.model()
                 : new SequentialStages(b.model, b.tokens > 0 ? 1 : b.features, b.B, b.T);
         this.split = Partition.balanced(model.parameters(), P);
         if (b.progress != null && (b.comm == null || b.comm.rank() == 0)) {
-            b.progress.println("pipeline: " + P + " stages" + (replicas > 1 ? " × " + replicas + " data-parallel "
+            b.progress.println("pipeline: " + P + " stages" + (T > 1 ? " × " + T + " tensor ranks" : "") + (replicas > 1 ? " × " + replicas + " data-parallel "
                     + "replicas" : "") + ", " + layout.micro() + " micro-batches, " + layout.schedule().name()
                     + " (bubble (P-1)/(M+P-1) = " + String.format(java.util.Locale.ROOT, "%.3f",
                     io.accel4j.pipeline.Timeline.bubbleFormula(P, layout.micro())) + ")");
@@ -93,7 +98,7 @@ final class PipelineLearning implements AutoCloseable {
         int held = b.comm != null ? 1 : world;
         int perRank = Math.max(1, b.threads / held);
         this.group = b.comm == null ? InProcessGroup.create(world, b.collectiveTimeout) : null;
-        io.accel4j.grid.GridLayout grid = io.accel4j.grid.GridLayout.of(world, P, 1);
+        io.accel4j.grid.GridLayout grid = io.accel4j.grid.GridLayout.of(world, P, T);
         List<PipelineRank> built = Collections.synchronizedList(new ArrayList<>(Collections.nCopies(held, null)));
         List<io.accel4j.grid.ProcessGrid> grids = Collections.synchronizedList(new ArrayList<>(
                 Collections.nCopies(held, null)));
@@ -111,13 +116,13 @@ final class PipelineLearning implements AutoCloseable {
             }
             onEveryRank(b.comm, world0 -> {
                 int i = b.comm != null ? 0 : world0.rank();
-                // one replica: the world is the pipeline group itself; several: split into pipelines and replicas
-                io.accel4j.grid.ProcessGrid g = replicas == 1 ? null : io.accel4j.grid.ProcessGrid.of(world0, grid);
+                // one replica of P ranks: the world is the pipeline group itself; else split into the grid's groups
+                io.accel4j.grid.ProcessGrid g = world == P ? null : io.accel4j.grid.ProcessGrid.of(world0, grid);
                 grids.set(i, g);
                 Communicator stages = g == null ? world0 : g.pipeline();
                 int dp = g == null ? 0 : g.coordinates().dp();
-                PipelineRank rank = new PipelineRank(model, split, layout.schedule(), stages, ops.get(i),
-                        b.data.open(dp, replicas, b.B, b.T), o);
+                PipelineRank rank = new PipelineRank(model, split, layout.schedule(), stages,
+                        g == null ? null : g.tensor(), ops.get(i), b.data.open(dp, replicas, b.B, b.T), o);
                 if (g != null) {
                     rank.replicatedOver(g.data());
                 }
@@ -189,7 +194,7 @@ final class PipelineLearning implements AutoCloseable {
     }
 
     /**
-     * Runs {@code body} on every stage of the first replica held here (a collective of its pipeline group: one thread
+     * Runs {@code body} on every rank of the first replica held here (its stages and their tensor ranks: one thread
      * each in process); the other replicas, which hold the same values, do nothing.
      */
     void forEachStage(Consumer<PipelineRank> body) {
@@ -237,8 +242,8 @@ final class PipelineLearning implements AutoCloseable {
         Map<String, MemorySegment> w = new LinkedHashMap<>();
         w.put(StageCheckpoint.PARAMS, params);
         w.putAll(state);
-        forEachStage(r -> StageCheckpoint.gather(r.communicator(), r.network().memory(), r.network().table(),
-                StageCheckpoint.buffers(r), this::stageTable, whole, w, tiedCopies()));
+        forEachStage(r -> StageShards.gather(r, StageCheckpoint.buffers(r), this::stageTable, whole, w,
+                tiedCopies()));
     }
 
     /**
@@ -251,8 +256,7 @@ final class PipelineLearning implements AutoCloseable {
         Map<String, MemorySegment> w = new LinkedHashMap<>(state);
         w.put(StageCheckpoint.PARAMS, params);
         for (PipelineRank r : ranks) {
-            StageCheckpoint.scatter(r.network().memory(), r.network().table(), StageCheckpoint.buffers(r), whole, w,
-                    r.tiedCopy() == null ? null : r.tiedCopy().name(), r.tiedTo());
+            StageShards.scatter(r, StageCheckpoint.buffers(r), whole, w);
             r.scaler().restore(lossScale, cleanSteps, skippedSteps);
             r.resumeAt(step);
         }
@@ -264,18 +268,16 @@ final class PipelineLearning implements AutoCloseable {
      */
     void gatherParameters(MemorySegment host) {
         ParameterTable whole = wholeTable();
-        forEachStage(r -> StageCheckpoint.gather(r.communicator(), r.network().memory(), r.network().table(),
-                Map.of(StageCheckpoint.PARAMS, r.network().params()), this::stageTable, whole,
-                Map.of(StageCheckpoint.PARAMS, host), tiedCopies()));
+        forEachStage(r -> StageShards.gather(r, Map.of(StageCheckpoint.PARAMS, r.network().params()),
+                this::stageTable, whole, Map.of(StageCheckpoint.PARAMS, host), tiedCopies()));
     }
 
     /** Every stage held here takes its tensors (its tied copy the tensor it copies) from the whole model's {@code host}. */
     void loadParameters(MemorySegment host) {
         ParameterTable whole = wholeTable();
         for (PipelineRank r : ranks) {
-            StageCheckpoint.scatter(r.network().memory(), r.network().table(),
-                    Map.of(StageCheckpoint.PARAMS, r.network().params()), whole, Map.of(StageCheckpoint.PARAMS, host),
-                    r.tiedCopy() == null ? null : r.tiedCopy().name(), r.tiedTo());
+            StageShards.scatter(r, Map.of(StageCheckpoint.PARAMS, r.network().params()), whole,
+                    Map.of(StageCheckpoint.PARAMS, host));
         }
     }
 
@@ -337,6 +339,7 @@ final class PipelineLearning implements AutoCloseable {
     String describe() {
         return ranks.get(0).optimizer().describe() + ", pipeline of " + layout.stages() + " stages ("
                 + layout.micro() + " micro-batches, " + layout.schedule().name() + ")"
+                + (tensor > 1 ? " × " + tensor + " tensor ranks" : "")
                 + (replicas > 1 ? " × " + replicas + " data-parallel replicas" : "");
     }
 

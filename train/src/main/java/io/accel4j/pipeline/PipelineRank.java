@@ -58,6 +58,8 @@ public final class PipelineRank implements AutoCloseable {
     private final LossScaler scaler;
     private final DataSource data;
     private final StageValues values;
+    /** The stage's Σg² and overflow agreed over its tensor group, or null when the stage is not split. */
+    private final StageValues tensorValues;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment inputs;
     private final MemorySegment targets;
@@ -77,6 +79,17 @@ public final class PipelineRank implements AutoCloseable {
      */
     public PipelineRank(StagedModel model, Partition split, Schedule schedule, Communicator comm, Ops ops,
                         DataSource data, Options o) {
+        this(model, split, schedule, comm, null, ops, data, o);
+    }
+
+    /**
+     * {@link #PipelineRank(StagedModel, Partition, Schedule, Communicator, Ops, DataSource, Options)} with the stage's
+     * tensor-parallel blocks split over {@code tensor} (this rank's tensor group, whose ranks hold the same stage and
+     * read the same data; null or one rank: not split): the gradient norm and the overflow check then count every
+     * split tensor once through its shards and every replicated one once.
+     */
+    public PipelineRank(StagedModel model, Partition split, Schedule schedule, Communicator comm,
+                        Communicator tensor, Ops ops, DataSource data, Options o) {
         this.comm = comm;
         this.stage = comm.rank();
         this.stages = comm.size();
@@ -91,7 +104,7 @@ public final class PipelineRank implements AutoCloseable {
         boolean first = stage == 0, last = stage == stages - 1;
         int from = split.from(stage), to = split.to(stage);
         NetworkSpec spec = Network.of(model.stage(from, to)).batch(o.B(), o.T()).recompute(o.recompute())
-                .matmulOperands(o.operands()).parameterOrder(model.order());
+                .matmulOperands(o.operands()).parameterOrder(model.order()).tensorParallel(tensor);
         spec = first && o.vocabulary() > 0 ? spec.tokens(o.vocabulary()) : spec.features(model.inputWidth(from));
         if (last) {
             spec = spec.classes(o.classes());
@@ -104,15 +117,19 @@ public final class PipelineRank implements AutoCloseable {
                     + "): " + e.getMessage());
         }
         Optimizer opt = null;
-        StageValues v = null;
+        StageValues v = null, tv = null;
         try {
             n.initialise(o.seed());
             opt = o.optimizer().create(ops, n.table(), n.params(), n.grads());
             v = new StageValues(comm, 3);
+            tv = n.tensor().size() > 1 ? new StageValues(n.tensor().communicator(), 2) : null;
         } catch (RuntimeException | Error e) {
             n.close();
             if (opt != null) {
                 opt.close();
+            }
+            if (v != null) {
+                v.close();
             }
             arena.close();
             throw e;
@@ -120,6 +137,7 @@ public final class PipelineRank implements AutoCloseable {
         this.net = n;
         this.optimizer = opt;
         this.values = v;
+        this.tensorValues = tv;
         this.scaler = new LossScaler(Precision.of(o.operands()));
         long rows = (long) o.B() * o.T();
         this.inputs = arena.allocate(rows * Math.max(1, net.inputWidth()) * Float.BYTES, 64);
@@ -254,7 +272,17 @@ public final class PipelineRank implements AutoCloseable {
             lossSum = sum / replicas.size();
         }
         boolean nonFinite = scaler.enabled() && ops.hasNonFinite(net.grads(), count);
-        double[][] all = values.gather(lossSum, sumOfSquares(ops, count), nonFinite ? 1 : 0);
+        double stageSq;
+        if (tensorValues == null) {
+            stageSq = sumOfSquares(ops, count);
+        } else { // the tensor ranks' shares in rank order: the same bits on each
+            stageSq = 0;
+            for (double[] v : tensorValues.gather(tensorShare(ops), nonFinite ? 1 : 0)) {
+                stageSq += v[0];
+                nonFinite |= v[1] != 0;
+            }
+        }
+        double[][] all = values.gather(lossSum, stageSq, nonFinite ? 1 : 0);
         double loss = 0, sq = 0;
         boolean overflow = false;
         for (double[] v : all) {
@@ -388,8 +416,29 @@ public final class PipelineRank implements AutoCloseable {
         return sum;
     }
 
+    /**
+     * This tensor rank's share of the stage's {@code Σ g²}: its shards' whole, a replicated tensor's divided by T (every
+     * tensor rank holds it), the last stage's tied copy left out.
+     */
+    private double tensorShare(Ops ops) {
+        ParameterTable.Entry skip = tiedCopy();
+        int T = net.tensor().size();
+        double mine = 0;
+        for (ParameterTable.Entry e : net.table().entries()) {
+            if (skip != null && e.name().equals(skip.name())) {
+                continue;
+            }
+            double s = ops.sumOfSquares(slice(net.grads(), e), e.count());
+            mine += net.sharding(e.name()).replicated() ? s / T : s;
+        }
+        return mine;
+    }
+
     @Override
     public void close() {
+        if (tensorValues != null) {
+            tensorValues.close();
+        }
         if (replicaValues != null) {
             replicaValues.close();
         }
