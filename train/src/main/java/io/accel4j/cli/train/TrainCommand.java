@@ -248,14 +248,13 @@ public final class TrainCommand implements Callable<Integer> {
         checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
-        if (tensor.active() && (pipeline.requested() || async.async())) {
-            throw usage("--tp does not go with " + (pipeline.requested() ? "--pp" : "--sync async") + " yet: "
-                    + "choose one");
+        if (tensor.active() && async.async()) {
+            throw usage("--tp does not go with --sync async yet: choose one");
         }
         pipeline.check(modelConfig, asked.gradAccum(), this::usage);
         if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
             PipelineRun pp = new PipelineRun(this, pipeline, restored, this::usage);
-            pp.checkSupported(asked, launch);
+            pp.checkSupported(asked, modelConfig, launch);
             int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
             pp.run(asked, modelConfig, modelFile, launch, nThreads, timeout(), spec.commandLine().getOut());
             return 0;

@@ -153,6 +153,39 @@ class TrainCommandPipelineTest {
         }
     }
 
+    /**
+     * {@code --tp 2 --pp 2 --micro-batches 2} (four in-process ranks: two stages, each split over two tensor ranks)
+     * trains as the trainer's {@code --grad-accum 2} on one rank, and its checkpoint (the whole model) is the
+     * trainer's: resumed there at {@code --tp 1 --pp 1} it goes on.
+     */
+    @Test
+    void tensorParallelStagesTrainAsTheTrainerAccumulatingTheSameMicroBatches() throws Exception {
+        String[] common = {"--steps", "3", "--warmup", "2", "--val-every", "0", "--samples", "0", "--eval-problems",
+                "0", "--save-every", "3"};
+        Path trainer = tmp.resolve("trainer"), split = tmp.resolve("tp-pp");
+        Result a = TrainCommandTest.run(TrainCommandTest.quick(trainer, concat(common, "--grad-accum", "2")));
+        assertThat(a.code()).as(a.err()).isZero();
+        Result b = TrainCommandTest.run(TrainCommandTest.quick(split, concat(common, "--tp", "2", "--pp", "2",
+                "--micro-batches", "2")));
+        assertThat(b.code()).as(b.err()).isZero();
+        assertThat(b.out()).contains("pipeline: 2 stages × 2 tensor ranks, 2 micro-batches")
+                .contains("idle per stage (last step): 0: ");
+        java.util.List<Double> la = losses(trainer), lb = losses(split);
+        assertThat(lb).hasSize(3);
+        double worst = 0;
+        for (int s = 0; s < 3; s++) { // fp32 sums in another order (row-parallel partial sums, the tied halves)
+            worst = Math.max(worst, Math.abs(lb.get(s) / la.get(s) - 1));
+            assertThat(lb.get(s)).as("step %d", s).isCloseTo(la.get(s),
+                    org.assertj.core.api.Assertions.within(1e-5 * la.get(s)));
+        }
+        System.out.printf("train --tp 2 --pp 2 vs --grad-accum 2: losses %.1e relative at worst%n", worst);
+        Result c = TrainCommandTest.run("train", "--resume", split.toString(), "--tp", "1", "--pp", "1", "--steps",
+                "4");
+        assertThat(c.code()).as(c.err()).isZero();
+        assertThat(c.out()).contains("resumed " + split + " at step 3");
+        assertThat(losses(split)).hasSize(4);
+    }
+
     private static String[] concat(String[] a, String... b) {
         return java.util.stream.Stream.concat(java.util.Arrays.stream(a), java.util.Arrays.stream(b))
                 .toArray(String[]::new);
@@ -169,7 +202,9 @@ class TrainCommandPipelineTest {
         String[][] cases = {
                 {"--pp", "3"}, {"--pp", "2", "--micro-batches", "1"}, {"--micro-batches", "2"},
                 {"--pp", "2", "--schedule-pp", "zigzag"}, {"--pp", "2", "--grad-accum", "2", "--micro-batches", "4"},
-                {"--pp", "2", "--zero", "1", "--ranks", "2"}, {"--pp", "2", "--ranks", "3"}};
+                {"--pp", "2", "--zero", "1", "--ranks", "2"}, {"--pp", "2", "--ranks", "3"},
+                {"--tp", "2", "--pp", "2", "--ranks", "6"}, {"--tp", "3", "--pp", "2"},
+                {"--tp", "2", "--pp", "2", "--precision", "bf16"}};
         String[] messages = {
                 "--pp 3 is larger than the model's 2 layers (transformer blocks): each stage needs at least one",
                 "--micro-batches 1 is fewer than --pp 2: 1F1B needs at least as many micro-batches as stages",
@@ -177,7 +212,10 @@ class TrainCommandPipelineTest {
                 "--schedule-pp: unknown pipeline schedule 'zigzag': use gpipe or 1f1b",
                 "--grad-accum 2 and --micro-batches 4 disagree: a pipeline accumulates its micro-batches",
                 "--pp 2 does not take --zero yet",
-                "--ranks 3 is not a multiple of --pp 2: the ranks are D·P"};
+                "--ranks 3 is not a multiple of --pp 2: the ranks are D·P",
+                "--ranks 6 is not a multiple of --tp 2 × --pp 2 = 4: the ranks are D·T·P",
+                "--tp 3 must divide the attention heads NH = 4 of the model",
+                "--tp trains in fp32 so far: drop --precision"};
         for (int i = 0; i < cases.length; i++) {
             Result r = TrainCommandTest.run(TrainCommandTest.quick(dir, cases[i]));
             assertThat(r.code()).as(String.join(" ", cases[i])).isEqualTo(2);
