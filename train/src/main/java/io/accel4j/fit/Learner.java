@@ -274,7 +274,8 @@ public final class Learner implements AutoCloseable {
             LossScaler sc = r0.scaler();
             LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
                     sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(),
-                    resumable ? r0.batchesRead() : -1, net.fp8() == null ? new byte[0] : net.fp8().encode()), whole);
+                    resumable ? DataPosition.after(r0.batchesRead(), cfg.B, world / cfg.tensorParallel) : null,
+                    net.fp8() == null ? new byte[0] : net.fp8().encode()), whole);
         }
     }
 
@@ -310,6 +311,13 @@ public final class Learner implements AutoCloseable {
                         (fp8 ? "is missing: the checkpoint is not of an FP8 run" : "is present: resume an FP8 "
                                 + "checkpoint with fp8(recipe)"));
             }
+            long skip;
+            try {
+                skip = st.batchesPerReplica(cfg.B, world / cfg.tensorParallel);
+            } catch (IllegalArgumentException e) {
+                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
+                        "data position", e.getMessage());
+            }
             MemorySegment local = host.allocate(count * Float.BYTES, 64);
             for (RankStep r : ranks) {
                 io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
@@ -330,7 +338,7 @@ public final class Learner implements AutoCloseable {
                     throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
                             "scaler/FP8 state", e.getMessage());
                 }
-                r.resumeAt(st.step(), Math.max(0, st.batches()));
+                r.resumeAt(st.step(), skip);
             }
         }
     }

@@ -74,12 +74,17 @@ final class PipelineLearning implements AutoCloseable {
                     + "replicas × " + (T > 1 ? "tensor ranks × " : "") + "stages), so " + (T > 1 ? "T·P = " + P * T
                     : "P") + " must divide them");
         }
-        this.tensor = T;
-        if (b.fp8 != null || b.zero > 0) {
+        if (b.fp8 != null || b.zero > 1) {
             throw new IllegalArgumentException("pipeline parallelism does not combine with "
-                    + (b.fp8 != null ? "FP8" : "ZeRO") + " yet");
+                    + (b.fp8 != null ? "FP8" : "ZeRO-" + b.zero + " (ZeRO-1 it does)") + " yet");
         }
+        this.tensor = T;
         this.replicas = world / (P * T);
+        if (b.zero > 0 && replicas < 2) {
+            throw new IllegalArgumentException("ZeRO-1 shards each stage's optimizer state over the pipeline's "
+                    + "data-parallel replicas, but " + world + " ranks of " + P + " stages" + (T > 1 ? " × " + T
+                    + " tensor ranks" : "") + " make one: ask for ranks(" + 2 * P * T + ") or more");
+        }
         this.model = layout.model() != null ? layout.model()
                 : new SequentialStages(b.model, b.tokens > 0 ? 1 : b.features, b.B, b.T);
         this.split = Partition.balanced(model.parameters(), P);
@@ -124,7 +129,7 @@ final class PipelineLearning implements AutoCloseable {
                 PipelineRank rank = new PipelineRank(model, split, layout.schedule(), stages,
                         g == null ? null : g.tensor(), ops.get(i), b.data.open(dp, replicas, b.B, b.T), o);
                 if (g != null) {
-                    rank.replicatedOver(g.data());
+                    rank.replicatedOver(g.data(), b.zero);
                 }
                 built.set(i, rank);
             });
@@ -229,7 +234,7 @@ final class PipelineLearning implements AutoCloseable {
             boolean resumable = ranks.stream().allMatch(PipelineRank::resumable);
             LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
                     sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(),
-                    resumable ? r0.batchesRead() : -1, new byte[0]), w);
+                    resumable ? DataPosition.after(r0.batchesRead(), cfg.B, replicas) : null, new byte[0]), w);
         }
     }
 
@@ -242,8 +247,17 @@ final class PipelineLearning implements AutoCloseable {
         Map<String, MemorySegment> w = new LinkedHashMap<>();
         w.put(StageCheckpoint.PARAMS, params);
         w.putAll(state);
-        forEachStage(r -> StageShards.gather(r, StageCheckpoint.buffers(r), this::stageTable, whole, w,
-                tiedCopies()));
+        onEveryRank(comm, c -> {
+            int i = comm != null ? 0 : c.rank();
+            PipelineRank r = ranks.get(i);
+            io.accel4j.grid.ProcessGrid g = grids.get(i);
+            try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena()) {
+                Map<String, MemorySegment> mine = r.wholeState(scratch); // ZeRO-1: a collective of the replicas
+                if (g == null || g.coordinates().dp() == 0) {
+                    StageShards.gather(r, mine, this::stageTable, whole, w, tiedCopies());
+                }
+            }
+        });
     }
 
     /**
@@ -252,13 +266,23 @@ final class PipelineLearning implements AutoCloseable {
      */
     void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, float lossScale,
                       int cleanSteps, int skippedSteps) {
+        restoreState(params, state, step, (long) step * layout.micro(), lossScale, cleanSteps, skippedSteps);
+    }
+
+    /** {@link #restoreState}, the data sources skipping {@code batches} of their own. */
+    private void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, long batches,
+                              float lossScale, int cleanSteps, int skippedSteps) {
         ParameterTable whole = wholeTable();
         Map<String, MemorySegment> w = new LinkedHashMap<>(state);
         w.put(StageCheckpoint.PARAMS, params);
         for (PipelineRank r : ranks) {
-            StageShards.scatter(r, StageCheckpoint.buffers(r), whole, w);
+            try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena()) {
+                Map<String, MemorySegment> mine = r.stateToFill(scratch);
+                StageShards.scatter(r, mine, whole, w);
+                r.takeState(mine);
+            }
             r.scaler().restore(lossScale, cleanSteps, skippedSteps);
-            r.resumeAt(step);
+            r.resumeAt(step, batches);
         }
     }
 
@@ -299,8 +323,15 @@ final class PipelineLearning implements AutoCloseable {
                 throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE), "FP8 state",
                         "is present: a pipeline does not run FP8 yet");
             }
+            long skip;
             try {
-                restoreState(params, w, st.step(), st.lossScale(), st.cleanSteps(), st.skippedSteps());
+                skip = st.batchesPerReplica(cfg.B, replicas);
+            } catch (IllegalArgumentException e) {
+                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
+                        "data position", e.getMessage());
+            }
+            try {
+                restoreState(params, w, st.step(), skip, st.lossScale(), st.cleanSteps(), st.skippedSteps());
             } catch (IllegalArgumentException e) {
                 throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
                         "scaler state", e.getMessage());
@@ -340,7 +371,8 @@ final class PipelineLearning implements AutoCloseable {
         return ranks.get(0).optimizer().describe() + ", pipeline of " + layout.stages() + " stages ("
                 + layout.micro() + " micro-batches, " + layout.schedule().name() + ")"
                 + (tensor > 1 ? " × " + tensor + " tensor ranks" : "")
-                + (replicas > 1 ? " × " + replicas + " data-parallel replicas" : "");
+                + (replicas > 1 ? " × " + replicas + " data-parallel replicas" : "")
+                + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "");
     }
 
     private void closeRest() {

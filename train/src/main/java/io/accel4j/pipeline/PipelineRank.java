@@ -54,7 +54,9 @@ public final class PipelineRank implements AutoCloseable {
     private final Timeline timeline;
     private final StagedModel model;
     private final StageNetwork net;
-    private final Optimizer optimizer;
+    private Optimizer optimizer;
+    /** This rank's ZeRO-1 shard of the stage's parameters (the optimizer's), or null: the optimizer has them all. */
+    private long[] zeroShard;
     private final LossScaler scaler;
     private final DataSource data;
     private final StageValues values;
@@ -222,11 +224,16 @@ public final class PipelineRank implements AutoCloseable {
         return (long) step * o.micro();
     }
 
-    /** Continues at step {@code s}, skipping what the data had given when it can. */
+    /** Continues at step {@code s}, skipping what the data had given ({@code s·M} batches) when it can. */
     public void resumeAt(int s) {
+        resumeAt(s, (long) s * o.micro());
+    }
+
+    /** Continues at step {@code s}, {@code batches} of this replica's batches into the data (when it can skip). */
+    public void resumeAt(int s, long batches) {
         this.step = s;
         if (data instanceof DataSource.Resumable r) {
-            r.skip(batchesRead());
+            r.skip(batches);
         }
     }
 
@@ -242,13 +249,92 @@ public final class PipelineRank implements AutoCloseable {
      * reports their mean loss. Call once, before the first step; the communicator stays the caller's.
      */
     public void replicatedOver(Communicator replicas) {
+        replicatedOver(replicas, 0);
+    }
+
+    /**
+     * {@link #replicatedOver(Communicator)} with ZeRO stage {@code zero} over the replicas: 0, none; 1, the optimizer
+     * state sharded (replica r updates chunk r of the stage's flat parameters, then an all-gather over the replicas
+     * hands every replica the others': DDP's bits, a D-th of its optimizer state).
+     *
+     * @throws IllegalArgumentException for a stage other than 0 or 1, or ZeRO over one replica
+     */
+    public void replicatedOver(Communicator replicas, int zero) {
         if (step != 0 || this.replicas != null) {
             throw new IllegalStateException("replicatedOver is set once, before the first step");
+        }
+        if (zero < 0 || zero > 1) {
+            throw new IllegalArgumentException("a pipeline's replicas take ZeRO stage 0 or 1, got " + zero);
+        }
+        if (zero == 1 && replicas.size() < 2) {
+            throw new IllegalArgumentException("ZeRO-1 shards the optimizer state over the data-parallel replicas: "
+                    + "it needs 2 or more, got " + replicas.size());
         }
         if (replicas.size() > 1) {
             this.replicas = replicas;
             this.replicaValues = new StageValues(replicas, 1);
         }
+        if (zero == 1) {
+            long count = net.table().count();
+            int n = replicas.size(), r = replicas.rank();
+            long off = io.accel4j.collectives.Chunks.start(count, n, r);
+            long len = io.accel4j.collectives.Chunks.length(count, n, r);
+            Optimizer sharded = o.optimizer().create(net.ops(), net.table(),
+                    net.params().asSlice(off * Float.BYTES, len * Float.BYTES),
+                    net.grads().asSlice(off * Float.BYTES, len * Float.BYTES), off, len);
+            optimizer.close();
+            optimizer = sharded;
+            zeroShard = new long[] {off, len};
+        }
+    }
+
+    /**
+     * The stage's parameters and whole optimizer state by name ({@code "params"} first), each the stage table's count
+     * of fp32: under ZeRO-1 the state's shards all-gathered over the replicas into {@code scratch} (a collective of
+     * the data-parallel group), else the optimizer's own buffers.
+     */
+    public java.util.Map<String, MemorySegment> wholeState(io.accel4j.core.memory.DeviceArena scratch) {
+        return stateBuffers(scratch, true);
+    }
+
+    /**
+     * Buffers as {@link #wholeState} lays them out, for a checkpoint to fill; then {@link #takeState} (under ZeRO-1
+     * the state's are {@code scratch}'s, else the optimizer's own). No communication.
+     */
+    public java.util.Map<String, MemorySegment> stateToFill(io.accel4j.core.memory.DeviceArena scratch) {
+        return stateBuffers(scratch, false);
+    }
+
+    /** Under ZeRO-1, this replica's shards of {@code filled} ({@link #stateToFill}'s) into the optimizer's state. */
+    public void takeState(java.util.Map<String, MemorySegment> filled) {
+        if (zeroShard == null) {
+            return;
+        }
+        for (java.util.Map.Entry<String, MemorySegment> e : optimizer.state().entrySet()) {
+            net.memory().copy(filled.get(e.getKey()).asSlice(zeroShard[0] * Float.BYTES, zeroShard[1] * Float.BYTES),
+                    e.getValue().asSlice(0, zeroShard[1] * Float.BYTES));
+        }
+    }
+
+    private java.util.Map<String, MemorySegment> stateBuffers(io.accel4j.core.memory.DeviceArena scratch,
+                                                               boolean gather) {
+        java.util.Map<String, MemorySegment> m = new java.util.LinkedHashMap<>();
+        m.put(StageCheckpoint.PARAMS, net.params());
+        long count = net.table().count();
+        for (java.util.Map.Entry<String, MemorySegment> e : optimizer.state().entrySet()) {
+            if (zeroShard == null) {
+                m.put(e.getKey(), e.getValue());
+                continue;
+            }
+            MemorySegment whole = scratch.allocate(count * Float.BYTES);
+            if (gather) {
+                MemorySegment mine = whole.asSlice(zeroShard[0] * Float.BYTES, zeroShard[1] * Float.BYTES);
+                net.memory().copy(e.getValue().asSlice(0, zeroShard[1] * Float.BYTES), mine);
+                replicas.allGather(mine, whole, count, DType.FP32); // in place: this replica's chunk is there
+            }
+            m.put(e.getKey(), whole);
+        }
+        return m;
     }
 
     /** One optimizer step over a global batch of M micro-batches; every stage returns the same metrics. */
@@ -300,6 +386,10 @@ public final class PipelineRank implements AutoCloseable {
         if (!overflow) {
             float clip = o.gradClip() > 0 && norm > o.gradClip() ? (float) (o.gradClip() / norm) : 1f;
             optimizer.step(s + 1 - scaler.skippedSteps(), lr, clip / lossScale);
+            if (zeroShard != null) { // every replica's updated chunk to every replica (in place)
+                replicas.allGather(net.params().asSlice(zeroShard[0] * Float.BYTES, zeroShard[1] * Float.BYTES),
+                        net.params(), count, DType.FP32);
+            }
         }
         scaler.afterStep(overflow);
         step = s + 1;
