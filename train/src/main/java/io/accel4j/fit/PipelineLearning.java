@@ -100,6 +100,14 @@ final class PipelineLearning implements AutoCloseable {
         }
         PipelineRank.Options o = new PipelineRank.Options(b.B, b.T, layout.micro(), b.tokens, b.classes, b.precision,
                 b.recompute, b.optimizer, b.schedule, b.gradClip, b.seed);
+        if (b.progress != null && (b.comm == null || b.comm.rank() == 0)) { // planned before anything is allocated
+            b.progress.println("memory per rank (tensor rank 0, replica 0 of each stage):");
+            for (int st = 0; st < P; st++) {
+                io.accel4j.pipeline.StagePlan.of(model, split, layout.schedule(), o, st, T, 0, replicas, b.zero)
+                        .print(b.progress);
+            }
+            b.progress.flush();
+        }
         int held = b.comm != null ? 1 : world;
         int perRank = Math.max(1, b.threads / held);
         this.group = b.comm == null ? InProcessGroup.create(world, b.collectiveTimeout) : null;

@@ -236,9 +236,37 @@ public final class StageNetwork implements AutoCloseable {
 
     /** Bytes of one slot: the activation plan, the input, output gradient, input gradient and targets. */
     public long slotBytes() {
-        long rows = (long) maxB * maxT;
-        return plan.bytes() + rows * inWidth * Float.BYTES + (loss == null ? rows * outWidth * Float.BYTES : 0)
-                + (inputGradient ? rows * inWidth * Float.BYTES : 0) + (loss != null ? rows * Integer.BYTES : 0);
+        return slotBytes(plan.bytes(), (long) maxB * maxT, inWidth, outWidth, loss != null, inputGradient);
+    }
+
+    private static long slotBytes(long planBytes, long rows, int inWidth, int outWidth, boolean last,
+                                  boolean inputGradient) {
+        return planBytes + rows * inWidth * Float.BYTES + (last ? 0 : rows * outWidth * Float.BYTES)
+                + (inputGradient ? rows * inWidth * Float.BYTES : 0) + (last ? rows * Integer.BYTES : 0);
+    }
+
+    /** What a stage holds, planned from its spec: its parameter table (this tensor rank's shards) and a slot's bytes. */
+    public record Plan(ParameterTable table, long slotBytes) {}
+
+    /**
+     * The {@link #table()} and {@link #slotBytes()} of the stage {@code spec} builds ({@link #build}'s {@code first},
+     * {@code last}) on one rank of a tensor group of {@code tensorRanks}, without allocating anything or needing the
+     * group. Builds the spec's tree: a spec is planned or built once.
+     */
+    public static Plan plan(NetworkSpec s, boolean first, boolean last, int tensorRanks) {
+        Builder b = new Builder(Network.PLANNING, s.operands, false, s.recompute, s.maxB, s.maxT);
+        b.tensor(TensorParallel.planning(0, tensorRanks));
+        int out = b.child(s.body, s.inWidth, !first);
+        if (last) {
+            Loss.of(b, out, s.classes);
+        }
+        b.activation(last ? "logits" : "stage.out", out);
+        if (last) {
+            b.activation("losses", 1);
+        }
+        long rows = (long) s.maxB * s.maxT;
+        return new Plan(new ParameterTable(b.params(), s.order),
+                slotBytes(b.activations().plan(rows).bytes(), rows, s.inWidth, out, last, !first));
     }
 
     /** Slots allocated so far: the most micro-batches alive at once on this stage. */
