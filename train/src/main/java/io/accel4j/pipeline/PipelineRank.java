@@ -55,8 +55,6 @@ public final class PipelineRank implements AutoCloseable {
     private final StagedModel model;
     private final StageNetwork net;
     private Optimizer optimizer;
-    /** This rank's ZeRO-1 shard of the stage's parameters (the optimizer's), or null: the optimizer has them all. */
-    private long[] zeroShard;
     private final LossScaler scaler;
     private final DataSource data;
     private final StageValues values;
@@ -72,8 +70,7 @@ public final class PipelineRank implements AutoCloseable {
     private double idle;
     private long busyNanos;
     /** The D replicas of this stage (data parallelism around the pipeline), or null for one. */
-    private Communicator replicas;
-    private StageValues replicaValues;
+    private StageReplicas replicas;
 
     /**
      * Builds stage {@code comm.rank()} of {@code model} as {@code split} cuts it, initialised from the seed (a tied
@@ -263,34 +260,23 @@ public final class PipelineRank implements AutoCloseable {
         if (step != 0 || this.replicas != null) {
             throw new IllegalStateException("replicatedOver is set once, before the first step");
         }
-        if (zero < 0 || zero > 1) {
-            throw new IllegalArgumentException("a pipeline's replicas take ZeRO stage 0 or 1, got " + zero);
-        }
         if (zero == 1 && replicas.size() < 2) {
             throw new IllegalArgumentException("ZeRO-1 shards the optimizer state over the data-parallel replicas: "
                     + "it needs 2 or more, got " + replicas.size());
         }
         if (replicas.size() > 1) {
-            this.replicas = replicas;
-            this.replicaValues = new StageValues(replicas, 1);
-        }
-        if (zero == 1) {
-            long count = net.table().count();
-            int n = replicas.size(), r = replicas.rank();
-            long off = io.accel4j.collectives.Chunks.start(count, n, r);
-            long len = io.accel4j.collectives.Chunks.length(count, n, r);
-            Optimizer sharded = o.optimizer().create(net.ops(), net.table(),
-                    net.params().asSlice(off * Float.BYTES, len * Float.BYTES),
-                    net.grads().asSlice(off * Float.BYTES, len * Float.BYTES), off, len);
-            optimizer.close();
-            optimizer = sharded;
-            zeroShard = new long[] {off, len};
+            this.replicas = new StageReplicas(replicas, zero, net.table().count());
+            Optimizer sharded = this.replicas.shardedOptimizer(o.optimizer(), net);
+            if (sharded != null) {
+                optimizer.close();
+                optimizer = sharded;
+            }
         }
     }
 
     /**
      * The stage's parameters and whole optimizer state by name ({@code "params"} first), each the stage table's count
-     * of fp32: under ZeRO-1 the state's shards all-gathered over the replicas into {@code scratch} (a collective of
+     * of fp32: under ZeRO-1 the state's chunks all-gathered over the replicas into {@code scratch} (a collective of
      * the data-parallel group), else the optimizer's own buffers.
      */
     public java.util.Map<String, MemorySegment> wholeState(io.accel4j.core.memory.DeviceArena scratch) {
@@ -305,14 +291,10 @@ public final class PipelineRank implements AutoCloseable {
         return stateBuffers(scratch, false);
     }
 
-    /** Under ZeRO-1, this replica's shards of {@code filled} ({@link #stateToFill}'s) into the optimizer's state. */
+    /** Under ZeRO-1, this replica's chunks of {@code filled} ({@link #stateToFill}'s) into the optimizer's state. */
     public void takeState(java.util.Map<String, MemorySegment> filled) {
-        if (zeroShard == null) {
-            return;
-        }
-        for (java.util.Map.Entry<String, MemorySegment> e : optimizer.state().entrySet()) {
-            net.memory().copy(filled.get(e.getKey()).asSlice(zeroShard[0] * Float.BYTES, zeroShard[1] * Float.BYTES),
-                    e.getValue().asSlice(0, zeroShard[1] * Float.BYTES));
+        if (replicas != null) {
+            replicas.takeState(optimizer, net, filled);
         }
     }
 
@@ -320,20 +302,7 @@ public final class PipelineRank implements AutoCloseable {
                                                                boolean gather) {
         java.util.Map<String, MemorySegment> m = new java.util.LinkedHashMap<>();
         m.put(StageCheckpoint.PARAMS, net.params());
-        long count = net.table().count();
-        for (java.util.Map.Entry<String, MemorySegment> e : optimizer.state().entrySet()) {
-            if (zeroShard == null) {
-                m.put(e.getKey(), e.getValue());
-                continue;
-            }
-            MemorySegment whole = scratch.allocate(count * Float.BYTES);
-            if (gather) {
-                MemorySegment mine = whole.asSlice(zeroShard[0] * Float.BYTES, zeroShard[1] * Float.BYTES);
-                net.memory().copy(e.getValue().asSlice(0, zeroShard[1] * Float.BYTES), mine);
-                replicas.allGather(mine, whole, count, DType.FP32); // in place: this replica's chunk is there
-            }
-            m.put(e.getKey(), whole);
-        }
+        m.putAll(replicas != null ? replicas.wholeState(optimizer, net, scratch, gather) : optimizer.state());
         return m;
     }
 
@@ -350,12 +319,7 @@ public final class PipelineRank implements AutoCloseable {
         long t1 = System.nanoTime();
         exchangeTiedGradients(ops);
         if (replicas != null) { // the replicas' mean gradient and loss, before the norm and the overflow check
-            replicas.allReduce(net.grads(), count, DType.FP32, io.accel4j.collectives.ReduceOp.AVG);
-            double sum = 0;
-            for (double[] v : replicaValues.gather(lossSum)) {
-                sum += v[0]; // in replica order: every replica computes the same bits
-            }
-            lossSum = sum / replicas.size();
+            lossSum = replicas.average(net.grads(), count, lossSum);
         }
         boolean nonFinite = scaler.enabled() && ops.hasNonFinite(net.grads(), count);
         double stageSq;
@@ -386,9 +350,8 @@ public final class PipelineRank implements AutoCloseable {
         if (!overflow) {
             float clip = o.gradClip() > 0 && norm > o.gradClip() ? (float) (o.gradClip() / norm) : 1f;
             optimizer.step(s + 1 - scaler.skippedSteps(), lr, clip / lossScale);
-            if (zeroShard != null) { // every replica's updated chunk to every replica (in place)
-                replicas.allGather(net.params().asSlice(zeroShard[0] * Float.BYTES, zeroShard[1] * Float.BYTES),
-                        net.params(), count, DType.FP32);
+            if (replicas != null) {
+                replicas.afterUpdate(net.params(), count);
             }
         }
         scaler.afterStep(overflow);
@@ -529,8 +492,8 @@ public final class PipelineRank implements AutoCloseable {
         if (tensorValues != null) {
             tensorValues.close();
         }
-        if (replicaValues != null) {
-            replicaValues.close();
+        if (replicas != null) {
+            replicas.close();
         }
         values.close();
         tieArena.close();
