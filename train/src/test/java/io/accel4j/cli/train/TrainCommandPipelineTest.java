@@ -128,8 +128,8 @@ class TrainCommandPipelineTest {
     /**
      * Replicated pipelines checkpoint as the trainer's data-parallel ranks do (rank 0's loader position is every
      * rank's): {@code --ranks 4 --pp 2} stopped at step 2 and resumed continues as the trainer's {@code --ranks 2
-     * --grad-accum 2} straight run. (The trainer cannot take that checkpoint at {@code --pp 1}: a resumed run keeps
-     * its {@code --ranks}, which counts D·P ranks here and D there.)
+     * --grad-accum 2} straight run — on the same layout, and by the trainer at {@code --pp 1 --ranks 2} (a layout
+     * change moves {@code --ranks}, which counts D·P ranks there and D here, as long as D stays; another D is refused).
      */
     @Test
     void replicatedPipelinesCheckpointAsDataParallelRanks() throws Exception {
@@ -142,14 +142,26 @@ class TrainCommandPipelineTest {
         Result b1 = TrainCommandTest.run(TrainCommandTest.quick(dpPp, concat(common, "4", "--steps", "2", "--pp",
                 "2", "--micro-batches", "2")));
         assertThat(b1.code()).as(b1.err()).isZero();
+        Path toTrainer = tmp.resolve("dp-pp-to-trainer");
+        copyTree(dpPp, toTrainer);
         Result b2 = TrainCommandTest.run("train", "--resume", dpPp.toString(), "--steps", "4");
         assertThat(b2.code()).as(b2.err()).isZero();
         assertThat(b2.out()).contains("resumed " + dpPp + " at step 2");
-        java.util.List<Double> want = losses(straight), got = losses(dpPp);
-        assertThat(got).hasSize(4);
-        for (int s = 0; s < 4; s++) { // fp32 sums in another order
-            assertThat(got.get(s)).as("step %d", s).isCloseTo(want.get(s),
-                    org.assertj.core.api.Assertions.within(1e-5 * want.get(s)));
+        Result bad = TrainCommandTest.run("train", "--resume", toTrainer.toString(), "--pp", "1", "--ranks", "3",
+                "--steps", "4");
+        assertThat(bad.code()).isEqualTo(2);
+        assertThat(bad.err()).contains("--ranks 3 differs from the resumed run's --ranks 4");
+        Result b3 = TrainCommandTest.run("train", "--resume", toTrainer.toString(), "--pp", "1", "--ranks", "2",
+                "--steps", "4");
+        assertThat(b3.code()).as(b3.err()).isZero();
+        java.util.List<Double> want = losses(straight);
+        for (Path d : java.util.List.of(dpPp, toTrainer)) {
+            java.util.List<Double> got = losses(d);
+            assertThat(got).as("%s", d).hasSize(4);
+            for (int s = 0; s < 4; s++) { // fp32 sums in another order
+                assertThat(got.get(s)).as("%s step %d", d, s).isCloseTo(want.get(s),
+                        org.assertj.core.api.Assertions.within(1e-5 * want.get(s)));
+            }
         }
     }
 
@@ -184,6 +196,14 @@ class TrainCommandPipelineTest {
         assertThat(c.code()).as(c.err()).isZero();
         assertThat(c.out()).contains("resumed " + split + " at step 3");
         assertThat(losses(split)).hasSize(4);
+    }
+
+    private static void copyTree(Path from, Path to) throws java.io.IOException {
+        try (java.util.stream.Stream<Path> all = Files.walk(from)) {
+            for (Path p : (Iterable<Path>) all::iterator) {
+                Files.copy(p, to.resolve(from.relativize(p).toString()));
+            }
+        }
     }
 
     private static String[] concat(String[] a, String... b) {
