@@ -63,7 +63,7 @@ class PipelineBadInputTest {
             return (in, tg) -> {
                 if (hangs) {
                     try {
-                        Thread.sleep(3000);
+                        Thread.sleep(1500);
                     } catch (InterruptedException e) {
                         Thread.currentThread().interrupt();
                     }
@@ -73,13 +73,13 @@ class PipelineBadInputTest {
         };
         long t0 = System.nanoTime();
         try (Learner l = PipelineGpt2Test.gpt2().data(slow).pipeline(Gpt2Stages.parallel(PipelineGpt2Test.TINY), 2,
-                2, Schedule.GPIPE).tensorParallel(2).collectiveTimeout(java.time.Duration.ofMillis(500)).build()) {
+                2, Schedule.GPIPE).tensorParallel(2).collectiveTimeout(java.time.Duration.ofMillis(300)).build()) {
             Throwable e = org.assertj.core.api.Assertions.catchThrowable(() -> l.fit(1, null));
             assertThat(e).isInstanceOf(io.accel4j.collectives.CollectiveException.class)
                     .hasMessageContaining("of group color").hasMessageContaining("(parent ranks [")
-                    .hasMessageContaining("did not arrive").hasMessageContaining("within the timeout (PT0.5S");
+                    .hasMessageContaining("did not arrive").hasMessageContaining("within the timeout (PT0.3S");
             System.out.println("hung rank: " + e.getMessage() + " (after " + (System.nanoTime() - t0) / 1_000_000
-                    + " ms, the hung thread's own 3 s included)");
+                    + " ms, the hung thread's own 1.5 s included)");
         }
     }
 

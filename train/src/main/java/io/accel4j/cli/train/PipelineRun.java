@@ -53,7 +53,7 @@ final class PipelineRun {
     /** Refuses, as usage errors, what the pipeline path does not do yet (before anything is allocated). */
     void checkSupported(TrainConfig cfg, GptConfig model, Launch launch) {
         String no = cmd.device == Backend.Device.CUDA ? "--device cuda"
-                : cmd.zero > 0 ? "--zero"
+                : cmd.zero > 1 ? "--zero " + cmd.zero + " (it takes --zero 1)"
                 : cfg.precision().fp8() != null ? "--precision fp8"
                 : cmd.memory.findBatchSize ? "--find-batch-size"
                 : cmd.profile ? "--profile"
@@ -81,6 +81,11 @@ final class PipelineRun {
                     + (T > 1 ? "tensor ranks × " : "") + "its stages)");
         }
         int world = launch.perProcess() ? launch.worldSize() : cmd.ranks > 1 ? cmd.ranks : group;
+        if (cmd.zero == 1 && world / group < 2) {
+            throw usage.apply("--zero 1 with " + tp + "--pp " + pp.stages + " shards each stage's optimizer state over "
+                    + "its data-parallel replicas, but " + world + " ranks make " + world / group + ": it needs "
+                    + "--ranks " + 2 * group + " or more");
+        }
         cmd.tensor.check(model, world, false, 0, cfg.precision().equals(io.accel4j.train.precision.Precision.FP32),
                 usage::apply);
     }
@@ -162,7 +167,7 @@ final class PipelineRun {
                     .schedule(cfg::learningRate).gradClip(cfg.gradClip()).precision(cfg.precision().operands())
                     .recompute(cmd.memory.recompute).seed(cfg.seed()).threads(threads).data(data)
                     .pipeline(cmd.tensor.active() ? Gpt2Stages.parallel(c) : Gpt2Stages.of(c), pp.stages, M,
-                            pp.schedule()).tensorParallel(cmd.tensor.tp())
+                            pp.schedule()).tensorParallel(cmd.tensor.tp()).zero(cmd.zero)
                     .progress(lead ? w : null).out(lead ? dir : null);
             if (world != null) {
                 b.communicator(world);

@@ -78,6 +78,11 @@ class TrainCommandPipelineTest {
                 "--micro-batches", "2")));
         assertThat(b.code()).as(b.err()).isZero();
         assertThat(b.out()).contains("2 data-parallel replicas");
+        Path zero = tmp.resolve("dp-pp-zero1"); // ZeRO-1 over each stage's replicas: DDP's bits
+        Result z = TrainCommandTest.run(TrainCommandTest.quick(zero, concat(common, "4", "--pp", "2",
+                "--micro-batches", "2", "--zero", "1")));
+        assertThat(z.code()).as(z.err()).isZero();
+        assertThat(losses(zero)).containsExactlyElementsOf(losses(pipeline));
         java.util.List<Double> la = losses(trainer), lb = losses(pipeline);
         assertThat(lb).hasSize(3);
         for (int s = 0; s < 3; s++) { // fp32 sums in another order
@@ -231,7 +236,8 @@ class TrainCommandPipelineTest {
                 "--micro-batches needs --pp 2 or more",
                 "--schedule-pp: unknown pipeline schedule 'zigzag': use gpipe or 1f1b",
                 "--grad-accum 2 and --micro-batches 4 disagree: a pipeline accumulates its micro-batches",
-                "--pp 2 does not take --zero yet",
+                "--zero 1 with --pp 2 shards each stage's optimizer state over its data-parallel replicas, but 2 ranks "
+                        + "make 1: it needs --ranks 4 or more",
                 "--ranks 3 is not a multiple of --pp 2: the ranks are D·P",
                 "--ranks 6 is not a multiple of --tp 2 × --pp 2 = 4: the ranks are D·T·P",
                 "--tp 3 must divide the attention heads NH = 4 of the model",
