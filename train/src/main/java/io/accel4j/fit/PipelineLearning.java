@@ -89,7 +89,8 @@ final class PipelineLearning implements AutoCloseable {
                 : new SequentialStages(b.model, b.tokens > 0 ? 1 : b.features, b.B, b.T);
         this.split = Partition.balanced(model.parameters(), P);
         if (b.progress != null && (b.comm == null || b.comm.rank() == 0)) {
-            b.progress.println("pipeline: " + P + " stages" + (T > 1 ? " × " + T + " tensor ranks" : "") + (replicas > 1 ? " × " + replicas + " data-parallel "
+            b.progress.println("pipeline: " + P + " stages" + (T > 1 ? " × " + T + " tensor ranks" : "")
+                    + (replicas > 1 ? " × " + replicas + " data-parallel "
                     + "replicas" : "") + ", " + layout.micro() + " micro-batches, " + layout.schedule().name()
                     + " (bubble (P-1)/(M+P-1) = " + String.format(java.util.Locale.ROOT, "%.3f",
                     io.accel4j.pipeline.Timeline.bubbleFormula(P, layout.micro())) + ")");

@@ -245,7 +245,7 @@ public final class StageNetwork implements AutoCloseable {
                 + (inputGradient ? rows * inWidth * Float.BYTES : 0) + (last ? rows * Integer.BYTES : 0);
     }
 
-    /** What a stage holds, planned from its spec: its parameter table (this tensor rank's shards) and a slot's bytes. */
+    /** What a stage holds, planned from its spec: its parameter table (a tensor rank's shards) and a slot's bytes. */
     public record Plan(ParameterTable table, long slotBytes) {}
 
     /**

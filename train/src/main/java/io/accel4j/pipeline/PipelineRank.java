@@ -470,8 +470,8 @@ public final class PipelineRank implements AutoCloseable {
     }
 
     /**
-     * This tensor rank's share of the stage's {@code Σ g²}: its shards' whole, a replicated tensor's divided by T (every
-     * tensor rank holds it), the last stage's tied copy left out.
+     * This tensor rank's share of the stage's {@code Σ g²}: its shards' whole, a replicated tensor's divided by T
+     * (every tensor rank holds it), the last stage's tied copy left out.
      */
     private double tensorShare(Ops ops) {
         ParameterTable.Entry skip = tiedCopy();

@@ -15,8 +15,8 @@ import java.util.Map;
 /**
  * Data parallelism around a pipeline stage: the D replicas of the stage (its data-parallel group, rank = replica)
  * average their gradients and losses every step, and under ZeRO-1 each updates chunk r of the stage's flat parameters
- * ({@link Chunks}'s split) with an optimizer holding that chunk's state only, then an all-gather hands every replica the
- * others' — DDP's bits with a D-th of the optimizer state (AdamW's result does not depend on the cut). Checkpoints see
+ * ({@link Chunks}'s split) with an optimizer holding that chunk's state only, then an all-gather hands every
+ * replica the others' — DDP's bits with a D-th of the optimizer state (AdamW's result does not depend on the cut). Checkpoints see
  * the state whole ({@link #wholeState}); the communicator stays the caller's.
  */
 final class StageReplicas implements AutoCloseable {
@@ -37,7 +37,7 @@ final class StageReplicas implements AutoCloseable {
         this.values = new StageValues(group, 1);
     }
 
-    /** Under ZeRO-1, an optimizer of this replica's chunk of {@code net} (the caller closes the whole one); else null. */
+    /** Under ZeRO-1, an optimizer of this replica's chunk of {@code net} (the caller closes the whole one); or null. */
     Optimizer shardedOptimizer(OptimizerSpec spec, StageNetwork net) {
         if (chunk == null) {
             return null;
@@ -45,7 +45,7 @@ final class StageReplicas implements AutoCloseable {
         return spec.create(net.ops(), net.table(), slice(net.params()), slice(net.grads()), chunk[0], chunk[1]);
     }
 
-    /** The replicas' mean of the gradients (in place) and of the loss sums, in replica order (the same bits on each). */
+    /** The replicas' mean of the gradients (in place) and of the loss sums, in replica order (the same bits each). */
     double average(MemorySegment grads, long count, double lossSum) {
         group.allReduce(grads, count, DType.FP32, ReduceOp.AVG);
         double sum = 0;

@@ -21,7 +21,8 @@ public final class PipelineMpiMain {
         int tp = args.length > 2 ? Integer.parseInt(args[2]) : 1;
         try (MpiCommunicator comm = MpiCommunicator.world(Duration.ofSeconds(60));
              Learner l = PipelineGpt2Test.gpt2().threads(1).communicator(comm).tensorParallel(tp)
-                     .pipeline(tp > 1 ? Gpt2Stages.parallel(PipelineGpt2Test.TINY) : Gpt2Stages.of(PipelineGpt2Test.TINY),
+                     .pipeline(tp > 1 ? Gpt2Stages.parallel(PipelineGpt2Test.TINY)
+                             : Gpt2Stages.of(PipelineGpt2Test.TINY),
                              comm.size() / tp, PipelineGpt2Test.M, schedule)
                      .build()) {
             for (StepMetrics m : l.fit(steps, null)) {

@@ -52,7 +52,8 @@ class PipelineZeroTest {
             assertThat(zero.get(s).trainLoss()).as("step %d", s).isEqualTo(ddp.get(s).trainLoss());
             assertThat(zero.get(s).gradNorm()).as("step %d", s).isEqualTo(ddp.get(s).gradNorm());
             // fp32 sums in another order (the replicas' average, the tied gradient's halves)
-            assertThat(zero.get(s).trainLoss()).isCloseTo(one.get(s).trainLoss(), within(1e-5 * one.get(s).trainLoss()));
+            assertThat(zero.get(s).trainLoss()).isCloseTo(one.get(s).trainLoss(),
+                    within(1e-5 * one.get(s).trainLoss()));
         }
         for (String f : List.of("model.bin", "state.bin")) {
             assertThat(Files.readAllBytes(dZero.resolve(f))).as(f).isEqualTo(Files.readAllBytes(dDdp.resolve(f)));

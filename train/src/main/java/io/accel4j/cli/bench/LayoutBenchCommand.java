@@ -28,7 +28,8 @@ import picocli.CommandLine.Spec;
  */
 @Command(name = "layouts", sortOptions = false,
         description = {"Time training steps of a GPT-2 model under one rank, data parallelism and tensor parallelism "
-                + "(in-process ranks, the same global batch; with --ranks 4 also dp × tp and pp × tp, dp × pp) and print "
+                + "(in-process ranks, the same global batch; with --ranks 4 also dp × tp and pp × tp, dp × pp) "
+                + "and print "
                 + "ms/step, tokens/s and memory per rank."})
 public final class LayoutBenchCommand implements Callable<Integer> {
 

@@ -77,7 +77,8 @@ final class PipelineRun {
         }
         if (!launch.perProcess() && cmd.ranks > 1 && cmd.ranks % group != 0) {
             throw usage.apply("--ranks " + cmd.ranks + " is not a multiple of " + tp + "--pp " + pp.stages
-                    + (T > 1 ? " = " + group : "") + ": the ranks are " + dtp + " (data-parallel replicas of the pipeline × "
+                    + (T > 1 ? " = " + group : "") + ": the ranks are " + dtp + " (data-parallel replicas of the "
+                    + "pipeline × "
                     + (T > 1 ? "tensor ranks × " : "") + "its stages)");
         }
         int world = launch.perProcess() ? launch.worldSize() : cmd.ranks > 1 ? cmd.ranks : group;
