@@ -70,7 +70,8 @@ public final class Learner implements AutoCloseable {
             this.pipeline = new PipelineLearning(b);
             this.group = null;
             this.grids = null;
-            this.world = b.comm != null ? b.comm.size() : Math.max(b.ranks, b.pipeline.stages());
+            this.world = b.comm != null ? b.comm.size()
+                    : Math.max(b.ranks, b.pipeline.stages() * b.tensorParallel);
             this.globalRank = new int[] {pipeline.lead() ? 0 : b.comm.rank()};
             this.checkpoints = null;
             return;
@@ -80,7 +81,7 @@ public final class Learner implements AutoCloseable {
         this.world = b.comm != null ? b.comm.size() : b.ranks;
         int held = b.comm != null ? 1 : b.ranks;
         this.globalRank = new int[held];
-        this.checkpoints = new RankCheckpoints(ranks, globalRank, this::forEachRank, b);
+        this.checkpoints = new RankCheckpoints(ranks, globalRank, this::forEachRank, b, world);
         io.accel4j.grid.GridLayout layout = b.tensorParallel > 1
                 ? io.accel4j.grid.GridLayout.of(world, 1, b.tensorParallel) : null;
         this.grids = layout == null ? null : new ArrayList<>();

@@ -283,11 +283,9 @@ public final class LearnerBuilder {
             throw new IllegalArgumentException("ranks(" + ranks + ") and communicator(" + comm.size() + " ranks) "
                     + "both say how many ranks there are: with a communicator this process is one of them");
         }
-        int world = comm != null ? comm.size() : ranks;
-        if (pipeline != null && tensorParallel > 1) {
-            throw new IllegalArgumentException("pipeline(" + pipeline.stages() + ", …) and tensorParallel("
-                    + tensorParallel + ") do not compose yet: choose one");
-        }
+        // in process, a pipeline's ranks default to one per stage and tensor rank
+        int world = comm != null ? comm.size() : pipeline != null && ranks == 1
+                ? pipeline.stages() * tensorParallel : ranks;
         if (zero == 3 && offloadOptimizer) {
             throw new IllegalArgumentException("offloadOptimizer() does not go with zero(3) yet: ZeRO-3's shard is "
                     + "scattered over the units; use zero(1) or zero(2)");

@@ -29,10 +29,12 @@ import java.util.Map;
  * <pre>
  *   model.bin: "A4NM" int32 version=1, int32 tensors, per tensor {u16 name length, UTF-8 name, int32 rank,
  *              int64 dims…}, int64 count, fp32 params[count]
- *   state.bin: "A4NS" int32 version=1, int32 step, fp32 loss scale, int32 clean steps, int32 skipped steps,
- *              int64 batches read (−1: the sources cannot resume), int32 FP8 bytes, bytes, int32 buffers,
- *              per buffer {u16 name length, name, int64 count, fp32[count]}
+ *   state.bin: "A4NS" int32 version=2, int32 step, fp32 loss scale, int32 clean steps, int32 skipped steps,
+ *              int64 samples consumed by all replicas together (−1: the sources cannot resume), int32 FP8 bytes,
+ *              bytes, int32 buffers, per buffer {u16 name length, name, int64 count, fp32[count]}
  * </pre>
+ * Version 1 of state.bin (still read) held the batches each rank had read instead of the samples: it resumes on the
+ * data only under the data-parallel width and batch it was saved with.
  */
 final class LearnerCheckpoint {
 
@@ -41,9 +43,31 @@ final class LearnerCheckpoint {
     private static final int MODEL_MAGIC = 0x4D4E3441; // "A4NM"
     private static final int STATE_MAGIC = 0x534E3441; // "A4NS"
     private static final int VERSION = 1;
+    /** state.bin's version: 2 counts the data position in samples (all replicas), 1 in batches per rank. */
+    private static final int STATE_VERSION = 2;
 
-    /** What {@value #STATE} holds besides the optimizer buffers. */
-    record State(int step, float lossScale, int cleanSteps, int skippedSteps, long batches, byte[] fp8) {}
+    /**
+     * What {@value #STATE} holds besides the optimizer buffers: {@code position} the samples consumed by all replicas
+     * (null: the sources cannot resume), or for a version-1 file {@code legacyBatches} each rank had read (else −1).
+     */
+    record State(int step, float lossScale, int cleanSteps, int skippedSteps, DataPosition position,
+                 long legacyBatches, byte[] fp8) {
+
+        /** A state to write: {@code position} null when the sources cannot resume. */
+        State(int step, float lossScale, int cleanSteps, int skippedSteps, DataPosition position, byte[] fp8) {
+            this(step, lossScale, cleanSteps, skippedSteps, position, -1, fp8);
+        }
+
+        /**
+         * The batches of {@code B} samples each of {@code replicas} replicas skips to continue on the same data (0 when
+         * the sources could not resume).
+         *
+         * @throws IllegalArgumentException when the layout cannot continue on the same data
+         */
+        long batchesPerReplica(int B, int replicas) {
+            return position != null ? position.batchesPerReplica(B, replicas) : Math.max(0, legacyBatches);
+        }
+    }
 
     private LearnerCheckpoint() {}
 
@@ -121,8 +145,9 @@ final class LearnerCheckpoint {
         Files.createDirectories(dir);
         AtomicWrite.write(dir.resolve(STATE), ch -> {
             ByteBuffer head = ByteBuffer.allocate(40 + s.fp8().length).order(ByteOrder.LITTLE_ENDIAN);
-            head.putInt(STATE_MAGIC).putInt(VERSION).putInt(s.step()).putFloat(s.lossScale()).putInt(s.cleanSteps())
-                    .putInt(s.skippedSteps()).putLong(s.batches()).putInt(s.fp8().length).put(s.fp8())
+            head.putInt(STATE_MAGIC).putInt(STATE_VERSION).putInt(s.step()).putFloat(s.lossScale())
+                    .putInt(s.cleanSteps()).putInt(s.skippedSteps())
+                    .putLong(s.position() == null ? -1 : s.position().samples()).putInt(s.fp8().length).put(s.fp8())
                     .putInt(buffers.size());
             writeFully(ch, head.flip());
             for (Map.Entry<String, MemorySegment> e : buffers.entrySet()) {
@@ -149,7 +174,10 @@ final class LearnerCheckpoint {
             readFully(ch, 0, b);
             b.flip();
             expect(file, "magic", b.getInt(), STATE_MAGIC);
-            expect(file, "version", b.getInt(), VERSION);
+            int version = b.getInt();
+            if (version != 1) {
+                expect(file, "version", version, STATE_VERSION);
+            }
             int step = b.getInt();
             float scale = b.getFloat();
             int clean = b.getInt(), skipped = b.getInt();
@@ -180,7 +208,8 @@ final class LearnerCheckpoint {
                 throw new FileFormatException(file, "optimizer state", "lacks " + left.keySet()
                         + ": it was written by another optimizer");
             }
-            return new State(step, scale, clean, skipped, batches, fp8);
+            return version == 1 ? new State(step, scale, clean, skipped, null, batches, fp8)
+                    : new State(step, scale, clean, skipped, batches < 0 ? null : new DataPosition(batches), -1, fp8);
         } catch (java.nio.BufferUnderflowException | IndexOutOfBoundsException e) {
             throw new FileFormatException(file, "contents", "are truncated");
         }

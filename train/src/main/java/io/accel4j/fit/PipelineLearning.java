@@ -58,28 +58,39 @@ final class PipelineLearning implements AutoCloseable {
     private final LearnerBuilder cfg;
     /** D: the data-parallel replicas of the pipeline (1: the pipeline alone). */
     private final int replicas;
+    /** T: the tensor ranks each stage is split over (1: not split). */
+    private final int tensor;
     /** Each held rank's grid (its pipeline and replica groups) when there are several replicas; else empty. */
     private final List<io.accel4j.grid.ProcessGrid> grids;
 
     PipelineLearning(LearnerBuilder b) {
         this.cfg = b;
         this.layout = b.pipeline;
-        int P = layout.stages();
-        int world = b.comm != null ? b.comm.size() : b.ranks == 1 ? P : b.ranks;
-        if (world % P != 0) {
-            throw new IllegalArgumentException("pipeline(" + P + " stages) over " + world + " ranks: the ranks are "
-                    + "D·P (data-parallel replicas × stages), so P must divide them");
+        int P = layout.stages(), T = b.tensorParallel;
+        int world = b.comm != null ? b.comm.size() : b.ranks == 1 ? P * T : b.ranks;
+        if (world % (P * T) != 0) {
+            throw new IllegalArgumentException("pipeline(" + P + " stages)" + (T > 1 ? " × tensorParallel(" + T + ")"
+                    : "") + " over " + world + " ranks: the ranks are D·" + (T > 1 ? "T·" : "") + "P (data-parallel "
+                    + "replicas × " + (T > 1 ? "tensor ranks × " : "") + "stages), so " + (T > 1 ? "T·P = " + P * T
+                    : "P") + " must divide them");
         }
-        if (b.fp8 != null || b.zero > 0) {
+        if (b.fp8 != null || b.zero > 1) {
             throw new IllegalArgumentException("pipeline parallelism does not combine with "
-                    + (b.fp8 != null ? "FP8" : "ZeRO") + " yet");
+                    + (b.fp8 != null ? "FP8" : "ZeRO-" + b.zero + " (ZeRO-1 it does)") + " yet");
         }
-        this.replicas = world / P;
+        this.tensor = T;
+        this.replicas = world / (P * T);
+        if (b.zero > 0 && replicas < 2) {
+            throw new IllegalArgumentException("ZeRO-1 shards each stage's optimizer state over the pipeline's "
+                    + "data-parallel replicas, but " + world + " ranks of " + P + " stages" + (T > 1 ? " × " + T
+                    + " tensor ranks" : "") + " make one: ask for ranks(" + 2 * P * T + ") or more");
+        }
         this.model = layout.model() != null ? layout.model()
                 : new SequentialStages(b.model, b.tokens > 0 ? 1 : b.features, b.B, b.T);
         this.split = Partition.balanced(model.parameters(), P);
         if (b.progress != null && (b.comm == null || b.comm.rank() == 0)) {
-            b.progress.println("pipeline: " + P + " stages" + (replicas > 1 ? " × " + replicas + " data-parallel "
+            b.progress.println("pipeline: " + P + " stages" + (T > 1 ? " × " + T + " tensor ranks" : "")
+                    + (replicas > 1 ? " × " + replicas + " data-parallel "
                     + "replicas" : "") + ", " + layout.micro() + " micro-batches, " + layout.schedule().name()
                     + " (bubble (P-1)/(M+P-1) = " + String.format(java.util.Locale.ROOT, "%.3f",
                     io.accel4j.pipeline.Timeline.bubbleFormula(P, layout.micro())) + ")");
@@ -90,10 +101,18 @@ final class PipelineLearning implements AutoCloseable {
         }
         PipelineRank.Options o = new PipelineRank.Options(b.B, b.T, layout.micro(), b.tokens, b.classes, b.precision,
                 b.recompute, b.optimizer, b.schedule, b.gradClip, b.seed);
+        if (b.progress != null && (b.comm == null || b.comm.rank() == 0)) { // planned before anything is allocated
+            b.progress.println("memory per rank (tensor rank 0, replica 0 of each stage):");
+            for (int st = 0; st < P; st++) {
+                io.accel4j.pipeline.StagePlan.of(model, split, layout.schedule(), o, st, T, 0, replicas, b.zero)
+                        .print(b.progress);
+            }
+            b.progress.flush();
+        }
         int held = b.comm != null ? 1 : world;
         int perRank = Math.max(1, b.threads / held);
         this.group = b.comm == null ? InProcessGroup.create(world, b.collectiveTimeout) : null;
-        io.accel4j.grid.GridLayout grid = io.accel4j.grid.GridLayout.of(world, P, 1);
+        io.accel4j.grid.GridLayout grid = io.accel4j.grid.GridLayout.of(world, P, T);
         List<PipelineRank> built = Collections.synchronizedList(new ArrayList<>(Collections.nCopies(held, null)));
         List<io.accel4j.grid.ProcessGrid> grids = Collections.synchronizedList(new ArrayList<>(
                 Collections.nCopies(held, null)));
@@ -111,15 +130,15 @@ final class PipelineLearning implements AutoCloseable {
             }
             onEveryRank(b.comm, world0 -> {
                 int i = b.comm != null ? 0 : world0.rank();
-                // one replica: the world is the pipeline group itself; several: split into pipelines and replicas
-                io.accel4j.grid.ProcessGrid g = replicas == 1 ? null : io.accel4j.grid.ProcessGrid.of(world0, grid);
+                // one replica of P ranks: the world is the pipeline group itself; else split into the grid's groups
+                io.accel4j.grid.ProcessGrid g = world == P ? null : io.accel4j.grid.ProcessGrid.of(world0, grid);
                 grids.set(i, g);
                 Communicator stages = g == null ? world0 : g.pipeline();
                 int dp = g == null ? 0 : g.coordinates().dp();
-                PipelineRank rank = new PipelineRank(model, split, layout.schedule(), stages, ops.get(i),
-                        b.data.open(dp, replicas, b.B, b.T), o);
+                PipelineRank rank = new PipelineRank(model, split, layout.schedule(), stages,
+                        g == null ? null : g.tensor(), ops.get(i), b.data.open(dp, replicas, b.B, b.T), o);
                 if (g != null) {
-                    rank.replicatedOver(g.data());
+                    rank.replicatedOver(g.data(), b.zero);
                 }
                 built.set(i, rank);
             });
@@ -189,7 +208,7 @@ final class PipelineLearning implements AutoCloseable {
     }
 
     /**
-     * Runs {@code body} on every stage of the first replica held here (a collective of its pipeline group: one thread
+     * Runs {@code body} on every rank of the first replica held here (its stages and their tensor ranks: one thread
      * each in process); the other replicas, which hold the same values, do nothing.
      */
     void forEachStage(Consumer<PipelineRank> body) {
@@ -224,7 +243,7 @@ final class PipelineLearning implements AutoCloseable {
             boolean resumable = ranks.stream().allMatch(PipelineRank::resumable);
             LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
                     sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(),
-                    resumable ? r0.batchesRead() : -1, new byte[0]), w);
+                    resumable ? DataPosition.after(r0.batchesRead(), cfg.B, replicas) : null, new byte[0]), w);
         }
     }
 
@@ -237,8 +256,17 @@ final class PipelineLearning implements AutoCloseable {
         Map<String, MemorySegment> w = new LinkedHashMap<>();
         w.put(StageCheckpoint.PARAMS, params);
         w.putAll(state);
-        forEachStage(r -> StageCheckpoint.gather(r.communicator(), r.network().memory(), r.network().table(),
-                StageCheckpoint.buffers(r), this::stageTable, whole, w, tiedCopies()));
+        onEveryRank(comm, c -> {
+            int i = comm != null ? 0 : c.rank();
+            PipelineRank r = ranks.get(i);
+            io.accel4j.grid.ProcessGrid g = grids.get(i);
+            try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena()) {
+                Map<String, MemorySegment> mine = r.wholeState(scratch); // ZeRO-1: a collective of the replicas
+                if (g == null || g.coordinates().dp() == 0) {
+                    StageShards.gather(r, mine, this::stageTable, whole, w, tiedCopies());
+                }
+            }
+        });
     }
 
     /**
@@ -247,14 +275,23 @@ final class PipelineLearning implements AutoCloseable {
      */
     void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, float lossScale,
                       int cleanSteps, int skippedSteps) {
+        restoreState(params, state, step, (long) step * layout.micro(), lossScale, cleanSteps, skippedSteps);
+    }
+
+    /** {@link #restoreState}, the data sources skipping {@code batches} of their own. */
+    private void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, long batches,
+                              float lossScale, int cleanSteps, int skippedSteps) {
         ParameterTable whole = wholeTable();
         Map<String, MemorySegment> w = new LinkedHashMap<>(state);
         w.put(StageCheckpoint.PARAMS, params);
         for (PipelineRank r : ranks) {
-            StageCheckpoint.scatter(r.network().memory(), r.network().table(), StageCheckpoint.buffers(r), whole, w,
-                    r.tiedCopy() == null ? null : r.tiedCopy().name(), r.tiedTo());
+            try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena()) {
+                Map<String, MemorySegment> mine = r.stateToFill(scratch);
+                StageShards.scatter(r, mine, whole, w);
+                r.takeState(mine);
+            }
             r.scaler().restore(lossScale, cleanSteps, skippedSteps);
-            r.resumeAt(step);
+            r.resumeAt(step, batches);
         }
     }
 
@@ -264,18 +301,16 @@ final class PipelineLearning implements AutoCloseable {
      */
     void gatherParameters(MemorySegment host) {
         ParameterTable whole = wholeTable();
-        forEachStage(r -> StageCheckpoint.gather(r.communicator(), r.network().memory(), r.network().table(),
-                Map.of(StageCheckpoint.PARAMS, r.network().params()), this::stageTable, whole,
-                Map.of(StageCheckpoint.PARAMS, host), tiedCopies()));
+        forEachStage(r -> StageShards.gather(r, Map.of(StageCheckpoint.PARAMS, r.network().params()),
+                this::stageTable, whole, Map.of(StageCheckpoint.PARAMS, host), tiedCopies()));
     }
 
     /** Every stage held here takes its tensors (its tied copy the tensor it copies) from the whole model's {@code host}. */
     void loadParameters(MemorySegment host) {
         ParameterTable whole = wholeTable();
         for (PipelineRank r : ranks) {
-            StageCheckpoint.scatter(r.network().memory(), r.network().table(),
-                    Map.of(StageCheckpoint.PARAMS, r.network().params()), whole, Map.of(StageCheckpoint.PARAMS, host),
-                    r.tiedCopy() == null ? null : r.tiedCopy().name(), r.tiedTo());
+            StageShards.scatter(r, Map.of(StageCheckpoint.PARAMS, r.network().params()), whole,
+                    Map.of(StageCheckpoint.PARAMS, host));
         }
     }
 
@@ -297,8 +332,15 @@ final class PipelineLearning implements AutoCloseable {
                 throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE), "FP8 state",
                         "is present: a pipeline does not run FP8 yet");
             }
+            long skip;
             try {
-                restoreState(params, w, st.step(), st.lossScale(), st.cleanSteps(), st.skippedSteps());
+                skip = st.batchesPerReplica(cfg.B, replicas);
+            } catch (IllegalArgumentException e) {
+                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
+                        "data position", e.getMessage());
+            }
+            try {
+                restoreState(params, w, st.step(), skip, st.lossScale(), st.cleanSteps(), st.skippedSteps());
             } catch (IllegalArgumentException e) {
                 throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
                         "scaler state", e.getMessage());
@@ -337,7 +379,9 @@ final class PipelineLearning implements AutoCloseable {
     String describe() {
         return ranks.get(0).optimizer().describe() + ", pipeline of " + layout.stages() + " stages ("
                 + layout.micro() + " micro-batches, " + layout.schedule().name() + ")"
-                + (replicas > 1 ? " × " + replicas + " data-parallel replicas" : "");
+                + (tensor > 1 ? " × " + tensor + " tensor ranks" : "")
+                + (replicas > 1 ? " × " + replicas + " data-parallel replicas" : "")
+                + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "");
     }
 
     private void closeRest() {

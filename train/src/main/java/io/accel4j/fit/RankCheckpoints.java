@@ -26,9 +26,13 @@ final class RankCheckpoints {
     /** Runs its argument for every rank held here (one thread each when several: collectives). */
     private final Consumer<IntConsumer> forEachRank;
     private final LearnerBuilder cfg;
+    /** Ranks in the run: D·T (data-parallel replicas × tensor ranks). */
+    private final int world;
 
-    RankCheckpoints(List<RankStep> ranks, int[] globalRank, Consumer<IntConsumer> forEachRank, LearnerBuilder cfg) {
+    RankCheckpoints(List<RankStep> ranks, int[] globalRank, Consumer<IntConsumer> forEachRank, LearnerBuilder cfg,
+                    int world) {
         this.ranks = ranks;
+        this.world = world;
         this.globalRank = globalRank;
         this.forEachRank = forEachRank;
         this.cfg = cfg;
@@ -78,7 +82,8 @@ final class RankCheckpoints {
             LossScaler sc = r0.scaler();
             LearnerCheckpoint.writeState(dir, new LearnerCheckpoint.State(r0.completed(),
                     sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(),
-                    resumable ? r0.batchesRead() : -1, net.fp8() == null ? new byte[0] : net.fp8().encode()), whole);
+                    resumable ? DataPosition.after(r0.batchesRead(), cfg.B, world / cfg.tensorParallel) : null,
+                    net.fp8() == null ? new byte[0] : net.fp8().encode()), whole);
         }
     }
 
@@ -117,6 +122,13 @@ final class RankCheckpoints {
                         (fp8 ? "is missing: the checkpoint is not of an FP8 run" : "is present: resume an FP8 "
                                 + "checkpoint with fp8(recipe)"));
             }
+            long skip;
+            try {
+                skip = st.batchesPerReplica(cfg.B, world / cfg.tensorParallel);
+            } catch (IllegalArgumentException e) {
+                throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
+                        "data position", e.getMessage());
+            }
             MemorySegment local = host.allocate(count * Float.BYTES, 64);
             for (RankStep r : ranks) {
                 io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
@@ -136,7 +148,7 @@ final class RankCheckpoints {
                     throw new io.accel4j.train.io.FileFormatException(dir.resolve(LearnerCheckpoint.STATE),
                             "scaler/FP8 state", e.getMessage());
                 }
-                r.resumeAt(st.step(), Math.max(0, st.batches()));
+                r.resumeAt(st.step(), skip);
             }
         }
     }

@@ -34,7 +34,10 @@ public final class StageNetwork implements AutoCloseable {
     private final ParameterTable table;
     private final ActivationPlan plan;
     private final long[] actOffset;
-    private final SoftmaxCrossEntropy loss;
+    private final Loss loss;
+    private final TensorParallel tensor;
+    private final java.util.Map<String, Sharding> shardings;
+    private final ParameterTable.Order order;
     private final ActRef out;
     private final ActRef losses;
     private final int inWidth;
@@ -127,7 +130,6 @@ public final class StageNetwork implements AutoCloseable {
         this.body = s.body;
         this.ops = Objects.requireNonNull(ops, "ops");
         this.memory = ops.memory();
-        this.loss = last ? new SoftmaxCrossEntropy(s.classes) : null;
         this.inWidth = s.inWidth;
         this.vocabulary = s.vocabulary;
         this.inputGradient = !first;
@@ -135,11 +137,16 @@ public final class StageNetwork implements AutoCloseable {
         this.maxT = s.maxT;
         this.operands = s.operands;
         Builder b = new Builder(ops, s.operands, false, s.recompute, s.maxB, s.maxT);
+        this.tensor = TensorParallel.over(s.tensor, memory);
+        b.tensor(tensor);
         this.outWidth = b.child(body, inWidth, inputGradient);
-        if (last && outWidth < s.classes) {
+        if (last && outWidth < s.classes && !b.isVocabShardOutput()) {
             throw new ShapeException("the last stage outputs " + outWidth + " values per position, the loss is over "
                     + s.classes + " classes");
         }
+        this.loss = last ? Loss.of(b, outWidth, s.classes) : null;
+        this.shardings = java.util.Map.copyOf(b.shardings());
+        this.order = s.order;
         this.out = b.activation(last ? "logits" : "stage.out", outWidth);
         this.losses = last ? b.activation("losses", 1) : null;
         this.table = new ParameterTable(b.params(), s.order);
@@ -180,6 +187,21 @@ public final class StageNetwork implements AutoCloseable {
         return ops;
     }
 
+    /** The tensor-parallel group the stage's blocks are split over ({@link TensorParallel#NONE}: not split). */
+    public TensorParallel tensor() {
+        return tensor;
+    }
+
+    /** How parameter tensor {@code name} is split over the tensor group ({@link Sharding#REPLICATED}: whole). */
+    public Sharding sharding(String name) {
+        return shardings.getOrDefault(name, Sharding.REPLICATED);
+    }
+
+    /** How the parameter tensors are ordered in the flat buffer. */
+    ParameterTable.Order order() {
+        return order;
+    }
+
     public DeviceMemory memory() {
         return memory;
     }
@@ -214,9 +236,37 @@ public final class StageNetwork implements AutoCloseable {
 
     /** Bytes of one slot: the activation plan, the input, output gradient, input gradient and targets. */
     public long slotBytes() {
-        long rows = (long) maxB * maxT;
-        return plan.bytes() + rows * inWidth * Float.BYTES + (loss == null ? rows * outWidth * Float.BYTES : 0)
-                + (inputGradient ? rows * inWidth * Float.BYTES : 0) + (loss != null ? rows * Integer.BYTES : 0);
+        return slotBytes(plan.bytes(), (long) maxB * maxT, inWidth, outWidth, loss != null, inputGradient);
+    }
+
+    private static long slotBytes(long planBytes, long rows, int inWidth, int outWidth, boolean last,
+                                  boolean inputGradient) {
+        return planBytes + rows * inWidth * Float.BYTES + (last ? 0 : rows * outWidth * Float.BYTES)
+                + (inputGradient ? rows * inWidth * Float.BYTES : 0) + (last ? rows * Integer.BYTES : 0);
+    }
+
+    /** What a stage holds, planned from its spec: its parameter table (a tensor rank's shards) and a slot's bytes. */
+    public record Plan(ParameterTable table, long slotBytes) {}
+
+    /**
+     * The {@link #table()} and {@link #slotBytes()} of the stage {@code spec} builds ({@link #build}'s {@code first},
+     * {@code last}) on one rank of a tensor group of {@code tensorRanks}, without allocating anything or needing the
+     * group. Builds the spec's tree: a spec is planned or built once.
+     */
+    public static Plan plan(NetworkSpec s, boolean first, boolean last, int tensorRanks) {
+        Builder b = new Builder(Network.PLANNING, s.operands, false, s.recompute, s.maxB, s.maxT);
+        b.tensor(TensorParallel.planning(0, tensorRanks));
+        int out = b.child(s.body, s.inWidth, !first);
+        if (last) {
+            Loss.of(b, out, s.classes);
+        }
+        b.activation(last ? "logits" : "stage.out", out);
+        if (last) {
+            b.activation("losses", 1);
+        }
+        long rows = (long) s.maxB * s.maxT;
+        return new Plan(new ParameterTable(b.params(), s.order),
+                slotBytes(b.activations().plan(rows).bytes(), rows, s.inWidth, out, last, !first));
     }
 
     /** Slots allocated so far: the most micro-batches alive at once on this stage. */
@@ -234,8 +284,16 @@ public final class StageNetwork implements AutoCloseable {
         try (Arena staging = Arena.ofConfined()) {
             MemorySegment host = memory.writableOnHost(params, staging);
             for (ParameterTable.Entry e : table.entries()) {
-                e.init().fill(host.asSlice(e.offset() * Float.BYTES, e.count() * Float.BYTES), e.count(), e.name(),
-                        seed);
+                MemorySegment dst = host.asSlice(e.offset() * Float.BYTES, e.count() * Float.BYTES);
+                Sharding sh = sharding(e.name());
+                if (sh.replicated()) {
+                    e.init().fill(dst, e.count(), e.name(), seed);
+                } else { // drawn whole, as one rank would, then this rank's shard taken
+                    long whole = e.count() * tensor.size();
+                    MemorySegment all = staging.allocate(whole * Float.BYTES, 64);
+                    e.init().fill(all, whole, e.name(), seed);
+                    sh.extract(all, dst, e.dims(), tensor.rank(), tensor.size());
+                }
             }
             memory.writeBack(host, params);
         }

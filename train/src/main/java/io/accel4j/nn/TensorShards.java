@@ -19,27 +19,35 @@ public final class TensorShards {
 
     private final ParameterTable local;
     private final ParameterTable whole;
-    private final Network net;
+    private final TensorParallel tensor;
+    private final java.util.function.Function<String, Sharding> sharding;
 
-    private TensorShards(Network net) {
-        this.net = net;
-        this.local = net.table();
-        int T = net.tensor().size();
+    private TensorShards(ParameterTable local, TensorParallel tensor,
+                         java.util.function.Function<String, Sharding> sharding, ParameterTable.Order order) {
+        this.local = local;
+        this.tensor = tensor;
+        this.sharding = sharding;
+        int T = tensor.size();
         List<Builder.ParamDecl> decls = new ArrayList<>();
         for (ParameterTable.Entry e : local.entries()) {
-            long[] dims = net.sharding(e.name()).whole(e.dims(), T);
+            long[] dims = sharding.apply(e.name()).whole(e.dims(), T);
             long count = 1;
             for (long d : dims) {
                 count *= d;
             }
             decls.add(new Builder.ParamDecl(e.name(), dims, e.decays(), e.lrScale(), e.init(), count));
         }
-        this.whole = new ParameterTable(decls, net.order());
+        this.whole = new ParameterTable(decls, order);
     }
 
     /** The shards of {@code net}. */
     public static TensorShards of(Network net) {
-        return new TensorShards(net);
+        return new TensorShards(net.table(), net.tensor(), net::sharding, net.order());
+    }
+
+    /** The shards of a pipeline stage {@code net} (its whole table: the stage's layers unsplit). */
+    public static TensorShards of(StageNetwork net) {
+        return new TensorShards(net.table(), net.tensor(), net::sharding, net.order());
     }
 
     /** The whole model's table (the one-rank network's). */
@@ -49,12 +57,12 @@ public final class TensorShards {
 
     /** {@code shard} (this rank's {@code local().count()} fp32, host) from the whole buffer {@code all} (host). */
     public void extract(MemorySegment all, MemorySegment shard) {
-        move(all, shard, net.tensor().rank(), true);
+        move(all, shard, tensor.rank(), true);
     }
 
     /** This rank's shards {@code shard} into their places in the whole buffer {@code all} (replicated: copied). */
     public void place(MemorySegment shard, MemorySegment all) {
-        move(all, shard, net.tensor().rank(), false);
+        move(all, shard, tensor.rank(), false);
     }
 
     /**
@@ -62,12 +70,12 @@ public final class TensorShards {
      * on every rank of the tensor group: a collective of it (an all-gather of the flat shards).
      */
     public void gather(MemorySegment shard, MemorySegment all) {
-        int T = net.tensor().size();
+        int T = tensor.size();
         if (T == 1) {
             place(shard, all);
             return;
         }
-        Communicator comm = net.tensor().communicator();
+        Communicator comm = tensor.communicator();
         long n = local.count();
         try (Arena a = Arena.ofShared()) {
             MemorySegment every = a.allocate(n * T * Float.BYTES, 64);
@@ -81,12 +89,12 @@ public final class TensorShards {
     }
 
     private void move(MemorySegment all, MemorySegment shard, int rank, boolean toShard) {
-        int T = net.tensor().size();
+        int T = tensor.size();
         for (ParameterTable.Entry e : local.entries()) {
             ParameterTable.Entry w = whole.entry(e.name());
             MemorySegment s = shard.asSlice(e.offset() * Float.BYTES, e.count() * Float.BYTES);
             MemorySegment x = all.asSlice(w.offset() * Float.BYTES, w.count() * Float.BYTES);
-            Sharding sh = net.sharding(e.name());
+            Sharding sh = sharding.apply(e.name());
             if (toShard) {
                 sh.extract(x, s, e.dims(), rank, T);
             } else {

@@ -8,6 +8,8 @@ import io.accel4j.nn.Module;
 import io.accel4j.nn.ParameterTable;
 import io.accel4j.nn.Sequential;
 import io.accel4j.nn.TransformerBlock;
+import io.accel4j.nn.VocabParallelEmbedding;
+import io.accel4j.nn.VocabParallelHead;
 import io.accel4j.train.model.GptConfig;
 import java.util.ArrayList;
 import java.util.List;
@@ -24,14 +26,25 @@ public final class Gpt2Stages implements StagedModel {
     public static final String HEAD = "lm_head.weight";
 
     private final GptConfig c;
+    private final boolean parallel;
 
-    private Gpt2Stages(GptConfig c) {
+    private Gpt2Stages(GptConfig c, boolean parallel) {
         this.c = c;
+        this.parallel = parallel;
     }
 
     /** The stages of {@code config}. */
     public static Gpt2Stages of(GptConfig config) {
-        return new Gpt2Stages(java.util.Objects.requireNonNull(config, "config"));
+        return new Gpt2Stages(java.util.Objects.requireNonNull(config, "config"), false);
+    }
+
+    /**
+     * The stages of {@code config} built from the tensor-parallel blocks ({@link Gpt2Blocks#parallelBody}'s: a
+     * vocab-parallel embedding and head, blocks split by heads), which a stage built over a tensor group splits over
+     * it and a stage without one runs whole; the same tensors by name as {@link #of}'s.
+     */
+    public static Gpt2Stages parallel(GptConfig config) {
+        return new Gpt2Stages(java.util.Objects.requireNonNull(config, "config"), true);
     }
 
     @Override
@@ -61,6 +74,10 @@ public final class Gpt2Stages implements StagedModel {
 
     @Override
     public Module stage(int from, int to) {
+        return parallel ? parallelStage(from, to) : plainStage(from, to);
+    }
+
+    private Module plainStage(int from, int to) {
         List<Module> parts = new ArrayList<>();
         Embedding embedding = null;
         if (from == 0) {
@@ -75,6 +92,26 @@ public final class Gpt2Stages implements StagedModel {
         if (to == c.L()) {
             parts.add(new LayerNorm("ln_f", c.C()));
             parts.add(embedding != null ? LmHead.tied("lm_head", embedding) : LmHead.untied("lm_head", c.C(), c.Vp()));
+        }
+        return new Sequential("", parts);
+    }
+
+    private Module parallelStage(int from, int to) {
+        List<Module> parts = new ArrayList<>();
+        VocabParallelEmbedding embedding = null;
+        if (from == 0) {
+            embedding = new VocabParallelEmbedding("", c.V(), c.Vp(), c.C(), c.maxT(), true);
+            parts.add(embedding);
+        }
+        List<Module> blocks = new ArrayList<>();
+        for (int l = from; l < to; l++) {
+            blocks.add(TransformerBlock.parallel(Integer.toString(l), c.C(), c.NH(), 4 * c.C()));
+        }
+        parts.add(new Sequential("h", blocks));
+        if (to == c.L()) {
+            parts.add(new LayerNorm("ln_f", c.C()));
+            parts.add(embedding != null ? VocabParallelHead.tied("lm_head", embedding)
+                    : VocabParallelHead.untied("lm_head", c.C(), c.Vp()));
         }
         return new Sequential("", parts);
     }

@@ -54,10 +54,12 @@ public final class PipelineRank implements AutoCloseable {
     private final Timeline timeline;
     private final StagedModel model;
     private final StageNetwork net;
-    private final Optimizer optimizer;
+    private Optimizer optimizer;
     private final LossScaler scaler;
     private final DataSource data;
     private final StageValues values;
+    /** The stage's Σg² and overflow agreed over its tensor group, or null when the stage is not split. */
+    private final StageValues tensorValues;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment inputs;
     private final MemorySegment targets;
@@ -68,8 +70,7 @@ public final class PipelineRank implements AutoCloseable {
     private double idle;
     private long busyNanos;
     /** The D replicas of this stage (data parallelism around the pipeline), or null for one. */
-    private Communicator replicas;
-    private StageValues replicaValues;
+    private StageReplicas replicas;
 
     /**
      * Builds stage {@code comm.rank()} of {@code model} as {@code split} cuts it, initialised from the seed (a tied
@@ -77,6 +78,17 @@ public final class PipelineRank implements AutoCloseable {
      */
     public PipelineRank(StagedModel model, Partition split, Schedule schedule, Communicator comm, Ops ops,
                         DataSource data, Options o) {
+        this(model, split, schedule, comm, null, ops, data, o);
+    }
+
+    /**
+     * {@link #PipelineRank(StagedModel, Partition, Schedule, Communicator, Ops, DataSource, Options)} with the stage's
+     * tensor-parallel blocks split over {@code tensor} (this rank's tensor group, whose ranks hold the same stage and
+     * read the same data; null or one rank: not split): the gradient norm and the overflow check then count every
+     * split tensor once through its shards and every replicated one once.
+     */
+    public PipelineRank(StagedModel model, Partition split, Schedule schedule, Communicator comm,
+                        Communicator tensor, Ops ops, DataSource data, Options o) {
         this.comm = comm;
         this.stage = comm.rank();
         this.stages = comm.size();
@@ -91,7 +103,7 @@ public final class PipelineRank implements AutoCloseable {
         boolean first = stage == 0, last = stage == stages - 1;
         int from = split.from(stage), to = split.to(stage);
         NetworkSpec spec = Network.of(model.stage(from, to)).batch(o.B(), o.T()).recompute(o.recompute())
-                .matmulOperands(o.operands()).parameterOrder(model.order());
+                .matmulOperands(o.operands()).parameterOrder(model.order()).tensorParallel(tensor);
         spec = first && o.vocabulary() > 0 ? spec.tokens(o.vocabulary()) : spec.features(model.inputWidth(from));
         if (last) {
             spec = spec.classes(o.classes());
@@ -104,15 +116,19 @@ public final class PipelineRank implements AutoCloseable {
                     + "): " + e.getMessage());
         }
         Optimizer opt = null;
-        StageValues v = null;
+        StageValues v = null, tv = null;
         try {
             n.initialise(o.seed());
             opt = o.optimizer().create(ops, n.table(), n.params(), n.grads());
             v = new StageValues(comm, 3);
+            tv = n.tensor().size() > 1 ? new StageValues(n.tensor().communicator(), 2) : null;
         } catch (RuntimeException | Error e) {
             n.close();
             if (opt != null) {
                 opt.close();
+            }
+            if (v != null) {
+                v.close();
             }
             arena.close();
             throw e;
@@ -120,6 +136,7 @@ public final class PipelineRank implements AutoCloseable {
         this.net = n;
         this.optimizer = opt;
         this.values = v;
+        this.tensorValues = tv;
         this.scaler = new LossScaler(Precision.of(o.operands()));
         long rows = (long) o.B() * o.T();
         this.inputs = arena.allocate(rows * Math.max(1, net.inputWidth()) * Float.BYTES, 64);
@@ -204,11 +221,16 @@ public final class PipelineRank implements AutoCloseable {
         return (long) step * o.micro();
     }
 
-    /** Continues at step {@code s}, skipping what the data had given when it can. */
+    /** Continues at step {@code s}, skipping what the data had given ({@code s·M} batches) when it can. */
     public void resumeAt(int s) {
+        resumeAt(s, (long) s * o.micro());
+    }
+
+    /** Continues at step {@code s}, {@code batches} of this replica's batches into the data (when it can skip). */
+    public void resumeAt(int s, long batches) {
         this.step = s;
         if (data instanceof DataSource.Resumable r) {
-            r.skip(batchesRead());
+            r.skip(batches);
         }
     }
 
@@ -224,13 +246,64 @@ public final class PipelineRank implements AutoCloseable {
      * reports their mean loss. Call once, before the first step; the communicator stays the caller's.
      */
     public void replicatedOver(Communicator replicas) {
+        replicatedOver(replicas, 0);
+    }
+
+    /**
+     * {@link #replicatedOver(Communicator)} with ZeRO stage {@code zero} over the replicas: 0, none; 1, the optimizer
+     * state sharded (replica r updates chunk r of the stage's flat parameters, then an all-gather over the replicas
+     * hands every replica the others': DDP's bits, a D-th of its optimizer state).
+     *
+     * @throws IllegalArgumentException for a stage other than 0 or 1, or ZeRO over one replica
+     */
+    public void replicatedOver(Communicator replicas, int zero) {
         if (step != 0 || this.replicas != null) {
             throw new IllegalStateException("replicatedOver is set once, before the first step");
         }
-        if (replicas.size() > 1) {
-            this.replicas = replicas;
-            this.replicaValues = new StageValues(replicas, 1);
+        if (zero == 1 && replicas.size() < 2) {
+            throw new IllegalArgumentException("ZeRO-1 shards the optimizer state over the data-parallel replicas: "
+                    + "it needs 2 or more, got " + replicas.size());
         }
+        if (replicas.size() > 1) {
+            this.replicas = new StageReplicas(replicas, zero, net.table().count());
+            Optimizer sharded = this.replicas.shardedOptimizer(o.optimizer(), net);
+            if (sharded != null) {
+                optimizer.close();
+                optimizer = sharded;
+            }
+        }
+    }
+
+    /**
+     * The stage's parameters and whole optimizer state by name ({@code "params"} first), each the stage table's count
+     * of fp32: under ZeRO-1 the state's chunks all-gathered over the replicas into {@code scratch} (a collective of
+     * the data-parallel group), else the optimizer's own buffers.
+     */
+    public java.util.Map<String, MemorySegment> wholeState(io.accel4j.core.memory.DeviceArena scratch) {
+        return stateBuffers(scratch, true);
+    }
+
+    /**
+     * Buffers as {@link #wholeState} lays them out, for a checkpoint to fill; then {@link #takeState} (under ZeRO-1
+     * the state's are {@code scratch}'s, else the optimizer's own). No communication.
+     */
+    public java.util.Map<String, MemorySegment> stateToFill(io.accel4j.core.memory.DeviceArena scratch) {
+        return stateBuffers(scratch, false);
+    }
+
+    /** Under ZeRO-1, this replica's chunks of {@code filled} ({@link #stateToFill}'s) into the optimizer's state. */
+    public void takeState(java.util.Map<String, MemorySegment> filled) {
+        if (replicas != null) {
+            replicas.takeState(optimizer, net, filled);
+        }
+    }
+
+    private java.util.Map<String, MemorySegment> stateBuffers(io.accel4j.core.memory.DeviceArena scratch,
+                                                               boolean gather) {
+        java.util.Map<String, MemorySegment> m = new java.util.LinkedHashMap<>();
+        m.put(StageCheckpoint.PARAMS, net.params());
+        m.putAll(replicas != null ? replicas.wholeState(optimizer, net, scratch, gather) : optimizer.state());
+        return m;
     }
 
     /** One optimizer step over a global batch of M micro-batches; every stage returns the same metrics. */
@@ -246,15 +319,20 @@ public final class PipelineRank implements AutoCloseable {
         long t1 = System.nanoTime();
         exchangeTiedGradients(ops);
         if (replicas != null) { // the replicas' mean gradient and loss, before the norm and the overflow check
-            replicas.allReduce(net.grads(), count, DType.FP32, io.accel4j.collectives.ReduceOp.AVG);
-            double sum = 0;
-            for (double[] v : replicaValues.gather(lossSum)) {
-                sum += v[0]; // in replica order: every replica computes the same bits
-            }
-            lossSum = sum / replicas.size();
+            lossSum = replicas.average(net.grads(), count, lossSum);
         }
         boolean nonFinite = scaler.enabled() && ops.hasNonFinite(net.grads(), count);
-        double[][] all = values.gather(lossSum, sumOfSquares(ops, count), nonFinite ? 1 : 0);
+        double stageSq;
+        if (tensorValues == null) {
+            stageSq = sumOfSquares(ops, count);
+        } else { // the tensor ranks' shares in rank order: the same bits on each
+            stageSq = 0;
+            for (double[] v : tensorValues.gather(tensorShare(ops), nonFinite ? 1 : 0)) {
+                stageSq += v[0];
+                nonFinite |= v[1] != 0;
+            }
+        }
+        double[][] all = values.gather(lossSum, stageSq, nonFinite ? 1 : 0);
         double loss = 0, sq = 0;
         boolean overflow = false;
         for (double[] v : all) {
@@ -272,6 +350,9 @@ public final class PipelineRank implements AutoCloseable {
         if (!overflow) {
             float clip = o.gradClip() > 0 && norm > o.gradClip() ? (float) (o.gradClip() / norm) : 1f;
             optimizer.step(s + 1 - scaler.skippedSteps(), lr, clip / lossScale);
+            if (replicas != null) {
+                replicas.afterUpdate(net.params(), count);
+            }
         }
         scaler.afterStep(overflow);
         step = s + 1;
@@ -388,10 +469,31 @@ public final class PipelineRank implements AutoCloseable {
         return sum;
     }
 
+    /**
+     * This tensor rank's share of the stage's {@code Σ g²}: its shards' whole, a replicated tensor's divided by T
+     * (every tensor rank holds it), the last stage's tied copy left out.
+     */
+    private double tensorShare(Ops ops) {
+        ParameterTable.Entry skip = tiedCopy();
+        int T = net.tensor().size();
+        double mine = 0;
+        for (ParameterTable.Entry e : net.table().entries()) {
+            if (skip != null && e.name().equals(skip.name())) {
+                continue;
+            }
+            double s = ops.sumOfSquares(slice(net.grads(), e), e.count());
+            mine += net.sharding(e.name()).replicated() ? s / T : s;
+        }
+        return mine;
+    }
+
     @Override
     public void close() {
-        if (replicaValues != null) {
-            replicaValues.close();
+        if (tensorValues != null) {
+            tensorValues.close();
+        }
+        if (replicas != null) {
+            replicas.close();
         }
         values.close();
         tieArena.close();

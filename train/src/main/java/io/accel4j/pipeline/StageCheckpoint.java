@@ -31,24 +31,37 @@ public final class StageCheckpoint {
                                       tableOf, ParameterTable wholeTable, Map<String, MemorySegment> whole,
                               java.util.Set<String> tiedCopies) {
         try (Arena a = Arena.ofShared()) {
-            if (comm.rank() != 0) {
-                for (MemorySegment b : buffers.values()) {
-                    MemorySegment host = a.allocate(table.fp32Bytes(), 64);
-                    memory.copyToHost(b.asSlice(0, table.fp32Bytes()), host);
-                    comm.send(host, table.count(), DType.FP32, 0);
-                }
-                return;
+            Map<String, MemorySegment> host = new LinkedHashMap<>();
+            for (Map.Entry<String, MemorySegment> b : buffers.entrySet()) {
+                MemorySegment h = a.allocate(table.fp32Bytes(), 64);
+                memory.copyToHost(b.getValue().asSlice(0, table.fp32Bytes()), h);
+                host.put(b.getKey(), h);
             }
+            gatherHost(comm, table, host, tableOf, wholeTable, whole, tiedCopies);
+        }
+    }
+
+    /** {@link #gather} of buffers already on the host ({@code host}: name → {@code table.count()} fp32). */
+    public static void gatherHost(Communicator comm, ParameterTable table, Map<String, MemorySegment> host,
+                                  java.util.function.IntFunction<ParameterTable> tableOf, ParameterTable wholeTable,
+                                  Map<String, MemorySegment> whole, java.util.Set<String> tiedCopies) {
+        if (comm.rank() != 0) {
+            for (MemorySegment h : host.values()) {
+                comm.send(h, table.count(), DType.FP32, 0);
+            }
+            return;
+        }
+        try (Arena a = Arena.ofShared()) {
             for (int s = 0; s < comm.size(); s++) {
                 ParameterTable t = s == 0 ? table : tableOf.apply(s);
-                for (Map.Entry<String, MemorySegment> e : buffers.entrySet()) {
-                    MemorySegment host = a.allocate(t.fp32Bytes(), 64);
-                    if (s == 0) {
-                        memory.copyToHost(e.getValue().asSlice(0, t.fp32Bytes()), host);
-                    } else {
-                        comm.recv(host, t.count(), DType.FP32, s);
+                MemorySegment in = s == 0 ? null : a.allocate(t.fp32Bytes(), 64);
+                for (Map.Entry<String, MemorySegment> e : host.entrySet()) {
+                    MemorySegment h = e.getValue();
+                    if (s != 0) {
+                        comm.recv(in, t.count(), DType.FP32, s);
+                        h = in;
                     }
-                    place(t, host, wholeTable, whole.get(e.getKey()), tiedCopies);
+                    place(t, h, wholeTable, whole.get(e.getKey()), tiedCopies);
                 }
             }
         }
@@ -76,14 +89,23 @@ public final class StageCheckpoint {
                                String tiedTo) {
         try (Arena a = Arena.ofConfined()) {
             for (Map.Entry<String, MemorySegment> b : buffers.entrySet()) {
-                MemorySegment host = a.allocate(table.fp32Bytes(), 64), src = whole.get(b.getKey());
-                for (ParameterTable.Entry e : table.entries()) {
-                    ParameterTable.Entry w = wholeTable.entry(e.name().equals(tiedCopy) ? tiedTo : e.name());
-                    MemorySegment.copy(src, w.offset() * Float.BYTES, host, e.offset() * Float.BYTES,
-                            e.count() * Float.BYTES);
-                }
+                MemorySegment host = a.allocate(table.fp32Bytes(), 64);
+                take(table, host, wholeTable, whole.get(b.getKey()), tiedCopy, tiedTo);
                 memory.copyToDevice(host, b.getValue().asSlice(0, table.fp32Bytes()));
             }
+        }
+    }
+
+    /**
+     * Fills {@code host} ({@code table.count()} fp32) from the whole vector {@code src} of {@code wholeTable}, tensor
+     * by name; the tensor {@code tiedCopy} (or null) from {@code tiedTo}.
+     */
+    public static void take(ParameterTable table, MemorySegment host, ParameterTable wholeTable, MemorySegment src,
+                            String tiedCopy, String tiedTo) {
+        for (ParameterTable.Entry e : table.entries()) {
+            ParameterTable.Entry w = wholeTable.entry(e.name().equals(tiedCopy) ? tiedTo : e.name());
+            MemorySegment.copy(src, w.offset() * Float.BYTES, host, e.offset() * Float.BYTES,
+                    e.count() * Float.BYTES);
         }
     }
 

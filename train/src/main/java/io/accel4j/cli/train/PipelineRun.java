@@ -51,9 +51,9 @@ final class PipelineRun {
     }
 
     /** Refuses, as usage errors, what the pipeline path does not do yet (before anything is allocated). */
-    void checkSupported(TrainConfig cfg, Launch launch) {
+    void checkSupported(TrainConfig cfg, GptConfig model, Launch launch) {
         String no = cmd.device == Backend.Device.CUDA ? "--device cuda"
-                : cmd.zero > 0 ? "--zero"
+                : cmd.zero > 1 ? "--zero " + cmd.zero + " (it takes --zero 1)"
                 : cfg.precision().fp8() != null ? "--precision fp8"
                 : cmd.memory.findBatchSize ? "--find-batch-size"
                 : cmd.profile ? "--profile"
@@ -63,19 +63,32 @@ final class PipelineRun {
         if (no != null) {
             throw usage.apply("--pp " + pp.stages + " does not take " + no + " yet");
         }
-        if (launch.perProcess() && launch.worldSize() % pp.stages != 0) {
-            throw usage.apply("--pp " + pp.stages + " needs one process per stage of each data-parallel replica "
-                    + "(mpirun -np D·" + pp.stages + " or launch --nproc D·" + pp.stages + "), got "
-                    + launch.worldSize());
+        int T = cmd.tensor.tp(), group = T * pp.stages;
+        String tp = T > 1 ? "--tp " + T + " × " : "", dtp = T > 1 ? "D·T·P" : "D·P";
+        if (launch.perProcess() && launch.worldSize() % group != 0) {
+            throw usage.apply(tp + "--pp " + pp.stages + " needs one process per stage" + (T > 1 ? " and tensor "
+                    + "rank" : "") + " of each data-parallel replica (mpirun -np D·" + group + " or launch --nproc D·"
+                    + group + "), got " + launch.worldSize());
         }
         if (launch.perProcess() && launch.rendezvous() != null && launch.worldSize() > pp.stages) {
             throw usage.apply("--pp " + pp.stages + " over " + launch.worldSize() + " launched processes needs "
-                    + "replica groups, which the launcher's TCP communicator cannot split yet: use mpirun or --ranks");
+                    + (T > 1 ? "tensor and " : "") + "replica groups, which the launcher's TCP communicator cannot "
+                    + "split yet: use mpirun or --ranks");
         }
-        if (!launch.perProcess() && cmd.ranks > 1 && cmd.ranks % pp.stages != 0) {
-            throw usage.apply("--ranks " + cmd.ranks + " is not a multiple of --pp " + pp.stages + ": the ranks are "
-                    + "D·P (data-parallel replicas of the pipeline × its stages)");
+        if (!launch.perProcess() && cmd.ranks > 1 && cmd.ranks % group != 0) {
+            throw usage.apply("--ranks " + cmd.ranks + " is not a multiple of " + tp + "--pp " + pp.stages
+                    + (T > 1 ? " = " + group : "") + ": the ranks are " + dtp + " (data-parallel replicas of the "
+                    + "pipeline × "
+                    + (T > 1 ? "tensor ranks × " : "") + "its stages)");
         }
+        int world = launch.perProcess() ? launch.worldSize() : cmd.ranks > 1 ? cmd.ranks : group;
+        if (cmd.zero == 1 && world / group < 2) {
+            throw usage.apply("--zero 1 with " + tp + "--pp " + pp.stages + " shards each stage's optimizer state over "
+                    + "its data-parallel replicas, but " + world + " ranks make " + world / group + ": it needs "
+                    + "--ranks " + 2 * group + " or more");
+        }
+        cmd.tensor.check(model, world, false, 0, cfg.precision().equals(io.accel4j.train.precision.Precision.FP32),
+                usage::apply);
     }
 
     /**
@@ -154,12 +167,13 @@ final class PipelineRun {
                             !cfg.decayMatricesOnly()))
                     .schedule(cfg::learningRate).gradClip(cfg.gradClip()).precision(cfg.precision().operands())
                     .recompute(cmd.memory.recompute).seed(cfg.seed()).threads(threads).data(data)
-                    .pipeline(Gpt2Stages.of(c), pp.stages, M, pp.schedule())
+                    .pipeline(cmd.tensor.active() ? Gpt2Stages.parallel(c) : Gpt2Stages.of(c), pp.stages, M,
+                            pp.schedule()).tensorParallel(cmd.tensor.tp()).zero(cmd.zero)
                     .progress(lead ? w : null).out(lead ? dir : null);
             if (world != null) {
                 b.communicator(world);
             } else if (cmd.ranks > 1) {
-                b.ranks(cmd.ranks); // D·P in this process: D replicas of the pipeline
+                b.ranks(cmd.ranks); // D·T·P in this process: D replicas of the pipeline
             }
             try (Learner learner = b.build()) {
                 PipelineCheckpoints ck = new PipelineCheckpoints(learner, lead, c, cfg.batch(), cfg.seq(), M, loaders,
@@ -206,9 +220,12 @@ final class PipelineRun {
         StepMetrics last = history.get(history.size() - 1);
         w.printf(Locale.ROOT, "final train loss %.4f after %d steps; model saved to %s%n", last.trainLoss(),
                 learner.step(), file);
-        List<PipelineRank> stages = learner.stages();
+        Map<Integer, PipelineRank> stages = new java.util.TreeMap<>(); // each stage's first rank held here
+        for (PipelineRank r : learner.stages()) {
+            stages.putIfAbsent(r.communicator().rank(), r);
+        }
         StringBuilder s = new StringBuilder("idle per stage (last step):");
-        for (PipelineRank r : stages) {
+        for (PipelineRank r : stages.values()) {
             s.append(String.format(Locale.ROOT, " %d: %.1f%%", r.communicator().rank(), 100 * r.idleFraction()));
         }
         w.println(s.append(String.format(Locale.ROOT, "; bubble (P-1)/(M+P-1) = %.1f%%",

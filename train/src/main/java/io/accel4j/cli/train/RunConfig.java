@@ -47,7 +47,7 @@ final class RunConfig {
     static final List<String> MAY_CHANGE = List.of("--steps", "--val-every", "--val-batches", "--val-data",
             "--save-every", "--keep-checkpoints", "--save-every-keep", "--threads", "--device", "--recompute",
             "--bucket-mb", "--zero", "--collective-timeout", "--metrics-out", "--samples", "--eval-problems", "--pp",
-            "--offload-optimizer");
+            "--offload-optimizer", "--tp");
 
     private final Map<String, String> values;
 
@@ -164,7 +164,8 @@ final class RunConfig {
             OptionSpec o = spec.findOption(name);
             Object value = values.get(name);
             if (pr.hasMatchedOption(name)) {
-                if (!MAY_CHANGE.contains(name) && !same(o.getValue(), value)) {
+                if (!MAY_CHANGE.contains(name) && !same(o.getValue(), value)
+                        && !(name.equals("--ranks") && sameReplicas(spec, pr, known, values))) {
                     String given = o.arity().max() == 0 ? String.valueOf(o.<Object>getValue())
                             : last(o.stringValues());
                     throw usage.apply(name + " " + given + " differs from the resumed run's " + name + " "
@@ -186,6 +187,33 @@ final class RunConfig {
             }
         }
         return restored;
+    }
+
+    /**
+     * Whether the given {@code --ranks} keeps the resumed run's data-parallel width D = ranks / (T·P) under the
+     * {@code --tp} and {@code --pp} in force (given, else saved): a pipeline's or tensor-parallel run's ranks count
+     * D·T·P, the trainer's D, so a layout change moves {@code --ranks} with it while the global batch stays (in
+     * process, one rank with {@code --pp}/{@code --tp} means one replica).
+     */
+    private static boolean sameReplicas(CommandSpec spec, ParseResult pr, Map<String, String> known,
+                                        Map<String, Object> saved) {
+        int before = replicas(saved.get("--ranks"), saved.get("--tp"), saved.get("--pp"));
+        int after = replicas(spec.findOption("--ranks").getValue(),
+                pr.hasMatchedOption("--tp") || !known.containsKey("--tp") ? spec.findOption("--tp").getValue()
+                        : saved.get("--tp"),
+                pr.hasMatchedOption("--pp") || !known.containsKey("--pp") ? spec.findOption("--pp").getValue()
+                        : saved.get("--pp"));
+        return before > 0 && before == after;
+    }
+
+    /** D of {@code ranks} over T·P (1 for one in-process rank), or −1 when it is not a whole number. */
+    private static int replicas(Object ranks, Object tp, Object pp) {
+        int n = ranks instanceof Integer r ? r : 1;
+        int split = (tp instanceof Integer t ? t : 1) * (pp instanceof Integer p ? p : 1);
+        if (n == 1) {
+            return 1;
+        }
+        return split > 0 && n % split == 0 ? n / split : -1;
     }
 
     /**

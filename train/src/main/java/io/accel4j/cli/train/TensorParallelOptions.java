@@ -35,7 +35,7 @@ public final class TensorParallelOptions {
      * @throws ParameterException (from {@code usage}) naming --tp and the numbers
      */
     public void check(GptConfig model, int world, boolean cuda, int zero, boolean fp32,
-                      Function<String, ParameterException> usage) {
+                      Function<String, ? extends RuntimeException> usage) {
         if (tp < 1) {
             throw usage.apply("--tp must be >= 1, got " + tp);
         }

@@ -57,9 +57,29 @@ final class TensorParallelRun {
     /** Trains, writes the outputs into {@code dir}, returns the metrics (rank 0's view). */
     static List<StepMetrics> run(LearnerBuilder b, GptConfig model, Path modelFile, TrainConfig cfg, Path dir,
                                  boolean lead, PrintWriter w) throws IOException {
+        return run(b, model, modelFile, cfg, dir, false, lead, w);
+    }
+
+    /**
+     * {@link #run}; {@code resumed}: continues from {@code dir}'s {@code tp-checkpoint/} (the whole model, its AdamW
+     * state, step and data position) up to {@code cfg.steps()}, the metrics after its step dropped.
+     */
+    static List<StepMetrics> run(LearnerBuilder b, GptConfig model, Path modelFile, TrainConfig cfg, Path dir,
+                                 boolean resumed, boolean lead, PrintWriter w) throws IOException {
         b.out(lead ? dir : null).progress(lead ? w : null);
         try (Learner learner = b.build()) {
-            if (modelFile != null) { // an llm.c file holds the whole model in the whole table's order
+            if (resumed) {
+                Path ck = dir.resolve("tp-checkpoint");
+                if (!java.nio.file.Files.isDirectory(ck)) {
+                    throw new java.io.FileNotFoundException(ck + " (--resume with --tp reads the checkpoint a --tp "
+                            + "run writes there)");
+                }
+                learner.resume(ck);
+                if (lead) {
+                    RunDirectory.truncateMetrics(dir.resolve("metrics.jsonl"), learner.step());
+                    w.println("resumed " + dir + " at step " + learner.step());
+                }
+            } else if (modelFile != null) { // an llm.c file holds the whole model in the whole table's order
                 try (Arena a = Arena.ofConfined()) {
                     learner.loadParameters(LlmcCheckpoint.read(modelFile, a).params());
                 }
@@ -71,7 +91,7 @@ final class TensorParallelRun {
                 w.println("tensor parallel: " + learner.describe());
                 w.flush();
             }
-            List<StepMetrics> history = learner.fit(cfg.steps(), null);
+            List<StepMetrics> history = learner.fit(Math.max(0, cfg.steps() - learner.step()), null);
             learner.save(dir.resolve("tp-checkpoint")); // collectives: every rank sends its shards
             ParameterTable whole = learner.wholeTable();
             try (Arena a = Arena.ofShared()) {
@@ -81,7 +101,7 @@ final class TensorParallelRun {
                     LlmcCheckpoint.write(dir.resolve("model.bin"), model, p, LlmcCheckpoint.VERSION_FP32);
                 }
             }
-            if (lead) {
+            if (lead && !history.isEmpty()) {
                 StepMetrics last = history.get(history.size() - 1);
                 w.printf("done: %d steps, train loss %.4f; the whole model in %s (llm.c format)%n", history.size(),
                         last.trainLoss(), dir.resolve("model.bin"));

@@ -253,14 +253,13 @@ public final class TrainCommand implements Callable<Integer> {
         checkTokenFile("--val-data", valData);
         Path modelFile = modelFile();
         GptConfig modelConfig = modelConfig(modelFile);
-        if (tensor.active() && (pipeline.requested() || async.async())) {
-            throw usage("--tp does not go with " + (pipeline.requested() ? "--pp" : "--sync async") + " yet: "
-                    + "choose one");
+        if (tensor.active() && async.async()) {
+            throw usage("--tp does not go with --sync async yet: choose one");
         }
         pipeline.check(modelConfig, asked.gradAccum(), this::usage);
         if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
             PipelineRun pp = new PipelineRun(this, pipeline, restored, this::usage);
-            pp.checkSupported(asked, launch);
+            pp.checkSupported(asked, modelConfig, launch);
             int nThreads = launch.threads(Threads.cap(threads, spec.commandLine().getErr()));
             pp.run(asked, modelConfig, modelFile, launch, nThreads, timeout(), spec.commandLine().getOut());
             return 0;
@@ -271,9 +270,9 @@ public final class TrainCommand implements Callable<Integer> {
             throw usage("--tp " + tensor.tp() + " splits the ranks into tensor groups, which the launcher's TCP "
                     + "communicator cannot do yet: use --ranks or mpirun");
         }
-        if (tensor.active() && (resume != null || memory.findBatchSize || DataOptions.isShardList(trainData))) {
-            throw usage("--tp does not go with " + (resume != null ? "--resume" : memory.findBatchSize
-                    ? "--find-batch-size" : "--train-data with several shards") + " yet");
+        if (tensor.active() && (memory.findBatchSize || DataOptions.isShardList(trainData))) {
+            throw usage("--tp does not go with " + (memory.findBatchSize ? "--find-batch-size"
+                    : "--train-data with several shards") + " yet");
         }
         Path runDir = out != null ? out : resume;
         if (runDir != null && launch.lead()) {
@@ -396,8 +395,8 @@ public final class TrainCommand implements Callable<Integer> {
         }
         try (TokenFile train = open(trainPath, "train")) {
             TensorParallelRun.run(TensorParallelRun.learner(modelConfig, cfg, tensor.tp(), ranks, world, nThreads,
-                    train, timeout()), modelConfig, modelFile, cfg, dir, launch.lead(), launch.lead() ? w
-                    : new PrintWriter(Writer.nullWriter()));
+                    train, timeout()), modelConfig, modelFile, cfg, dir, resume != null, launch.lead(),
+                    launch.lead() ? w : new PrintWriter(Writer.nullWriter()));
         } catch (IOException | IllegalArgumentException e) {
             throw new CliException((world == null ? "" : "rank " + world.rank() + " of " + world.size() + ": ")
                     + message(e), e);
@@ -502,6 +501,9 @@ public final class TrainCommand implements Callable<Integer> {
             if (!Files.isDirectory(resume)) {
                 throw usage("--resume " + resume + (Files.exists(resume) ? " is not a directory" : " does not exist")
                         + ": give the run directory of the run to continue");
+            }
+            if (tensor.active() && Files.isDirectory(resume.resolve("tp-checkpoint"))) {
+                return resume.resolve("model.bin"); // a --tp run's whole model, beside its checkpoint
             }
             try {
                 return CheckpointFiles.latest(resume).model();

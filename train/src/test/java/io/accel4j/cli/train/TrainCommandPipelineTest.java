@@ -78,6 +78,11 @@ class TrainCommandPipelineTest {
                 "--micro-batches", "2")));
         assertThat(b.code()).as(b.err()).isZero();
         assertThat(b.out()).contains("2 data-parallel replicas");
+        Path zero = tmp.resolve("dp-pp-zero1"); // ZeRO-1 over each stage's replicas: DDP's bits
+        Result z = TrainCommandTest.run(TrainCommandTest.quick(zero, concat(common, "4", "--pp", "2",
+                "--micro-batches", "2", "--zero", "1")));
+        assertThat(z.code()).as(z.err()).isZero();
+        assertThat(losses(zero)).containsExactlyElementsOf(losses(pipeline));
         java.util.List<Double> la = losses(trainer), lb = losses(pipeline);
         assertThat(lb).hasSize(3);
         for (int s = 0; s < 3; s++) { // fp32 sums in another order
@@ -128,8 +133,8 @@ class TrainCommandPipelineTest {
     /**
      * Replicated pipelines checkpoint as the trainer's data-parallel ranks do (rank 0's loader position is every
      * rank's): {@code --ranks 4 --pp 2} stopped at step 2 and resumed continues as the trainer's {@code --ranks 2
-     * --grad-accum 2} straight run. (The trainer cannot take that checkpoint at {@code --pp 1}: a resumed run keeps
-     * its {@code --ranks}, which counts D·P ranks here and D there.)
+     * --grad-accum 2} straight run — on the same layout, and by the trainer at {@code --pp 1 --ranks 2} (a layout
+     * change moves {@code --ranks}, which counts D·P ranks there and D here, as long as D stays; another D is refused).
      */
     @Test
     void replicatedPipelinesCheckpointAsDataParallelRanks() throws Exception {
@@ -142,14 +147,67 @@ class TrainCommandPipelineTest {
         Result b1 = TrainCommandTest.run(TrainCommandTest.quick(dpPp, concat(common, "4", "--steps", "2", "--pp",
                 "2", "--micro-batches", "2")));
         assertThat(b1.code()).as(b1.err()).isZero();
+        Path toTrainer = tmp.resolve("dp-pp-to-trainer");
+        copyTree(dpPp, toTrainer);
         Result b2 = TrainCommandTest.run("train", "--resume", dpPp.toString(), "--steps", "4");
         assertThat(b2.code()).as(b2.err()).isZero();
         assertThat(b2.out()).contains("resumed " + dpPp + " at step 2");
-        java.util.List<Double> want = losses(straight), got = losses(dpPp);
-        assertThat(got).hasSize(4);
-        for (int s = 0; s < 4; s++) { // fp32 sums in another order
-            assertThat(got.get(s)).as("step %d", s).isCloseTo(want.get(s),
-                    org.assertj.core.api.Assertions.within(1e-5 * want.get(s)));
+        Result bad = TrainCommandTest.run("train", "--resume", toTrainer.toString(), "--pp", "1", "--ranks", "3",
+                "--steps", "4");
+        assertThat(bad.code()).isEqualTo(2);
+        assertThat(bad.err()).contains("--ranks 3 differs from the resumed run's --ranks 4");
+        Result b3 = TrainCommandTest.run("train", "--resume", toTrainer.toString(), "--pp", "1", "--ranks", "2",
+                "--steps", "4");
+        assertThat(b3.code()).as(b3.err()).isZero();
+        java.util.List<Double> want = losses(straight);
+        for (Path d : java.util.List.of(dpPp, toTrainer)) {
+            java.util.List<Double> got = losses(d);
+            assertThat(got).as("%s", d).hasSize(4);
+            for (int s = 0; s < 4; s++) { // fp32 sums in another order
+                assertThat(got.get(s)).as("%s step %d", d, s).isCloseTo(want.get(s),
+                        org.assertj.core.api.Assertions.within(1e-5 * want.get(s)));
+            }
+        }
+    }
+
+    /**
+     * {@code --tp 2 --pp 2 --micro-batches 2} (four in-process ranks: two stages, each split over two tensor ranks)
+     * trains as the trainer's {@code --grad-accum 2} on one rank, and its checkpoint (the whole model) is the
+     * trainer's: resumed there at {@code --tp 1 --pp 1} it goes on.
+     */
+    @Test
+    void tensorParallelStagesTrainAsTheTrainerAccumulatingTheSameMicroBatches() throws Exception {
+        String[] common = {"--steps", "3", "--warmup", "2", "--val-every", "0", "--samples", "0", "--eval-problems",
+                "0", "--save-every", "3"};
+        Path trainer = tmp.resolve("trainer"), split = tmp.resolve("tp-pp");
+        Result a = TrainCommandTest.run(TrainCommandTest.quick(trainer, concat(common, "--grad-accum", "2")));
+        assertThat(a.code()).as(a.err()).isZero();
+        Result b = TrainCommandTest.run(TrainCommandTest.quick(split, concat(common, "--tp", "2", "--pp", "2",
+                "--micro-batches", "2")));
+        assertThat(b.code()).as(b.err()).isZero();
+        assertThat(b.out()).contains("pipeline: 2 stages × 2 tensor ranks, 2 micro-batches")
+                .contains("idle per stage (last step): 0: ");
+        java.util.List<Double> la = losses(trainer), lb = losses(split);
+        assertThat(lb).hasSize(3);
+        double worst = 0;
+        for (int s = 0; s < 3; s++) { // fp32 sums in another order (row-parallel partial sums, the tied halves)
+            worst = Math.max(worst, Math.abs(lb.get(s) / la.get(s) - 1));
+            assertThat(lb.get(s)).as("step %d", s).isCloseTo(la.get(s),
+                    org.assertj.core.api.Assertions.within(1e-5 * la.get(s)));
+        }
+        System.out.printf("train --tp 2 --pp 2 vs --grad-accum 2: losses %.1e relative at worst%n", worst);
+        Result c = TrainCommandTest.run("train", "--resume", split.toString(), "--tp", "1", "--pp", "1", "--steps",
+                "4");
+        assertThat(c.code()).as(c.err()).isZero();
+        assertThat(c.out()).contains("resumed " + split + " at step 3");
+        assertThat(losses(split)).hasSize(4);
+    }
+
+    private static void copyTree(Path from, Path to) throws java.io.IOException {
+        try (java.util.stream.Stream<Path> all = Files.walk(from)) {
+            for (Path p : (Iterable<Path>) all::iterator) {
+                Files.copy(p, to.resolve(from.relativize(p).toString()));
+            }
         }
     }
 
@@ -169,15 +227,22 @@ class TrainCommandPipelineTest {
         String[][] cases = {
                 {"--pp", "3"}, {"--pp", "2", "--micro-batches", "1"}, {"--micro-batches", "2"},
                 {"--pp", "2", "--schedule-pp", "zigzag"}, {"--pp", "2", "--grad-accum", "2", "--micro-batches", "4"},
-                {"--pp", "2", "--zero", "1", "--ranks", "2"}, {"--pp", "2", "--ranks", "3"}};
+                {"--pp", "2", "--zero", "1", "--ranks", "2"}, {"--pp", "2", "--ranks", "3"},
+                {"--tp", "2", "--pp", "2", "--ranks", "6"}, {"--tp", "3", "--pp", "2"},
+                {"--tp", "2", "--pp", "2", "--precision", "bf16"}, {"--tp", "2", "--pp", "2", "--device", "cuda"}};
         String[] messages = {
                 "--pp 3 is larger than the model's 2 layers (transformer blocks): each stage needs at least one",
                 "--micro-batches 1 is fewer than --pp 2: 1F1B needs at least as many micro-batches as stages",
                 "--micro-batches needs --pp 2 or more",
                 "--schedule-pp: unknown pipeline schedule 'zigzag': use gpipe or 1f1b",
                 "--grad-accum 2 and --micro-batches 4 disagree: a pipeline accumulates its micro-batches",
-                "--pp 2 does not take --zero yet",
-                "--ranks 3 is not a multiple of --pp 2: the ranks are D·P"};
+                "--zero 1 with --pp 2 shards each stage's optimizer state over its data-parallel replicas, but 2 ranks "
+                        + "make 1: it needs --ranks 4 or more",
+                "--ranks 3 is not a multiple of --pp 2: the ranks are D·P",
+                "--ranks 6 is not a multiple of --tp 2 × --pp 2 = 4: the ranks are D·T·P",
+                "--tp 3 must divide the attention heads NH = 4 of the model",
+                "--tp trains in fp32 so far: drop --precision",
+                "--pp 2 does not take --device cuda yet"};
         for (int i = 0; i < cases.length; i++) {
             Result r = TrainCommandTest.run(TrainCommandTest.quick(dir, cases[i]));
             assertThat(r.code()).as(String.join(" ", cases[i])).isEqualTo(2);

@@ -110,6 +110,23 @@ class TrainCommandTensorParallelTest {
         assertThat(r3.code()).as(r3.err()).isZero();
     }
 
+    /** {@code --tp 2} stopped at step 2 and resumed to step 4 is the straight run, bit for bit (the same layout). */
+    @Test
+    void aTensorParallelRunResumesBitForBit() throws IOException {
+        Path straight = tmp.resolve("straight"), stopped = tmp.resolve("stopped");
+        String[] common = {"--tp", "2", "--ranks", "2", "--batch", "2", "--schedule", "constant"};
+        Result a = run(Stream.concat(Stream.of(args(straight, "--steps", "4")), Stream.of(common))
+                .toArray(String[]::new));
+        assertThat(a.code()).as(a.err()).isZero();
+        Result b = run(Stream.concat(Stream.of(args(stopped, "--steps", "2")), Stream.of(common))
+                .toArray(String[]::new));
+        assertThat(b.code()).as(b.err()).isZero();
+        Result c = run("train", "--resume", stopped.toString(), "--steps", "4");
+        assertThat(c.code()).as(c.err()).isZero();
+        assertThat(c.out()).contains("resumed " + stopped + " at step 2");
+        assertThat(losses(stopped)).containsExactlyElementsOf(losses(straight));
+    }
+
     @Test
     void layoutsThatDoNotFitAreUsageErrors() throws IOException {
         String[][] cases = {
