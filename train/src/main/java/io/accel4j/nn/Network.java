@@ -81,6 +81,7 @@ public final class Network implements AutoCloseable {
         this.maxT = s.maxT;
         this.operands = s.operands;
         Builder b = new Builder(ops, s.operands, s.fp8 != null, s.recompute, s.maxB, s.maxT);
+        b.storage(s.storage);
         this.tensor = TensorParallel.over(s.tensor, memory);
         b.tensor(tensor);
         this.outWidth = b.child(body, inWidth, false);

@@ -64,7 +64,8 @@ final class MemoryOptions {
         }
         BatchSizeFinder.Choice c;
         try {
-            c = BatchSizeFinder.choose(model, cfg.seq(), recompute, cfg.zeroStage(), memoryBudget, ranks,
+            c = BatchSizeFinder.choose(model, cfg.seq(), recompute, cfg.precision().activationStorage(),
+                    cfg.zeroStage(), memoryBudget, ranks,
                     globalBatch, cfg.gradAccum());
         } catch (IllegalArgumentException e) {
             throw usage.apply("--find-batch-size: " + e.getMessage());
@@ -85,12 +86,13 @@ final class MemoryOptions {
         if (!findBatchSize) {
             return;
         }
-        long planned = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(), ranks).total();
+        long planned = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(), ranks,
+                cfg.precision().activationStorage()).total();
         long t0 = System.nanoTime();
         long allocated;
         try (Parallel pool = new Parallel(threads)) {
             allocated = BatchSizeFinder.trialStep(model, new CpuOps(pool), cfg.batch(), cfg.seq(), recompute,
-                    cfg.zeroStage(), ranks);
+                    cfg.precision().activationStorage(), cfg.zeroStage(), ranks);
         } catch (OutOfMemoryError e) {
             throw new CliException("--find-batch-size: the trial step at --batch " + cfg.batch() + " could not "
                     + "allocate its " + planned + " bytes: lower --memory-budget (" + e.getMessage() + ")", e);
@@ -134,7 +136,7 @@ final class MemoryOptions {
         List<MemoryCheck.Part> parts = new ArrayList<>();
         try {
             MemoryPlan p = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(),
-                    worldRanks);
+                    worldRanks, cfg.precision().activationStorage());
             parts.add(new MemoryCheck.Part("parameters", times(p.parameters(), localRanks)));
             parts.add(new MemoryCheck.Part("gradients", times(p.gradients(), localRanks)));
             parts.add(new MemoryCheck.Part("AdamW state", times(p.optimizer(), localRanks)));

@@ -80,6 +80,15 @@ public record Precision(DType operands, float initialLossScale, int lossScaleWin
         return new Precision(operands, DEFAULT_LOSS_SCALE, DEFAULT_LOSS_SCALE_WINDOW);
     }
 
+    /**
+     * How the activations the blocks save for backward are stored: in 16 bits under bf16 and fp16 (a 16-bit store
+     * per block, fp32 working regions for one block; {@link io.accel4j.nn.NetworkSpec#activationStorage}), fp32
+     * under fp32 and fp8.
+     */
+    public DType activationStorage() {
+        return fp8 != null ? DType.FP32 : operands;
+    }
+
     /** Whether the run scales its loss (fp16). */
     public boolean scalesLoss() {
         return operands == DType.FP16;
