@@ -62,6 +62,12 @@ public final class Builder {
     /** Every held declaration, in order ({@link #heldSince}). */
     private final List<Held> held = new ArrayList<>();
 
+    /** A block's request for a 16-bit store of {@code held}, made under {@code path}. */
+    private record StoreRequest(String path, List<Held> held, java.util.function.Consumer<HalfStore> sink) {}
+
+    /** The requests, in build order ({@link #declareStores}). */
+    private final List<StoreRequest> storeRequests = new ArrayList<>();
+
     /** How the activations saved for backward are stored (FP32, or BF16/FP16: see {@link #activationStorage()}). */
     private DType storage = DType.FP32;
 
@@ -90,6 +96,25 @@ public final class Builder {
      */
     public DType activationStorage() {
         return storage;
+    }
+
+    /**
+     * Asks for a 16-bit store ({@link #activationStorage()}) of the held regions {@code held} of the module being
+     * built, handed to {@code sink} once the tree is built ({@link #declareStores}) — or never, for the last module to
+     * ask: its forward is the last to write the held regions, so its backward, which comes first, finds them in
+     * place.
+     */
+    void requestStore(List<Held> held, java.util.function.Consumer<HalfStore> sink) {
+        storeRequests.add(new StoreRequest(qualified(""), List.copyOf(held), sink));
+    }
+
+    /** Declares the stores of every request but the last (see {@link #requestStore}); once, after the tree's build. */
+    void declareStores() {
+        for (int i = 0; i < storeRequests.size() - 1; i++) {
+            StoreRequest r = storeRequests.get(i);
+            r.sink().accept(HalfStore.declare(acts, r.path(), storage, r.held()));
+        }
+        storeRequests.clear();
     }
 
     /** How many held declarations were made so far (a mark for {@link #heldSince}). */

@@ -14,7 +14,8 @@ import java.util.Objects;
  * ({@code castToFp32}, exact). Statistics ({@link Builder#statistic}: a LayerNorm's mean and 1/σ, attention's
  * log-sum-exp; a few floats per position) are copied in fp32. So a block's saved activations take about half their
  * fp32 bytes, plus one block's fp32 working set for the whole network, and every kernel still reads and accumulates
- * fp32.
+ * fp32. The block whose forward runs last (the top one) needs no store: its backward comes first and finds its
+ * activations still in the fp32 regions ({@link Builder#requestStore}).
  *
  * <p>What backward reads then carries one 16-bit rounding (relative error ≤ 2⁻⁸ for BF16, 2⁻¹¹ for FP16 in its
  * normal range); the block whose forward ran last reads its exact fp32 values.
@@ -43,10 +44,10 @@ final class HalfStore {
     }
 
     /**
-     * Declares, under the current module, a store of {@code type} for the held regions {@code held} (each region's
-     * copy named after its key): 16-bit values take ⌈perRow/2⌉ floats per position, statistics perRow.
+     * Declares in {@code acts} a store of {@code type} for the held regions {@code held}, each region's copy named
+     * {@code <path>.saved.<its key>}: 16-bit values take ⌈perRow/2⌉ floats per position, statistics perRow.
      */
-    static HalfStore declare(Builder b, DType type, List<Builder.Held> held) {
+    static HalfStore declare(ActivationPlan.Declarations acts, String path, DType type, List<Builder.Held> held) {
         if (type != DType.BF16 && type != DType.FP16) {
             throw new IllegalArgumentException("a 16-bit store is BF16 or FP16, got " + type);
         }
@@ -56,7 +57,7 @@ final class HalfStore {
             ActRef r = h.ref();
             exact[work.size()] = h.statistic();
             work.add(r);
-            saved.add(b.activation("saved." + r.name(), h.statistic() ? r.perRow() : (r.perRow() + 1) / 2));
+            saved.add(acts.own(path + ".saved." + r.name(), h.statistic() ? r.perRow() : (r.perRow() + 1) / 2));
         }
         return new HalfStore(type, work.toArray(ActRef[]::new), saved.toArray(ActRef[]::new), exact);
     }

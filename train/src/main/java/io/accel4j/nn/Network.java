@@ -91,6 +91,7 @@ public final class Network implements AutoCloseable {
         this.attention = b.attentionTaken() == null ? DType.FP32 : b.attentionTaken();
         this.logits = b.activation("logits", outWidth);
         this.losses = b.activation("losses", 1);
+        b.declareStores();
         this.table = new ParameterTable(b.params(), s.order);
         long maxRows = (long) s.maxB * s.maxT;
         this.plan = b.activations().plan(maxRows);

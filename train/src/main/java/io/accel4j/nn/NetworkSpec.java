@@ -133,6 +133,7 @@ public final class NetworkSpec {
         Loss.of(b, out, classes < 0 ? 1 : classes);
         b.activation("logits", out);
         b.activation("losses", 1);
+        b.declareStores();
         long rows = (long) maxB * maxT;
         return b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES + rows * Integer.BYTES;
     }
@@ -153,6 +154,7 @@ public final class NetworkSpec {
         Loss.of(b, out, classes < 0 ? 1 : classes);
         b.activation("logits", out);
         b.activation("losses", 1);
+        b.declareStores();
         long rows = (long) maxB * maxT;
         long params = 0;
         for (Builder.ParamDecl d : b.params()) {

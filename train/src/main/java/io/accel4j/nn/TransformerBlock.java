@@ -97,18 +97,9 @@ public final class TransformerBlock implements Module {
             for (ActRef r : new ActRef[] {ln1Out, residual2, ln2Out}) {
                 saved.add(new Builder.Held(r, false));
             }
-            HalfStore store = HalfStore.declare(b, b.activationStorage(), saved);
-            refill = new Refill() {
-                @Override
-                public void save(Pass p) {
-                    store.save(p);
-                }
-
-                @Override
-                public void refill(Pass p, MemorySegment in) {
-                    store.restore(p);
-                }
-            };
+            Stored stored = new Stored();
+            b.requestStore(saved, s -> stored.store = s);
+            refill = stored;
         }
         return C;
     }
@@ -120,6 +111,27 @@ public final class TransformerBlock implements Module {
 
         /** Before its backward, when another block's forward overwrote the held regions. */
         void refill(Pass p, MemorySegment in);
+    }
+
+    /** 16-bit storage: saved after the forward, expanded before the backward; no store for the top block. */
+    private final class Stored implements Refill {
+        private HalfStore store; // null for the top block
+
+        @Override
+        public void save(Pass p) {
+            if (store != null) {
+                store.save(p);
+            }
+        }
+
+        @Override
+        public void refill(Pass p, MemorySegment in) {
+            if (store == null) {
+                throw new IllegalStateException("block '" + name + "' is the top block and keeps no 16-bit store, "
+                        + "but another block's forward ran after its own");
+            }
+            store.restore(p);
+        }
     }
 
     /** Layer recomputation: nothing saved; the forward is run again from the block's input (up to the MLP's hidden). */
