@@ -150,6 +150,13 @@ class ActivationStorageTest {
         assertThat(ratio).isBetween(0.5, 0.75);
     }
 
+    @Test
+    void onlyFp32Bf16AndFp16AreStorageTypes() {
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> Gpt2Blocks.spec(SMALL).activationStorage(
+                DType.FP8_E4M3)).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("activations are stored in FP32, BF16 or FP16, got FP8_E4M3");
+    }
+
     private static Network build(DType storage, Recompute recompute, int maxB, int T) {
         return Gpt2Blocks.spec(SMALL).batch(maxB, T).recompute(recompute).activationStorage(storage).build(ops);
     }
