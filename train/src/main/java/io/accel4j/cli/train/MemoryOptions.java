@@ -2,6 +2,7 @@ package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
 import io.accel4j.cli.MemoryCheck;
+import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.plan.BatchSizeFinder;
@@ -71,9 +72,11 @@ final class MemoryOptions {
             throw usage.apply("--find-batch-size: " + e.getMessage());
         }
         MemoryPlan p = c.plan();
-        w.printf(Locale.ROOT, "find-batch-size: budget %.1f MiB per rank, recompute %s: at most %d sequences of %d "
+        DType storage = cfg.precision().activationStorage();
+        w.printf(Locale.ROOT, "find-batch-size: budget %.1f MiB per rank, recompute %s%s: at most %d sequences of %d "
                         + "tokens fit; using --batch %d --grad-accum %d%n%s%n", memoryBudget / 1048576.0,
-                recompute.name().toLowerCase(Locale.ROOT), c.largest(), cfg.seq(), c.batch(), c.gradAccum(),
+                recompute.name().toLowerCase(Locale.ROOT), storage == DType.FP32 ? ""
+                        : ", saved activations in " + storage.name().toLowerCase(Locale.ROOT), c.largest(), cfg.seq(), c.batch(), c.gradAccum(),
                 indent(p.describe()));
         return cfg.toBuilder().batch(c.batch()).gradAccum(c.gradAccum()).build();
     }

@@ -37,7 +37,8 @@ class TrainCommandSixteenBitTest {
             Result r = run(quick(dir, concat(QUIET, "--precision", p, "--find-batch-size", "--memory-budget",
                     Long.toString(budget))));
             assertThat(r.code()).as(r.err()).isZero();
-            assertThat(r.out()).contains("at most " + bf16 + " sequences of 16 tokens fit; using --batch " + bf16)
+            assertThat(r.out()).contains("recompute none, saved activations in " + p + ": at most " + bf16
+                    + " sequences of 16 tokens fit; using --batch " + bf16)
                     .contains("trial step at --batch " + bf16 + ": ").contains("as planned")
                     .contains("saved activations in " + p);
             assertThat(trainLosses(dir)).hasSize(3);
