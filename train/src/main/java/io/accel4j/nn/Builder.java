@@ -62,11 +62,8 @@ public final class Builder {
     /** Every held declaration, in order ({@link #heldSince}). */
     private final List<Held> held = new ArrayList<>();
 
-    /** A block's request for a 16-bit store of {@code held}, made under {@code path}. */
-    private record StoreRequest(String path, List<Held> held, java.util.function.Consumer<HalfStore> sink) {}
-
-    /** The requests, in build order ({@link #declareStores}). */
-    private final List<StoreRequest> storeRequests = new ArrayList<>();
+    /** The blocks' requests for 16-bit stores, in build order ({@link #declareStores}). */
+    private final HalfStore.Requests storeRequests = new HalfStore.Requests();
 
     /** How the activations saved for backward are stored (FP32, or BF16/FP16: see {@link #activationStorage()}). */
     private DType storage = DType.FP32;
@@ -105,16 +102,12 @@ public final class Builder {
      * place.
      */
     void requestStore(List<Held> held, java.util.function.Consumer<HalfStore> sink) {
-        storeRequests.add(new StoreRequest(qualified(""), List.copyOf(held), sink));
+        storeRequests.add(qualified(""), held, sink);
     }
 
     /** Declares the stores of every request but the last (see {@link #requestStore}); once, after the tree's build. */
     void declareStores() {
-        for (int i = 0; i < storeRequests.size() - 1; i++) {
-            StoreRequest r = storeRequests.get(i);
-            r.sink().accept(HalfStore.declare(acts, r.path(), storage, r.held()));
-        }
-        storeRequests.clear();
+        storeRequests.declare(acts, storage);
     }
 
     /** How many held declarations were made so far (a mark for {@link #heldSince}). */

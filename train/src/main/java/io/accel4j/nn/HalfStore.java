@@ -34,6 +34,26 @@ final class HalfStore {
         this.exact = exact;
     }
 
+    /** The blocks' requests for stores, in build order: every one but the last gets its store. */
+    static final class Requests {
+        private record Request(String path, List<Builder.Held> held, java.util.function.Consumer<HalfStore> sink) {}
+
+        private final List<Request> requests = new ArrayList<>();
+
+        void add(String path, List<Builder.Held> held, java.util.function.Consumer<HalfStore> sink) {
+            requests.add(new Request(path, List.copyOf(held), sink));
+        }
+
+        /** Declares the stores of {@code type} in {@code acts} and hands them out; once. */
+        void declare(ActivationPlan.Declarations acts, DType type) {
+            for (int i = 0; i < requests.size() - 1; i++) {
+                Request r = requests.get(i);
+                r.sink().accept(HalfStore.declare(acts, r.path(), type, r.held()));
+            }
+            requests.clear();
+        }
+    }
+
     /** {@code storage} if it is FP32, BF16 or FP16. */
     static DType checkType(DType storage) {
         Objects.requireNonNull(storage, "storage");
