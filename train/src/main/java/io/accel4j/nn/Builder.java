@@ -56,6 +56,18 @@ public final class Builder {
     /** Path depth below which {@link #activation} declarations are held for one layer only (-1: none). */
     private int heldFrom = -1;
 
+    /** A region declared held for one layer, and whether it is a statistic ({@link #statistic}). */
+    record Held(ActRef ref, boolean statistic) {}
+
+    /** Every held declaration, in order ({@link #heldSince}). */
+    private final List<Held> held = new ArrayList<>();
+
+    /** The blocks' requests for 16-bit stores, in build order ({@link #declareStores}). */
+    private final HalfStore.Requests storeRequests = new HalfStore.Requests();
+
+    /** How the activations saved for backward are stored (FP32, or BF16/FP16: see {@link #activationStorage()}). */
+    private DType storage = DType.FP32;
+
     Builder(Ops ops, DType matmul, Recompute recompute, int maxB, int maxT) {
         this(ops, matmul, false, recompute, maxB, maxT);
     }
@@ -67,6 +79,45 @@ public final class Builder {
         this.recompute = Objects.requireNonNull(recompute, "recompute");
         this.maxB = maxB;
         this.maxT = maxT;
+    }
+
+    void storage(DType storage) {
+        this.storage = HalfStore.checkType(storage);
+    }
+
+    /**
+     * How the activations a block saves for backward are stored: FP32 (each block's own fp32 regions), or BF16/FP16
+     * (each block's forward works in regions held for one layer and then rounds what its backward reads into a
+     * 16-bit store of its own, expanded again before its backward: {@link HalfStore}). Blocks that cannot do this
+     * keep fp32.
+     */
+    public DType activationStorage() {
+        return storage;
+    }
+
+    /**
+     * Asks for a 16-bit store ({@link #activationStorage()}) of the held regions {@code held} of the module being
+     * built, handed to {@code sink} once the tree is built ({@link #declareStores}) — or never, for the last module to
+     * ask: its forward is the last to write the held regions, so its backward, which comes first, finds them in
+     * place.
+     */
+    void requestStore(List<Held> held, java.util.function.Consumer<HalfStore> sink) {
+        storeRequests.add(qualified(""), held, sink);
+    }
+
+    /** Declares the stores of every request but the last (see {@link #requestStore}); once, after the tree's build. */
+    void declareStores() {
+        storeRequests.declare(acts, storage);
+    }
+
+    /** How many held declarations were made so far (a mark for {@link #heldSince}). */
+    int heldCount() {
+        return held.size();
+    }
+
+    /** The held declarations made since {@code mark} ({@link #heldCount()}). */
+    List<Held> heldSince(int mark) {
+        return List.copyOf(held.subList(mark, held.size()));
     }
 
     void tensor(TensorParallel tp) {
@@ -270,12 +321,26 @@ public final class Builder {
 
     /** Declares an activation {@code <path>.<name>} of {@code perRow} floats per position, this module's own. */
     public ActRef activation(String name, long perRow) {
+        return declare(name, perRow, false);
+    }
+
+    /**
+     * {@link #activation}, for a few values per position that backward divides by or exponentiates (a LayerNorm's
+     * mean and 1/σ, attention's log-sum-exp): under 16-bit {@link #activationStorage()} they are saved in fp32.
+     */
+    public ActRef statistic(String name, long perRow) {
+        return declare(name, perRow, true);
+    }
+
+    private ActRef declare(String name, long perRow, boolean statistic) {
         if (heldFrom >= 0) {
             StringBuilder key = new StringBuilder("held-for-one-layer");
             for (String p : path.subList(heldFrom, path.size())) {
                 key.append('.').append(p);
             }
-            return acts.shared(key.append('.').append(name).toString(), checkPerRow(name, perRow));
+            ActRef ref = acts.shared(key.append('.').append(name).toString(), checkPerRow(name, perRow));
+            held.add(new Held(ref, statistic));
+            return ref;
         }
         return acts.own(qualified(name), checkPerRow(name, perRow));
     }

@@ -74,7 +74,7 @@ public final class CausalSelfAttention implements Module {
         b.child(qkv, C);
         qkvOut = b.activation("qkv", 3L * Cs);
         atty = b.activation("atty", Cs);
-        lse = b.activation("lse", NHs);
+        lse = b.statistic("lse", NHs);
         b.child(proj, Cs, true); // its din is this module's datty
         dqkv = b.shared("attention.dqkv", 3L * Cs);
         datty = b.shared("attention.datty", Cs);

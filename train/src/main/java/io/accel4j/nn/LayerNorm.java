@@ -36,8 +36,8 @@ public final class LayerNorm implements Module {
         b.expectWidth(inWidth, C);
         weight = b.parameter("weight", false, Init.ones(), C);
         bias = b.parameter("bias", false, Init.zeros(), C);
-        mean = b.activation("mean", 1);
-        rstd = b.activation("rstd", 1);
+        mean = b.statistic("mean", 1);
+        rstd = b.statistic("rstd", 1);
         discard = b.inputGradient() ? null : b.shared("layernorm.discarded-dinp", C);
         return C;
     }

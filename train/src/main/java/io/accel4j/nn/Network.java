@@ -81,6 +81,7 @@ public final class Network implements AutoCloseable {
         this.maxT = s.maxT;
         this.operands = s.operands;
         Builder b = new Builder(ops, s.operands, s.fp8 != null, s.recompute, s.maxB, s.maxT);
+        b.storage(s.storage);
         this.tensor = TensorParallel.over(s.tensor, memory);
         b.tensor(tensor);
         this.outWidth = b.child(body, inWidth, false);
@@ -90,6 +91,7 @@ public final class Network implements AutoCloseable {
         this.attention = b.attentionTaken() == null ? DType.FP32 : b.attentionTaken();
         this.logits = b.activation("logits", outWidth);
         this.losses = b.activation("losses", 1);
+        b.declareStores();
         this.table = new ParameterTable(b.params(), s.order);
         long maxRows = (long) s.maxB * s.maxT;
         this.plan = b.activations().plan(maxRows);

@@ -21,6 +21,7 @@ public final class NetworkSpec {
     int maxT = 1;
     Recompute recompute = Recompute.NONE;
     DType operands = DType.FP32;
+    DType storage = DType.FP32;
     ParameterTable.Order order = ParameterTable.Order.declaration();
     DelayedScaling fp8;
     java.util.function.Function<ParameterTable, ParameterSource> source;
@@ -71,6 +72,15 @@ public final class NetworkSpec {
     }
 
     /**
+     * How the activations saved for backward are stored: FP32 (the default), or BF16/FP16 for the blocks that can
+     * ({@link TransformerBlock}: a 16-bit store per block and one block's fp32 working set, {@link HalfStore}).
+     */
+    public NetworkSpec activationStorage(DType storage) {
+        this.storage = HalfStore.checkType(storage);
+        return this;
+    }
+
+    /**
      * Every linear layer's matmuls with FP8 operands under {@code recipe}'s delayed scaling (one
      * {@link io.accel4j.core.fp8.Fp8Scaling} per layer, numbered in build order; heads and attention stay in
      * {@link #matmulOperands}); null: none.
@@ -115,6 +125,7 @@ public final class NetworkSpec {
      */
     public long activationBytes() {
         Builder b = new Builder(Network.PLANNING, operands, fp8 != null, recompute, maxB, maxT);
+        b.storage(storage);
         if (tensor != null && tensor.size() > 1) {
             b.tensor(TensorParallel.planning(tensor.rank(), tensor.size()));
         }
@@ -122,6 +133,7 @@ public final class NetworkSpec {
         Loss.of(b, out, classes < 0 ? 1 : classes);
         b.activation("logits", out);
         b.activation("losses", 1);
+        b.declareStores();
         long rows = (long) maxB * maxT;
         return b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES + rows * Integer.BYTES;
     }
@@ -136,11 +148,13 @@ public final class NetworkSpec {
      */
     public Plan plan(int tensorRanks) {
         Builder b = new Builder(Network.PLANNING, operands, fp8 != null, recompute, maxB, maxT);
+        b.storage(storage);
         b.tensor(TensorParallel.planning(0, tensorRanks));
         int out = b.child(body, inWidth, false);
         Loss.of(b, out, classes < 0 ? 1 : classes);
         b.activation("logits", out);
         b.activation("losses", 1);
+        b.declareStores();
         long rows = (long) maxB * maxT;
         long params = 0;
         for (Builder.ParamDecl d : b.params()) {

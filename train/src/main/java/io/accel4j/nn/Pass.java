@@ -143,6 +143,19 @@ public final class Pass {
         return acts.asSlice(actOffset[ref.index()] * Float.BYTES, (long) rows() * perRow * Float.BYTES);
     }
 
+    /**
+     * The first {@code bytes} of the region of {@code ref}, for a region read as other than fp32 (a 16-bit store):
+     * at most this call's {@code rows × perRow} floats.
+     */
+    public MemorySegment region(ActRef ref, long bytes) {
+        long most = (long) rows() * ref.perRow() * Float.BYTES;
+        if (bytes < 0 || bytes > most) {
+            throw new IllegalArgumentException(ref + " holds " + most + " bytes for " + rows() + " rows, asked for "
+                    + bytes);
+        }
+        return acts.asSlice(actOffset[ref.index()] * Float.BYTES, bytes);
+    }
+
     /** {@link #act}, zeroed first (for gradients that backward calls add into). */
     public MemorySegment zeroed(ActRef ref) {
         MemorySegment s = act(ref);

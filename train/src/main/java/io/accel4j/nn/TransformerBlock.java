@@ -13,7 +13,9 @@ import java.lang.foreign.MemorySegment;
  * on entry; each branch reads it and its LayerNorm's backward adds into it, leaving d(in). Under
  * {@link Recompute#LAYER} (and every:K) every activation of the block but its output is held for one layer only (one set of regions
  * for all blocks) and backward recomputes them from the block's input (up to the MLP's hidden activation) when
- * another block's forward overwrote them.
+ * another block's forward overwrote them. Under 16-bit {@link Builder#activationStorage()} (and no layer
+ * recomputation) the activations are held for one layer as well, and what backward reads comes back from the block's
+ * own 16-bit {@link HalfStore} instead of being recomputed; the block's output (the residual stream) stays fp32.
  */
 public final class TransformerBlock implements Module {
 
@@ -26,6 +28,8 @@ public final class TransformerBlock implements Module {
     private final LayerNorm ln2;
     private final Module mlp;
     private boolean held;
+    /** How held activations come back before backward: recomputed, or expanded from this block's 16-bit store. */
+    private Refill refill;
     private ActRef ln1Out;
     private ActRef attnOut;
     private ActRef residual2;
@@ -73,7 +77,9 @@ public final class TransformerBlock implements Module {
     @Override
     public int build(Builder b, int inWidth) {
         b.expectWidth(inWidth, C);
-        held = b.recompute().holdsLayers();
+        boolean recomputes = b.recompute().holdsLayers();
+        held = recomputes || b.activationStorage() != io.accel4j.core.DType.FP32;
+        int mark = b.heldCount();
         child(b, ln1);
         ln1Out = act(b, "ln_1.out");
         child(b, attn);
@@ -84,7 +90,64 @@ public final class TransformerBlock implements Module {
         child(b, mlp);
         mlpOut = act(b, "mlp.out");
         dln = b.shared("block.dln", C);
+        if (recomputes) {
+            refill = new Recomputed();
+        } else if (held) { // what backward reads: the children's held regions and ln_1.out, residual2, ln_2.out
+            java.util.List<Builder.Held> saved = new java.util.ArrayList<>(b.heldSince(mark));
+            for (ActRef r : new ActRef[] {ln1Out, residual2, ln2Out}) {
+                saved.add(new Builder.Held(r, false));
+            }
+            Stored stored = new Stored();
+            b.requestStore(saved, s -> stored.store = s);
+            refill = stored;
+        }
         return C;
+    }
+
+    /** How a block whose activations are held for one layer gets them back before its backward. */
+    private interface Refill {
+        /** After the block's forward. */
+        void save(Pass p);
+
+        /** Before its backward, when another block's forward overwrote the held regions. */
+        void refill(Pass p, MemorySegment in);
+    }
+
+    /** 16-bit storage: saved after the forward, expanded before the backward; no store for the top block. */
+    private final class Stored implements Refill {
+        private HalfStore store; // null for the top block
+
+        @Override
+        public void save(Pass p) {
+            if (store != null) {
+                store.save(p);
+            }
+        }
+
+        @Override
+        public void refill(Pass p, MemorySegment in) {
+            if (store == null) {
+                throw new IllegalStateException("block '" + name + "' is the top block and keeps no 16-bit store, "
+                        + "but another block's forward ran after its own");
+            }
+            store.restore(p);
+        }
+    }
+
+    /** Layer recomputation: nothing saved; the forward is run again from the block's input (up to the MLP's hidden). */
+    private final class Recomputed implements Refill {
+        @Override
+        public void save(Pass p) {}
+
+        @Override
+        public void refill(Pass p, MemorySegment in) {
+            attentionHalf(p, in);
+            if (mlp instanceof Mlp m) {
+                m.forwardHidden(p, p.act(ln2Out));
+            } else {
+                mlp.forward(p, p.act(ln2Out), p.act(mlpOut));
+            }
+        }
     }
 
     private void child(Builder b, Module m) { // every child's din is the stream or this block's dln
@@ -112,6 +175,7 @@ public final class TransformerBlock implements Module {
         mlp.forward(p, p.act(ln2Out), m);
         p.ops().residualForward(out, r2, m, n);
         if (held) {
+            refill.save(p);
             p.hold(HELD, this);
         }
     }
@@ -132,12 +196,7 @@ public final class TransformerBlock implements Module {
                     + "pass din == dout");
         }
         if (held && p.holder(HELD) != this) { // another block's forward overwrote the shared activations
-            attentionHalf(p, in);
-            if (mlp instanceof Mlp m) {
-                m.forwardHidden(p, p.act(ln2Out));
-            } else {
-                mlp.forward(p, p.act(ln2Out), p.act(mlpOut));
-            }
+            refill.refill(p, in);
             p.hold(HELD, this);
         }
         MemorySegment d = p.zeroed(dln);

@@ -108,6 +108,10 @@ public final class TrainBenchCommand implements Callable<Integer> {
             + "(fp16: the rounding only, no loss scaling; fp8: the blocks' linear layers in FP8 with delayed scaling, "
             + "Transformer Engine's defaults, the LM head fp32) (default: ${DEFAULT-VALUE}).")
     DType precision;
+    @Option(names = "--activation-storage", paramLabel = "fp32|bf16|fp16", converter = PrecisionOptions.Precisions.class,
+            description = "How the activations saved for backward are stored (default: as accel4j train stores them: "
+                    + "bf16/fp16 under --precision bf16/fp16, else fp32); to time the storage apart from the operands.")
+    DType storage;
     @Option(names = "--profile", description = "Also print, per thread count, a per-op table of the timed steps: "
             + "calls, total ms, %% of the step, GFLOP/s or GB/s.")
     boolean profile;
@@ -128,8 +132,9 @@ public final class TrainBenchCommand implements Callable<Integer> {
         List<Integer> rows = gpu ? List.of(1) : threads;
         PrintWriter out = spec.commandLine().getOut();
         out.printf(Locale.ROOT, "training step of %s %s: B=%d, T=%d, AdamW lr %s (0.9, 0.999, 1e-8), weight decay 0;"
-                        + " %s matmul operands; %s; %d untimed + %d timed steps%n", model, config, batch, seq, lr,
-                PrecisionOptions.Precisions.label(precision), gpu ? "CUDA" : Simd.describe(), warmup, steps);
+                        + " %s matmul operands, %s saved activations; %s; %d untimed + %d timed steps%n", model, config,
+                batch, seq, lr, PrecisionOptions.Precisions.label(precision),
+                PrecisionOptions.Precisions.label(storage()), gpu ? "CUDA" : Simd.describe(), warmup, steps);
         FmaProbe.Result peak = gpu ? null : FmaProbe.peak();
         double flopsPerToken = matmulFlopsPerToken(config);
         if (peak != null) {
@@ -198,6 +203,12 @@ public final class TrainBenchCommand implements Callable<Integer> {
         }
     }
 
+    /** --activation-storage, or what {@code train} stores under --precision. */
+    private DType storage() {
+        return storage != null ? storage : precision == DType.BF16 || precision == DType.FP16 ? precision
+                : DType.FP32;
+    }
+
     /** Builds the model on {@code ops}, trains {@code warmup + steps} steps, times the last {@code steps}. */
     Row run(GptConfig config, Ops ops, ProfilingOps prof, String label, int warmup, int steps) {
         int B = batch, T = seq, BT = B * T;
@@ -206,7 +217,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
         boolean fp8 = precision == PrecisionOptions.Precisions.FP8;
         try (Arena arena = Arena.ofShared();
              Gpt2 gpt = new Gpt2(config, ops, B, T, Recompute.NONE, fp8 ? DType.FP32 : precision,
-                     fp8 ? DelayedScaling.defaults() : null);
+                     fp8 ? DelayedScaling.defaults() : null, storage());
              DeviceArena states = gpt.memory().arena()) {
             gpt.initialise(seed);
             DeviceMemory memory = gpt.memory();
@@ -257,6 +268,9 @@ public final class TrainBenchCommand implements Callable<Integer> {
             throw usage("--model must be tiny, bench or gpt2, got '" + model + "'");
         }
         GptConfig c = GptConfig.preset(model);
+        if (storage == PrecisionOptions.Precisions.FP8) {
+            throw usage("--activation-storage must be fp32, bf16 or fp16, got fp8");
+        }
         if (batch < 1) {
             throw usage("--batch must be >= 1, got " + batch);
         }

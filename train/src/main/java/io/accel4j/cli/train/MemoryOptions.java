@@ -2,6 +2,7 @@ package io.accel4j.cli.train;
 
 import io.accel4j.cli.CliException;
 import io.accel4j.cli.MemoryCheck;
+import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.plan.BatchSizeFinder;
@@ -68,15 +69,18 @@ final class MemoryOptions {
         }
         BatchSizeFinder.Choice c;
         try {
-            c = BatchSizeFinder.choose(model, cfg.seq(), recompute, cfg.zeroStage(), memoryBudget, ranks,
+            c = BatchSizeFinder.choose(model, cfg.seq(), recompute, cfg.precision().activationStorage(),
+                    cfg.zeroStage(), memoryBudget, ranks,
                     globalBatch, cfg.gradAccum());
         } catch (IllegalArgumentException e) {
             throw usage.apply("--find-batch-size: " + e.getMessage());
         }
         MemoryPlan p = c.plan();
-        w.printf(Locale.ROOT, "find-batch-size: budget %.1f MiB per rank, recompute %s: at most %d sequences of %d "
+        DType storage = cfg.precision().activationStorage();
+        w.printf(Locale.ROOT, "find-batch-size: budget %.1f MiB per rank, recompute %s%s: at most %d sequences of %d "
                         + "tokens fit; using --batch %d --grad-accum %d%n%s%n", memoryBudget / 1048576.0,
-                recompute.name().toLowerCase(Locale.ROOT), c.largest(), cfg.seq(), c.batch(), c.gradAccum(),
+                recompute.name().toLowerCase(Locale.ROOT), storage == DType.FP32 ? ""
+                        : ", saved activations in " + storage.name().toLowerCase(Locale.ROOT), c.largest(), cfg.seq(), c.batch(), c.gradAccum(),
                 indent(p.describe()));
         return cfg.toBuilder().batch(c.batch()).gradAccum(c.gradAccum()).build();
     }
@@ -89,12 +93,13 @@ final class MemoryOptions {
         if (!findBatchSize) {
             return;
         }
-        long planned = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(), ranks).total();
+        long planned = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(), ranks,
+                cfg.precision().activationStorage()).total();
         long t0 = System.nanoTime();
         long allocated;
         try (Parallel pool = new Parallel(threads)) {
             allocated = BatchSizeFinder.trialStep(model, new CpuOps(pool), cfg.batch(), cfg.seq(), recompute,
-                    cfg.zeroStage(), ranks);
+                    cfg.precision().activationStorage(), cfg.zeroStage(), ranks);
         } catch (OutOfMemoryError e) {
             throw new CliException("--find-batch-size: the trial step at --batch " + cfg.batch() + " could not "
                     + "allocate its " + planned + " bytes: lower --memory-budget (" + e.getMessage() + ")", e);
@@ -142,7 +147,7 @@ final class MemoryOptions {
         List<MemoryCheck.Part> parts = new ArrayList<>();
         try {
             MemoryPlan p = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(),
-                    worldRanks);
+                    worldRanks, cfg.precision().activationStorage());
             parts.add(new MemoryCheck.Part("parameters", times(p.parameters(), localRanks)));
             parts.add(new MemoryCheck.Part("gradients", times(p.gradients(), localRanks)));
             parts.add(new MemoryCheck.Part("AdamW state", offloadOptimizer ? 0 : times(p.optimizer(), localRanks)));

@@ -18,7 +18,8 @@ public final class PrecisionOptions {
 
     @Option(names = "--precision", paramLabel = "fp32|bf16|fp16|fp8", defaultValue = "fp32",
             converter = Precisions.class, description = "Matmul operand precision, fp32 accumulation, fp32 master "
-            + "weights: fp32; bf16; fp16 with dynamic loss scaling; or fp8: the blocks' linear layers with FP8 "
+            + "weights: fp32; bf16; fp16 with dynamic loss scaling (bf16 and fp16 also store the activations saved for "
+            + "backward in 16 bits); or fp8: the blocks' linear layers with FP8 "
             + "operands (E4M3 activations and weights, E5M2 gradients) and delayed per-tensor scaling, the LM head "
             + "in fp32 (default: ${DEFAULT-VALUE}).")
     DType precision;
@@ -80,14 +81,16 @@ public final class PrecisionOptions {
                     + "accumulation; delayed scaling: amax history %d, margin %d), fp32 LM head",
                     p.fp8().historyLength(), p.fp8().margin());
         }
+        String stored = ", saved activations in " + Precisions.label(p.activationStorage());
         if (!p.scalesLoss()) {
-            return p.operands() == DType.FP32 ? "" : attention == DType.BF16
+            return p.operands() == DType.FP32 ? "" : (attention == DType.BF16
                     ? ", bf16 matmul and attention operands (fp32 accumulation)"
                     : ", bf16 matmul operands (fp32 accumulation), fp32 attention (no bf16 attention for this head "
-                            + "size here)";
+                            + "size here)") + stored;
         }
         return String.format(Locale.ROOT, ", fp16 matmul operands (fp32 accumulation), fp32 attention, loss scale "
-                + "%.0f (x2 after %d clean steps, /2 and skip on overflow)", p.initialLossScale(), p.lossScaleWindow());
+                + "%.0f (x2 after %d clean steps, /2 and skip on overflow)", p.initialLossScale(), p.lossScaleWindow())
+                + stored;
     }
 
     /**

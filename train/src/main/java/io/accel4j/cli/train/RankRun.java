@@ -175,9 +175,11 @@ final class RankRun {
     private Gpt2 createModel(Ops ops, TrainConfig cfg, Path file, GptConfig c) throws IOException {
         Precision p = cfg.precision();
         if (file != null) {
-            return Gpt2.load(file, ops, cfg.batch(), cfg.seq(), cmd.memory.recompute, p.operands(), p.fp8());
+            return Gpt2.load(file, ops, cfg.batch(), cfg.seq(), cmd.memory.recompute, p.operands(), p.fp8(),
+                    p.activationStorage());
         }
-        Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq(), cmd.memory.recompute, p.operands(), p.fp8());
+        Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq(), cmd.memory.recompute, p.operands(), p.fp8(),
+                p.activationStorage());
         g.initialise(cmd.seed);
         return g;
     }

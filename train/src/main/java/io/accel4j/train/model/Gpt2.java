@@ -44,6 +44,7 @@ public final class Gpt2 implements AutoCloseable {
     private final int maxT;
     private final Recompute recompute;
     private final DType operands;
+    private final DType storage;
     private final DeviceMemory memory;
     private final WeightsSource source;
     private final Network net;
@@ -71,6 +72,15 @@ public final class Gpt2 implements AutoCloseable {
      */
     public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
                 DelayedScaling fp8) {
+        this(config, ops, maxB, maxT, recompute, operands, fp8, DType.FP32);
+    }
+
+    /**
+     * {@link #Gpt2(GptConfig, Ops, int, int, Recompute, DType, DelayedScaling)} storing the activations its blocks
+     * save for backward in {@code storage} (FP32, or BF16/FP16: {@link io.accel4j.nn.NetworkSpec#activationStorage}).
+     */
+    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
+                DelayedScaling fp8, DType storage) {
         this.config = Objects.requireNonNull(config, "config");
         this.ops = Objects.requireNonNull(ops, "ops");
         this.recompute = Objects.requireNonNull(recompute, "recompute");
@@ -78,12 +88,13 @@ public final class Gpt2 implements AutoCloseable {
         this.maxB = maxB;
         this.maxT = maxT;
         this.operands = operands;
+        this.storage = Objects.requireNonNull(storage, "storage");
         this.layout = new ParameterLayout(config);
         this.memory = ops.memory();
         this.source = new WeightsSource(new FlatWeights(layout, memory));
         try {
             this.net = Gpt2Blocks.spec(config).batch(maxB, maxT).recompute(recompute).matmulOperands(operands)
-                    .fp8(fp8).parameters(source::bind, source).build(ops);
+                    .activationStorage(storage).fp8(fp8).parameters(source::bind, source).build(ops);
         } catch (RuntimeException | Error e) {
             source.weights.close();
             throw e;
@@ -110,10 +121,16 @@ public final class Gpt2 implements AutoCloseable {
     /** {@link #load(Path, Ops, int, int, Recompute)} in the precision of {@link #Gpt2(GptConfig, Ops, int, int, Recompute, DType, DelayedScaling)}. */
     public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
                             DelayedScaling fp8) throws IOException {
+        return load(file, ops, maxB, maxT, recompute, operands, fp8, DType.FP32);
+    }
+
+    /** {@link #load(Path, Ops, int, int, Recompute, DType, DelayedScaling)} storing saved activations in {@code storage}. */
+    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
+                            DelayedScaling fp8, DType storage) throws IOException {
         try (Arena tmp = Arena.ofConfined()) {
             LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(file, tmp);
             Gpt2 model = new Gpt2(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()), recompute,
-                    operands, fp8);
+                    operands, fp8, storage);
             try {
                 model.copyParamsFromHost(loaded.params());
             } catch (RuntimeException e) {
@@ -280,8 +297,19 @@ public final class Gpt2 implements AutoCloseable {
      * {@code recompute}'s activations is, without allocating it: exact, for planning a batch size.
      */
     public static long activationBytes(GptConfig config, int maxB, int maxT, Recompute recompute) {
+        return activationBytes(config, maxB, maxT, recompute, DType.FP32);
+    }
+
+    /** {@link #activationBytes(GptConfig, int, int, Recompute)} with the saved activations stored in {@code storage}. */
+    public static long activationBytes(GptConfig config, int maxB, int maxT, Recompute recompute, DType storage) {
         checkBatch(config, maxB, maxT);
-        return Gpt2Blocks.spec(config).batch(maxB, maxT).recompute(recompute).activationBytes();
+        return Gpt2Blocks.spec(config).batch(maxB, maxT).recompute(recompute).activationStorage(storage)
+                .activationBytes();
+    }
+
+    /** How the activations saved for backward are stored (FP32, BF16, FP16). */
+    public DType activationStorage() {
+        return storage;
     }
 
     /** Zeroes the parameter gradients; {@link #backward} adds into them. */

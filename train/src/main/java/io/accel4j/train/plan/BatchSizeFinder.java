@@ -1,5 +1,6 @@
 package io.accel4j.train.plan;
 
+import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.model.Gpt2;
@@ -56,16 +57,22 @@ public final class BatchSizeFinder {
     /** {@link #choose(GptConfig, int, Recompute, long, int, Integer, int)} for ranks sharding with ZeRO. */
     public static Choice choose(GptConfig config, int T, Recompute recompute, int zeroStage, long budget, int ranks,
                                 Integer globalBatch, int gradAccum) {
-        int largest = MemoryPlan.largestBatch(config, T, recompute, zeroStage, ranks, budget, MAX_BATCH);
+        return choose(config, T, recompute, DType.FP32, zeroStage, budget, ranks, globalBatch, gradAccum);
+    }
+
+    /** {@link #choose(GptConfig, int, Recompute, int, long, int, Integer, int)} with activations stored in {@code storage}. */
+    public static Choice choose(GptConfig config, int T, Recompute recompute, DType storage, int zeroStage,
+                                long budget, int ranks, Integer globalBatch, int gradAccum) {
+        int largest = MemoryPlan.largestBatch(config, T, recompute, zeroStage, ranks, storage, budget, MAX_BATCH);
         if (largest == 0) {
-            MemoryPlan one = MemoryPlan.of(config, 1, T, recompute, zeroStage, ranks);
+            MemoryPlan one = MemoryPlan.of(config, 1, T, recompute, zeroStage, ranks, storage);
             throw new IllegalArgumentException("not even one sequence of " + T + " tokens fits the memory budget of "
                     + budget + " bytes: batch 1 needs " + one.total() + " (parameters, gradients and optimizer state "
                     + (one.modelStates() + one.working()) + " of them)");
         }
         if (globalBatch == null) {
             return new Choice(largest, gradAccum, largest,
-                    MemoryPlan.of(config, largest, T, recompute, zeroStage, ranks));
+                    MemoryPlan.of(config, largest, T, recompute, zeroStage, ranks, storage));
         }
         if (globalBatch < 1 || globalBatch % ranks != 0) {
             throw new IllegalArgumentException("the global batch must be a positive multiple of the " + ranks
@@ -77,7 +84,7 @@ public final class BatchSizeFinder {
             k++;
         }
         int b = perRank / k;
-        return new Choice(b, k, largest, MemoryPlan.of(config, b, T, recompute, zeroStage, ranks));
+        return new Choice(b, k, largest, MemoryPlan.of(config, b, T, recompute, zeroStage, ranks, storage));
     }
 
     /**
@@ -96,6 +103,12 @@ public final class BatchSizeFinder {
     /** {@link #trialStep(GptConfig, Ops, int, int, Recompute)} for a rank sharding with ZeRO. */
     public static long trialStep(GptConfig config, Ops ops, int B, int T, Recompute recompute, int zeroStage,
                                  int ranks) {
+        return trialStep(config, ops, B, T, recompute, DType.FP32, zeroStage, ranks);
+    }
+
+    /** {@link #trialStep(GptConfig, Ops, int, int, Recompute, int, int)} with activations stored in {@code storage}. */
+    public static long trialStep(GptConfig config, Ops ops, int B, int T, Recompute recompute, DType storage,
+                                 int zeroStage, int ranks) {
         ParameterLayout layout = new ParameterLayout(config);
         long count = layout.count();
         long shard = zeroStage == 0 ? count : zeroStage == 1 ? ZeroMemory.fp32(zeroStage, ranks, count).shard()
@@ -108,7 +121,7 @@ public final class BatchSizeFinder {
         }
         // the communicator outlives the model, whose sharded weights may still have collectives queued on it
         try (TrialCommunicator alone = new TrialCommunicator(largest, ranks);
-             Gpt2 model = new Gpt2(config, ops, B, T, recompute); Arena arena = Arena.ofShared()) {
+             Gpt2 model = new Gpt2(config, ops, B, T, recompute, DType.FP32, null, storage); Arena arena = Arena.ofShared()) {
             ShardedWeights sharded = null;
             if (zeroStage >= 2) { // the largest rank's shards and working buffers, as the trainer's ZeroOptimizer
                 sharded = new ShardedWeights(layout, alone, ops, model.params(), zeroStage >= 3);

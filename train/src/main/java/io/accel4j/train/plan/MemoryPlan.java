@@ -1,5 +1,6 @@
 package io.accel4j.train.plan;
 
+import io.accel4j.core.DType;
 import io.accel4j.train.Trainer;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
@@ -51,6 +52,16 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long w
      * {@code zeroStage} (see above). With ZeRO the figure is the largest rank's, less its N fp64 norm partials.
      */
     public static MemoryPlan of(GptConfig config, int B, int T, Recompute recompute, int zeroStage, int ranks) {
+        return of(config, B, T, recompute, zeroStage, ranks, DType.FP32);
+    }
+
+    /**
+     * {@link #of(GptConfig, int, int, Recompute, int, int)} with the activations the blocks save for backward stored
+     * in {@code storage} (FP32, or BF16/FP16: a 16-bit store per block plus one block's fp32 working set,
+     * {@link Gpt2#activationBytes(GptConfig, int, int, Recompute, DType)}).
+     */
+    public static MemoryPlan of(GptConfig config, int B, int T, Recompute recompute, int zeroStage, int ranks,
+                                DType storage) {
         ParameterLayout layout = new ParameterLayout(config);
         long psi = layout.count();
         long shard = zeroStage >= 2 ? UnitShards.largestShard(layout, ranks)
@@ -63,7 +74,7 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long w
         };
         long tokens = Math.multiplyExact((long) B * T, (long) Integer.BYTES);
         return new MemoryPlan(4 * (zeroStage >= 3 ? shard : psi), 4 * (zeroStage >= 2 ? shard : psi), 8 * shard,
-                working, Gpt2.activationBytes(config, B, T, recompute), 2 * tokens + Float.BYTES);
+                working, Gpt2.activationBytes(config, B, T, recompute, storage), 2 * tokens + Float.BYTES);
     }
 
     /** The model states without the working buffers: parameters, gradients, AdamW's moments. */
@@ -88,13 +99,19 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long w
     /** {@link #largestBatch(GptConfig, int, Recompute, long, int)} for a rank of a ZeRO run. */
     public static int largestBatch(GptConfig config, int T, Recompute recompute, int zeroStage, int ranks,
                                    long budget, int maxBatch) {
+        return largestBatch(config, T, recompute, zeroStage, ranks, DType.FP32, budget, maxBatch);
+    }
+
+    /** {@link #largestBatch(GptConfig, int, Recompute, int, int, long, int)} with activations stored in {@code storage}. */
+    public static int largestBatch(GptConfig config, int T, Recompute recompute, int zeroStage, int ranks,
+                                   DType storage, long budget, int maxBatch) {
         if (maxBatch < 1) {
             throw new IllegalArgumentException("maxBatch must be >= 1, got " + maxBatch);
         }
         int lo = 0, hi = maxBatch; // fits(lo) holds (vacuously for 0); find the largest
         while (lo < hi) {
             int mid = (int) (((long) lo + hi + 1) >>> 1);
-            if (fits(() -> of(config, mid, T, recompute, zeroStage, ranks), budget)) {
+            if (fits(() -> of(config, mid, T, recompute, zeroStage, ranks, storage), budget)) {
                 lo = mid;
             } else {
                 hi = mid - 1;

@@ -17,10 +17,12 @@ import java.util.Objects;
  *       and attention with BF16 operands ({@link io.accel4j.core.ops.AttentionOps}: q, k, v, the probabilities and
  *       the gradients rounded where a tensor-core FlashAttention kernel rounds them; on the GPU that kernel, which
  *       takes head sizes 64 and 128: at another, attention keeps fp32 operands, with a warning); master weights,
- *       optimizer state, activations between kernels and gradients stay fp32. bf16 has fp32's range, so there is no
+ *       optimizer state and gradients stay fp32; the activations the blocks save for backward are stored in bf16
+ *       ({@link #activationStorage()}), every kernel reading and accumulating fp32. bf16 has fp32's range, so there is no
  *       loss scaling.</li>
  *   <li>{@link DType#FP16}: matmul operands rounded to fp16 (range ±65504, overflow to inf), fp32 accumulation,
- *       attention in fp32 (there is no fp16 attention kernel; the run's log says so), and dynamic loss scaling
+ *       attention in fp32 (there is no fp16 attention kernel; the run's log says so), saved activations stored in
+ *       fp16, and dynamic loss scaling
  *       ({@link LossScaler}) from {@code initialLossScale}, doubling after {@code lossScaleWindow} clean steps.</li>
  *   <li>fp8 ({@link #fp8(DelayedScaling)}): every block's linear layers (qkv, attproj, fc, fcproj) take FP8
  *       operands with delayed per-tensor scaling, Transformer Engine's hybrid recipe: inputs and weights E4M3,
@@ -78,6 +80,15 @@ public record Precision(DType operands, float initialLossScale, int lossScaleWin
     /** {@code operands} with the default loss scaling. */
     public static Precision of(DType operands) {
         return new Precision(operands, DEFAULT_LOSS_SCALE, DEFAULT_LOSS_SCALE_WINDOW);
+    }
+
+    /**
+     * How the activations the blocks save for backward are stored: in 16 bits under bf16 and fp16 (a 16-bit store
+     * per block, fp32 working regions for one block; {@link io.accel4j.nn.NetworkSpec#activationStorage}), fp32
+     * under fp32 and fp8.
+     */
+    public DType activationStorage() {
+        return fp8 != null ? DType.FP32 : operands;
     }
 
     /** Whether the run scales its loss (fp16). */

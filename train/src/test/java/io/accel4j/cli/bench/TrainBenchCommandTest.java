@@ -121,10 +121,21 @@ class TrainBenchCommandTest {
     }
 
     @Test
+    void theStorageIsTimedApartFromTheOperands() {
+        Result r = run("bench", "train", "--model", "tiny", "--steps", "2", "--warmup", "0", "--threads", "1",
+                "--batch", "1", "--seq", "8", "--activation-storage", "bf16");
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("fp32 matmul operands, bf16 saved activations", "tokens/s");
+        r = run("bench", "train", "--model", "tiny", "--steps", "2", "--warmup", "0", "--threads", "1",
+                "--batch", "1", "--seq", "8", "--precision", "fp16");
+        assertThat(r.out()).as(r.err()).contains("fp16 matmul operands, fp16 saved activations");
+    }
+
+    @Test
     void badOptionsAreUsageErrors() {
         String[][] cases = {
             {"--model", "gpt3"}, {"--steps", "0"}, {"--seq", "65"}, {"--threads", "0"}, {"--batch", "0"},
-            {"--warmup", "-1"}, {"--lr", "-1"}
+            {"--warmup", "-1"}, {"--lr", "-1"}, {"--activation-storage", "fp8"}
         };
         for (String[] c : cases) {
             String[] head = c[0].equals("--model") ? new String[] {"bench", "train"}
