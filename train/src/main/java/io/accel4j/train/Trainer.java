@@ -24,7 +24,7 @@ import java.util.Objects;
  * The training loop of llm.c's {@code train_gpt2.c}, through the model's kernels: per step, an optional
  * validation, then K micro-batches of forward and backward accumulating into the gradients (each scaled by
  * 1/(B·T·K), so the step's gradient is that of the mean loss over K·B sequences), the global gradient norm, clipping
- * folded into AdamW's gradient scale, and one AdamW update (in ranges when the no-decay set is spared). {@link #run}
+ * folded into AdamW's gradient scale, and one AdamW update (in ranges when the no-decay set is spared). {@link TrainingRun}
  * is the whole run, the same loop on every rank.
  *
  * <p><b>Strategies.</b> What a rank holds of the model states and how the ranks agree on a step is a
@@ -340,42 +340,6 @@ public final class Trainer implements AutoCloseable {
      */
     public double validate() {
         return val == null ? Double.NaN : val.loss(inputs, targets);
-    }
-
-    /** What a {@link #run} tells its caller; a rank other than 0 only saves. */
-    public interface RunEvents {
-
-        /** After each step. */
-        void stepped(StepMetrics m) throws IOException;
-
-        /** The final validation's record (rank 0, when the run validates). */
-        void validated(StepMetrics m) throws IOException;
-
-        /** A checkpoint is due: {@code trainer.save(dir)} with the caller's messages; returns the model file. */
-        Path save(Trainer trainer) throws IOException;
-    }
-
-    /**
-     * The whole run, one loop for every rank: steps until {@link #done()}, a checkpoint after each step that
-     * {@code savesAfter} accepts (not after the last), the final validation (rank 0; every rank under ZeRO-3, where
-     * it is a collective), the final checkpoint; returns its model file. Every rank saves at the same points, since
-     * under ZeRO saving is a collective (below it, ranks other than 0 have nothing to write).
-     */
-    public Path run(RunEvents events, java.util.function.IntPredicate savesAfter) throws IOException {
-        while (!done()) {
-            StepMetrics m = trainStep();
-            events.stepped(m);
-            if (!done() && savesAfter.test(step)) {
-                events.save(this);
-            }
-        }
-        if (rank() == 0 || shardsParameters()) {
-            double val = validate();
-            if (rank() == 0 && Double.isFinite(val)) {
-                events.validated(StepMetrics.validationOnly(step, val));
-            }
-        }
-        return events.save(this);
     }
 
     /**
