@@ -22,8 +22,9 @@ public final class StepRecipe {
         void zeroGrad();
 
         /**
-         * Reads the next micro-batch, runs forward and backward with the loss's gradient seeded with {@code dlossScale},
-         * accumulating into the gradients; returns its mean loss. {@code last}: the step's last micro-batch.
+         * Reads the next micro-batch, runs forward and backward with the loss's gradient seeded with
+         * {@code dlossScale}, accumulating into the gradients; returns its mean loss. {@code last}: the step's last
+         * micro-batch.
          */
         double microBatch(float dlossScale, boolean last);
 
@@ -62,8 +63,8 @@ public final class StepRecipe {
     private final int ranks;
 
     /**
-     * Steps of {@code K} micro-batches of {@code B × T} per rank over {@code ranks} ranks, the gradient norm clipped to
-     * {@code gradClip} (0: off).
+     * Steps of {@code K} micro-batches of {@code B × T} per rank over {@code ranks} ranks, the gradient norm clipped
+     * to {@code gradClip} (0: off).
      */
     public StepRecipe(LossScaler scaler, LrSchedule schedule, float gradClip, int B, int T, int K, int ranks) {
         this.scaler = scaler;

@@ -24,8 +24,8 @@ import java.util.Objects;
  * The training loop of llm.c's {@code train_gpt2.c}, through the model's kernels: per step, an optional
  * validation, then K micro-batches of forward and backward accumulating into the gradients (each scaled by
  * 1/(B·T·K), so the step's gradient is that of the mean loss over K·B sequences), the global gradient norm, clipping
- * folded into AdamW's gradient scale, and one AdamW update (in ranges when the no-decay set is spared). {@link TrainingRun}
- * is the whole run, the same loop on every rank.
+ * folded into AdamW's gradient scale, and one AdamW update (in ranges when the no-decay set is spared): the step of
+ * {@link StepRecipe}, the Java API's too. {@link TrainingRun} is the whole run, the same loop on every rank.
  *
  * <p><b>Strategies.</b> What a rank holds of the model states and how the ranks agree on a step is a
  * {@link ModelStates}: {@code SyncStates} (one rank, DDP — gradients averaged in buckets overlapped with backward, or

@@ -27,7 +27,8 @@ import org.junit.jupiter.params.provider.CsvSource;
 /**
  * The CLI trainer's step loop, bit for bit: the CRC-32 of every step's loss, gradient norm, learning rate, loss scale
  * and overflow flag, and of the parameters after the run, for the paths the step takes (accumulation and clipping,
- * fp16 loss scaling (a scale of 2^16 that grows every 2 steps; one of 2^40 whose 8 steps all overflow and skip), bf16, FP8's amax histories, two ranks with overlapped buckets).
+ * fp16 loss scaling (a scale of 2^16 that grows every 2 steps; one of 2^40 whose 8 steps all overflow and skip),
+ * bf16, FP8's amax histories, two ranks with overlapped buckets).
  * The values were recorded from {@code Trainer.trainStep} as it stood before it was rebuilt on {@code fit.StepRecipe}
  * (the loop the Java API's {@code RankStep} shares), so they pin the refactoring to the same bits.
  */
