@@ -1,6 +1,5 @@
 package io.accel4j.fit;
 
-import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.Network;
 import io.accel4j.optim.LrSchedule;
 import io.accel4j.optim.Optimizer;
@@ -11,21 +10,19 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
 /**
- * One rank's optimizer step, the same for every strategy: zero the gradients, K micro-batches of forward and backward
- * (each scaled by {@code 1/(B·T·K)} times the loss scale), the strategy's gradient reduction, the loss averaged over
- * the ranks, the overflow check (fp16), the global norm and clipping folded into the update's gradient scale, the
- * optimizer's update of this rank's shard at the schedule's rate and the strategy's gather of the shards, the loss
- * scaler's bookkeeping, the FP8 scales' update from the ranks' maximum amaxes. Which ranks, shards and collectives is the {@link GradientSync}'s business alone.
+ * One rank's steps of the Java API: a {@link Network}, its {@link Optimizer} and {@link DataSource} as the
+ * {@link StepRecipe}'s parts (the step itself is the recipe's, shared with the CLI's {@code Trainer}). The update is
+ * the optimizer's step on this rank's shard followed by the strategy's gather of the shards; which ranks, shards and
+ * collectives is the {@link GradientSync}'s business alone.
  */
-final class RankStep implements AutoCloseable {
+final class RankStep implements StepRecipe.Parts, AutoCloseable {
 
     private final Network net;
     private final Optimizer optimizer;
     private final GradientSync sync;
     private final DataSource data;
-    private final LrSchedule schedule;
     private final LossScaler scaler;
-    private final float gradClip;
+    private final StepRecipe recipe;
     private final int B;
     private final int T;
     private final int K;
@@ -35,6 +32,7 @@ final class RankStep implements AutoCloseable {
     /** The network's flat parameters and gradients, or NULL when the strategy holds them (ZeRO-3). */
     private final MemorySegment params;
     private final MemorySegment grads;
+    private final long count;
     private int step;
 
     RankStep(Network net, Optimizer optimizer, GradientSync sync, DataSource data, LrSchedule schedule,
@@ -43,9 +41,9 @@ final class RankStep implements AutoCloseable {
         this.optimizer = optimizer;
         this.sync = sync;
         this.data = data;
-        this.schedule = schedule;
         this.scaler = scaler;
-        this.gradClip = gradClip;
+        this.recipe = new StepRecipe(scaler, schedule, gradClip, B, T, K, sync.ranks());
+        this.count = net.table().count();
         this.B = B;
         this.T = T;
         this.K = K;
@@ -94,49 +92,56 @@ final class RankStep implements AutoCloseable {
     }
 
     StepMetrics step() {
-        int s = step;
-        long t0 = System.nanoTime();
-        Ops ops = net.ops();
-        long count = net.table().count();
-        float lossScale = scaler.scale();
-        float dlossScale = 1f / ((float) B * T * K) * lossScale;
+        StepMetrics m = recipe.step(step, Double.NaN, this);
+        step++;
+        return m;
+    }
+
+    @Override
+    public void zeroGrad() {
         net.zeroGrad();
-        double loss = 0;
-        for (int k = 0; k < K; k++) {
-            data.next(inputs, targets);
-            loss += net.forwardBackward(inputs, targets, B, T, dlossScale);
-        }
-        loss /= K;
+    }
+
+    @Override
+    public double microBatch(float dlossScale, boolean last) {
+        data.next(inputs, targets);
+        return net.forwardBackward(inputs, targets, B, T, dlossScale);
+    }
+
+    @Override
+    public void reduce() {
         sync.reduce(grads, count);
-        if (sync.ranks() > 1) {
-            loss = sync.mean(loss);
-        }
-        boolean overflow = scaler.enabled() && sync.anyNonFinite(ops, grads, count);
-        double norm = overflow ? Double.NaN : Math.sqrt(sync.sumOfSquares(ops, grads, count)) / lossScale;
-        if (!Double.isFinite(loss) || !overflow && !Double.isFinite(norm)) {
-            throw new IllegalStateException("training diverged at step " + s + " (loss " + loss + ", gradient norm "
-                    + norm + "): lower the learning rate or clip the gradients");
-        }
-        float lr = schedule.lr(s);
-        if (!overflow) {
-            float clip = gradClip > 0 && norm > gradClip ? (float) (gradClip / norm) : 1f;
-            optimizer.step(s + 1 - scaler.skippedSteps(), lr, clip / lossScale);
-            sync.afterUpdate(params, count);
-        }
-        scaler.afterStep(overflow);
-        Fp8State fp8 = net.fp8();
-        if (fp8 != null) { // every rank casts with the same scales: this step's amaxes are the ranks' maximum
-            if (sync.ranks() > 1) {
-                fp8.recordStepAmaxes(sync.max(fp8.stepAmaxes()));
-            }
-            fp8.update();
-        }
-        step = s + 1;
-        double ms = (System.nanoTime() - t0) / 1e6;
-        double perS = (double) B * T * K * sync.ranks() / (ms / 1e3);
-        return scaler.enabled()
-                ? new StepMetrics(s, loss, Double.NaN, ms, perS, lr, norm, lossScale, overflow, scaler.skippedSteps())
-                : new StepMetrics(s, loss, Double.NaN, ms, perS, lr, norm);
+    }
+
+    @Override
+    public double meanLoss(double loss) {
+        return sync.ranks() > 1 ? sync.mean(loss) : loss;
+    }
+
+    @Override
+    public boolean anyNonFinite() {
+        return sync.anyNonFinite(net.ops(), grads, count);
+    }
+
+    @Override
+    public double sumOfSquares() {
+        return sync.sumOfSquares(net.ops(), grads, count);
+    }
+
+    @Override
+    public void update(int t, float lr, float gradScale) {
+        optimizer.step(t, lr, gradScale);
+        sync.afterUpdate(params, count);
+    }
+
+    @Override
+    public float[] maxOverRanks(float[] amaxes) {
+        return sync.max(amaxes);
+    }
+
+    @Override
+    public Fp8State fp8() {
+        return net.fp8();
     }
 
     @Override

@@ -2,14 +2,13 @@ package io.accel4j.train;
 
 import io.accel4j.collectives.Communicator;
 import io.accel4j.core.memory.DeviceMemory;
-import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.fit.StepRecipe;
 import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.data.TokenShards;
-import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.parallel.ZeroMemory;
@@ -20,14 +19,13 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.Objects;
-import java.util.function.IntConsumer;
 
 /**
  * The training loop of llm.c's {@code train_gpt2.c}, through the model's kernels: per step, an optional
  * validation, then K micro-batches of forward and backward accumulating into the gradients (each scaled by
  * 1/(B·T·K), so the step's gradient is that of the mean loss over K·B sequences), the global gradient norm, clipping
- * folded into AdamW's gradient scale, and one AdamW update (in ranges when the no-decay set is spared). {@link #run}
- * is the whole run, the same loop on every rank.
+ * folded into AdamW's gradient scale, and one AdamW update (in ranges when the no-decay set is spared): the step of
+ * {@link StepRecipe}, the Java API's too. {@link TrainingRun} is the whole run, the same loop on every rank.
  *
  * <p><b>Strategies.</b> What a rank holds of the model states and how the ranks agree on a step is a
  * {@link ModelStates}: {@code SyncStates} (one rank, DDP — gradients averaged in buckets overlapped with backward, or
@@ -69,6 +67,9 @@ public final class Trainer implements AutoCloseable {
     /** The model states this rank holds and how the ranks agree on a step: stage 0 (DDP, one rank) or ZeRO. */
     private final ModelStates states;
     private final LossScaler scaler;
+    /** The step, shared with the Java API, and what it runs on here. */
+    private final StepRecipe recipe;
+    private final Gpt2Steps steps;
     private int step;
     private final Checkpoints checkpoints;
     /** {@link #gatherModel} ended the ZeRO-3 run. */
@@ -146,6 +147,9 @@ public final class Trainer implements AutoCloseable {
         this.checkpoints = new Checkpoints(model, cfg, st, scaler);
         this.train = t;
         this.val = vl;
+        this.recipe = new StepRecipe(scaler, cfg::learningRate, cfg.gradClip(), cfg.batch(), cfg.seq(),
+                cfg.gradAccum(), ranks);
+        this.steps = new Gpt2Steps(model, cfg, st, t, inputs, targets, st.overlap());
         try {
             checkReplicas();
         } catch (RuntimeException | Error e) {
@@ -292,7 +296,7 @@ public final class Trainer implements AutoCloseable {
     }
 
     /**
-     * One optimizer step: validation first when due, then the update.
+     * One optimizer step: validation first when due, then the {@link StepRecipe}'s step (the Java API's too).
      *
      * <p>With fp16 loss scaling ({@link LossScaler}) the gradients are those of the loss times the scale; when they
      * hold inf or NaN on any rank the step makes no update (AdamW's moments and step number stay as they are), the
@@ -313,56 +317,10 @@ public final class Trainer implements AutoCloseable {
             double v = validate();
             valLoss = rank() == 0 ? v : Double.NaN;
         }
-        long t0 = System.nanoTime();
         long wait0 = train.waitNanos();
-        float lossScale = scaler.scale();
-        double loss;
-        try {
-            loss = accumulate(states.overlap(), lossScale);
-        } catch (RuntimeException | Error e) {
-            states.abandon(e); // no all-reduce may still read the gradients once the caller closes the model
-            throw e;
-        }
-        states.reduceGradients();
-        loss = states.meanLoss(loss);
-        boolean overflow = scaler.enabled() && states.anyNonFinite();
-        double norm = overflow ? Double.NaN : Math.sqrt(states.sumOfSquares()) / lossScale;
-        if (!Double.isFinite(loss) || !overflow && !Double.isFinite(norm)) {
-            throw new IllegalStateException("training diverged at step " + s + " (loss " + loss + ", gradient norm "
-                    + norm + "): lower the learning rate or clip the gradients");
-        }
-        float lr = cfg.learningRate(s);
-        if (!overflow) {
-            float scale = cfg.gradClip() > 0 && norm > cfg.gradClip() ? (float) (cfg.gradClip() / norm) : 1f;
-            update(lr, s + 1 - scaler.skippedSteps(), scale / lossScale); // the scale is a power of 2: exact
-        }
-        scaler.afterStep(overflow);
-        updateFp8();
+        StepMetrics m = recipe.step(s, valLoss, steps);
         step = s + 1;
-        double ms = (System.nanoTime() - t0) / 1e6;
-        double tokensPerS = cfg.tokensPerStep() * ranks() / (ms / 1e3);
-        double dataMs = (train.waitNanos() - wait0) / 1e6;
-        return (scaler.enabled()
-                ? new StepMetrics(s, loss, valLoss, ms, tokensPerS, lr, norm, lossScale, overflow,
-                        scaler.skippedSteps())
-                : new StepMetrics(s, loss, valLoss, ms, tokensPerS, lr, norm)).withDataMs(dataMs);
-    }
-
-    /**
-     * Ends the step of the model's FP8 scaling state (when it has one): the amaxes the backend deferred are flushed
-     * into the histories (one device→host copy on the GPU, see {@link Fp8State}); with several ranks this step's
-     * amaxes then become their maximum over the ranks (every rank then computes the same scales, as Transformer
-     * Engine reduces amaxes over the data-parallel group); then every history computes the next step's scale.
-     */
-    private void updateFp8() {
-        Fp8State fp8 = model.fp8();
-        if (fp8 == null) {
-            return;
-        }
-        if (comm != null) { // through the model's memory: host buffers, or device buffers for NCCL
-            fp8.recordStepAmaxes(states.maxOverRanks(fp8.stepAmaxes()));
-        }
-        fp8.update();
+        return m.withDataMs((train.waitNanos() - wait0) / 1e6);
     }
 
     /**
@@ -372,28 +330,7 @@ public final class Trainer implements AutoCloseable {
      * @return the mean loss of the K micro-batches
      */
     public double accumulate() {
-        return accumulate(null, 1f);
-    }
-
-    /**
-     * {@link #accumulate()} of the loss times {@code lossScale}, the last micro-batch's backward starting
-     * {@code overlap}'s buckets (when not null).
-     */
-    private double accumulate(IntConsumer overlap, float lossScale) {
-        int B = cfg.batch(), T = cfg.seq(), K = cfg.gradAccum();
-        float dlossScale = 1f / ((float) B * T * K) * lossScale;
-        model.zeroGrad();
-        double loss = 0;
-        for (int k = 0; k < K; k++) {
-            train.next(inputs, targets);
-            loss += model.forwardBackward(inputs, targets, B, T, dlossScale, k == K - 1 ? overlap : null);
-        }
-        return loss / K;
-    }
-
-    /** AdamW step {@code t} (≥ 1) at learning rate {@code lr}, gradients multiplied by {@code gradScale}. */
-    private void update(float lr, int t, float gradScale) {
-        states.update(new AdamWConfig(lr, cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay()), t, gradScale);
+        return recipe.accumulate(new Gpt2Steps(model, cfg, states, train, inputs, targets, null), 1f);
     }
 
     /**
@@ -403,42 +340,6 @@ public final class Trainer implements AutoCloseable {
      */
     public double validate() {
         return val == null ? Double.NaN : val.loss(inputs, targets);
-    }
-
-    /** What a {@link #run} tells its caller; a rank other than 0 only saves. */
-    public interface RunEvents {
-
-        /** After each step. */
-        void stepped(StepMetrics m) throws IOException;
-
-        /** The final validation's record (rank 0, when the run validates). */
-        void validated(StepMetrics m) throws IOException;
-
-        /** A checkpoint is due: {@code trainer.save(dir)} with the caller's messages; returns the model file. */
-        Path save(Trainer trainer) throws IOException;
-    }
-
-    /**
-     * The whole run, one loop for every rank: steps until {@link #done()}, a checkpoint after each step that
-     * {@code savesAfter} accepts (not after the last), the final validation (rank 0; every rank under ZeRO-3, where
-     * it is a collective), the final checkpoint; returns its model file. Every rank saves at the same points, since
-     * under ZeRO saving is a collective (below it, ranks other than 0 have nothing to write).
-     */
-    public Path run(RunEvents events, java.util.function.IntPredicate savesAfter) throws IOException {
-        while (!done()) {
-            StepMetrics m = trainStep();
-            events.stepped(m);
-            if (!done() && savesAfter.test(step)) {
-                events.save(this);
-            }
-        }
-        if (rank() == 0 || shardsParameters()) {
-            double val = validate();
-            if (rank() == 0 && Double.isFinite(val)) {
-                events.validated(StepMetrics.validationOnly(step, val));
-            }
-        }
-        return events.save(this);
     }
 
     /**

@@ -9,6 +9,7 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.Trainer;
+import io.accel4j.train.TrainingRun;
 import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.data.DefaultDataset;
 import io.accel4j.train.data.TokenFile;
@@ -91,7 +92,7 @@ final class RankRun {
             }
             w.flush();
             if (!lead) { // the same loop as rank 0's (the collectives need it), telling nobody
-                trainer.run(new Trainer.RunEvents() {
+                TrainingRun.run(trainer, new TrainingRun.Events() {
                     @Override
                     public void stepped(StepMetrics m) {
                         cmd.async.afterStep(host.rank());
@@ -208,7 +209,7 @@ final class RankRun {
         try (BufferedWriter json = Files.newBufferedWriter(metrics, StandardCharsets.UTF_8, StandardOpenOption.CREATE,
                 cmd.resume != null ? StandardOpenOption.APPEND : StandardOpenOption.TRUNCATE_EXISTING,
                 StandardOpenOption.WRITE)) {
-            model = trainer.run(new Trainer.RunEvents() {
+            model = TrainingRun.run(trainer, new TrainingRun.Events() {
                 @Override
                 public void stepped(StepMetrics m) {
                     history.add(m);

@@ -1,0 +1,120 @@
+package io.accel4j.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.InProcessGroup;
+import io.accel4j.core.DType;
+import io.accel4j.core.fp8.DelayedScaling;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.parallel.ModelStates;
+import io.accel4j.train.precision.Precision;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Random;
+import java.util.zip.CRC32;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The CLI trainer's step loop, bit for bit: the CRC-32 of every step's loss, gradient norm, learning rate, loss scale
+ * and overflow flag, and of the parameters after the run, for the paths the step takes (accumulation and clipping,
+ * fp16 loss scaling (a scale of 2^16 that grows every 2 steps; one of 2^40 whose 8 steps all overflow and skip),
+ * bf16, FP8's amax histories, two ranks with overlapped buckets, ZeRO-2 and -3 on ShardedStates). The values (ZeRO
+ * rows included) were recorded from {@code Trainer.trainStep} as it stood before it was rebuilt on
+ * {@code fit.StepRecipe} (the loop the Java API's {@code RankStep} shares), so they pin the refactoring to the same
+ * bits.
+ */
+class StepLoopGoldenTest {
+
+    @TempDir
+    static Path tmp;
+    private static Parallel pool;
+    private static TokenFile trainFile;
+
+    @BeforeAll
+    static void setUp() throws IOException {
+        pool = new Parallel(1);
+        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
+    }
+
+    @AfterAll
+    static void tearDown() {
+        trainFile.close();
+        pool.close();
+    }
+
+    private static Precision precision(String p) {
+        return switch (p) {
+            case "fp32" -> Precision.FP32;
+            case "bf16" -> Precision.of(DType.BF16);
+            case "fp16" -> new Precision(DType.FP16, 0x1p16f, 2);
+            case "fp16big" -> new Precision(DType.FP16, 0x1p40f, 1000);
+            case "fp8" -> Precision.fp8(new DelayedScaling(DelayedScaling.Format.HYBRID, 4, 0,
+                    DelayedScaling.Algorithm.MAX));
+            default -> throw new IllegalArgumentException(p);
+        };
+    }
+
+    private static String run(TrainConfig cfg, Communicator comm) throws IOException {
+        try (Gpt2 m = TrainerTest.model(new CpuOps(pool), cfg.batch(), 3, cfg.precision());
+             Trainer t = new Trainer(m, cfg, trainFile, null, comm, ModelStates::of)) {
+            CRC32 steps = new CRC32();
+            int skipped = 0;
+            while (!t.done()) {
+                StepMetrics s = t.trainStep();
+                steps.update(java.nio.ByteBuffer.allocate(29).putLong(Double.doubleToLongBits(s.trainLoss()))
+                        .putLong(Double.doubleToLongBits(s.gradNorm())).putFloat(s.lr()).putFloat(s.lossScale())
+                        .putInt(s.skippedSteps()).put((byte) (s.skipped() ? 1 : 0)).array());
+                skipped = s.skippedSteps();
+            }
+            t.gatherModel(true); // ZeRO-3: the whole parameters back on every rank (below it: nothing)
+            CRC32 params = new CRC32();
+            params.update(m.params().asByteBuffer());
+            return String.format("%08x %08x %d", steps.getValue(), params.getValue(), skipped);
+        }
+    }
+
+    @ParameterizedTest(name = "{0} ranks, {1}, K={2}, clip {3}, buckets {4}, ZeRO-{5}")
+    @CsvSource({
+        "1, fp32, 2, 0.5, 0, 0, 8a0dec59 d35717ce 0",
+        "1, bf16, 2, 0, 0, 0, 8572d5e8 14079f18 0",
+        "1, fp16, 1, 1, 0, 0, db5f8dfa 5bbd88bd 0",
+        "1, fp16big, 1, 0, 0, 0, 6d64076c f056037d 8",
+        "1, fp8, 2, 0.5, 0, 0, 2cef83f3 2d39af56 0",
+        "2, fp16, 2, 0.5, 256, 0, 42d095c0 8edc049e 0",
+        "2, fp8, 1, 0, 0, 0, 8907256f d8b6c3c4 0",
+        "2, fp32, 2, 0.5, 0, 2, 932feb80 0cd8b5b7 0",
+        "2, fp16, 1, 1, 0, 3, eb3fed09 3dbcba15 1",
+        "3, bf16, 2, 0, 0, 2, ef8601f7 10487281 0"})
+    void theStepLoopKeepsItsBits(int ranks, String p, int K, float clip, long buckets, int zero, String golden)
+            throws IOException {
+        TrainConfig cfg = TrainerTest.base().steps(8).gradAccum(K).gradClip(clip).weightDecay(0.1f)
+                .bucketBytes(buckets).zeroStage(zero).precision(precision(p)).build();
+        String got;
+        if (ranks == 1) {
+            got = run(cfg, null);
+        } else {
+            try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(30))) {
+                List<String> all = g.run(comm -> {
+                    try {
+                        return run(cfg, comm);
+                    } catch (IOException e) {
+                        throw new java.io.UncheckedIOException(e);
+                    }
+                });
+                assertThat(all).as("every rank").containsOnly(all.get(0));
+                got = all.get(0);
+            }
+        }
+        assertThat(got).isEqualTo(golden);
+    }
+}
