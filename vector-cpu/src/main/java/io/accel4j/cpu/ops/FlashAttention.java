@@ -221,8 +221,10 @@ public final class FlashAttention {
             for (int i = Math.max(j, i0); i < i1; i++) {
                 float[] o = s.o()[i - i0], m = s.m()[i - i0], l = s.l()[i - i0];
                 Arrays.fill(st, 0f);
-                Tiles.mmChunks(BLOCK, hsP, k, s.qt()[i - i0], st, BLOCK);       // Sᵀ[c][r] = k_c·scale·q_r
-                if (j == i) {
+                boolean diag = j == i;
+                Tiles.mmChunks(BLOCK, hsP, k, s.qt()[i - i0], st, BLOCK,        // Sᵀ[c][r] = k_c·scale·q_r
+                        diag ? Tiles.M_TO_COL : Tiles.FULL);
+                if (diag) {
                     Softmax.maskAbove(st, true);
                 }
                 Softmax.columnMax(st, m, mx);                                   // m' = max(m, max_c S)
@@ -235,7 +237,8 @@ public final class FlashAttention {
                 }
                 System.arraycopy(mx, 0, m, 0, BLOCK);
                 Softmax.scaleRows(o, hsP, alpha);
-                Tiles.mmColA(hsP, BLOCK, st, v, o, hsP);                        // O[r] += Σ_c P[r][c]·v_c
+                Tiles.mmColA(hsP, BLOCK, st, v, o, hsP,                         // O[r] += Σ_c P[r][c]·v_c
+                        diag ? Tiles.K_TO_ROW : Tiles.FULL);
             }
         }
         long outRow = (long) C * Float.BYTES;
@@ -372,22 +375,26 @@ public final class FlashAttention {
                 Arrays.fill(dq, 0f);
                 for (int j = j0; j < Math.min(j1, i + 1); j++) {
                     float[] dk = s.dk()[j - j0], dv = s.dv()[j - j0];
+                    boolean diag = i == j;
+                    int scores = diag ? Tiles.M_FROM_COL : Tiles.FULL;
                     Arrays.fill(p, 0f);
-                    Tiles.mmChunks(BLOCK, hsP, qa, s.kt()[j - j0], p, BLOCK);   // S[r][c] = scale·q_r·k_c
-                    if (i == j) {
+                    Tiles.mmChunks(BLOCK, hsP, qa, s.kt()[j - j0], p, BLOCK, scores); // S[r][c] = scale·q_r·k_c
+                    if (diag) {
                         Softmax.maskAbove(p, false);
                     }
                     Softmax.expShift(p, BLOCK, lseI, true);                     // P = exp(S − lse)
                     Arrays.fill(ds, 0f);
-                    Tiles.mmChunks(BLOCK, hsP, dOa, s.vt()[j - j0], ds, BLOCK); // dP[r][c] = dO_r·v_c
+                    Tiles.mmChunks(BLOCK, hsP, dOa, s.vt()[j - j0], ds, BLOCK, scores); // dP[r][c] = dO_r·v_c
                     Softmax.softmaxGrad(ds, p, dRow, t0);                       // dS = P∘(dP − D)
                     if (bf16) {
                         Tiles.roundBf16(p, 1f);                                 // bf16(P), bf16(dS) for the products
                         Tiles.roundBf16(ds, 1f);
                     }
-                    Tiles.mmColA(hsP, BLOCK, p, dO, dv, hsP);                   // dV[c] += Σ_r P[r][c]·dO_r
-                    Tiles.mmRowA(hsP, BLOCK, ds, 0, s.k()[j - j0], 0, BLOCK * NR, dq, hsP); // dQ[r] += Σ_c dS·k_c
-                    Tiles.mmColA(hsP, BLOCK, ds, q, dk, hsP);                   // dK[c] += Σ_r dS·scale·q_r
+                    int byKey = diag ? Tiles.K_FROM_ROW : Tiles.FULL;           // P, dS are 0 for key c > query r
+                    Tiles.mmColA(hsP, BLOCK, p, dO, dv, hsP, byKey);            // dV[c] += Σ_r P[r][c]·dO_r
+                    Tiles.mmRowA(hsP, BLOCK, ds, 0, s.k()[j - j0], 0, BLOCK * NR, dq, hsP, // dQ[r] += Σ_c dS·k_c
+                            diag ? Tiles.K_TO_ROW : Tiles.FULL);
+                    Tiles.mmColA(hsP, BLOCK, ds, q, dk, hsP, byKey);            // dK[c] += Σ_r dS·scale·q_r
                 }
                 if (bf16) {
                     Tiles.addTile(s.dqHead(), i * BLOCK * hsP, dq);              // the whole dQ first
