@@ -6,6 +6,7 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntFunction;
 
@@ -40,8 +41,14 @@ import java.util.function.IntFunction;
  * <p>The products (two per tile pair forward, five backward) are two register-blocked kernels ({@link Tiles});
  * tiles are zero-padded (hs up to a multiple of NR, T up to a multiple of BLOCK) so they have no edge cases; exp
  * is {@link Softmax#exp} (fma only, within 2 ulp). Measured choices: BLOCK 64 (32, 48, 80, 96 were slower),
- * GROUP 4 (1, 2, 8 slower), MR×NR = 4×16 on AVX2 (5×16 with BLOCK 80 no better). Scratch per thread, allocated once per call ({@link #workspaceBytes},
- * {@link #backwardWorkspaceBytes}): tiles, plus in backward the D vector of one head — O(T), never T×T.
+ * GROUP 4 (1, 2, 8 slower), MR×NR = 4×16 on AVX2 (5×16 with BLOCK 80 no better). Scratch per thread
+ * ({@link #workspaceBytes}, {@link #backwardWorkspaceBytes}): tiles, plus in backward the D vector of one head — O(T), never T×T; kept per
+ * thread across calls of one shape ({@link AttentionWorkspace}), so a call allocates nothing once warm.
+ *
+ * <p>Diagonal blocks skip the register tiles that only the mask touches: score tiles wholly above the diagonal
+ * (the mask overwrites them) and, in the products by P or dS, the k range where those are exact zeros. Adding
+ * 0·x changes nothing but the sign of an exact-zero sum (and would turn an infinite v of a later key into NaN),
+ * so the results are the bits of the full products.
  *
  * <p><b>BF16 operands</b> ({@link AttentionOps}' rounding points, the methods taking a {@link DType}): the tiles of
  * q, k, v and dout are rounded to bf16 as they are loaded (q before it is scaled), P is rounded after the running
@@ -107,8 +114,8 @@ public final class FlashAttention {
     }
 
     /**
-     * Scratch bytes {@link #forward} allocates: tiles per worker thread; it grows with T only up to T =
-     * GROUP·BLOCK (256), then stays constant.
+     * Scratch bytes {@link #forward} takes (kept per thread for the next call of the shape): tiles per worker
+     * thread; it grows with T only up to T = GROUP·BLOCK (256), then stays constant.
      */
     public static long workspaceBytes(int B, int T, int C, int NH, int threads) {
         io.accel4j.cpu.Check.positive("threads", threads);
@@ -117,7 +124,7 @@ public final class FlashAttention {
         return AttentionArgs.workers(threads, (long) B * NH * d.groups()) * d.forwardSlotFloats() * Float.BYTES;
     }
 
-    /** Scratch bytes {@link #backward} allocates: per worker thread, tiles and one head's D vector (linear in T). */
+    /** Scratch bytes {@link #backward} takes (kept per thread): per worker, tiles and one head's D (linear in T). */
     public static long backwardWorkspaceBytes(int B, int T, int C, int NH, int threads) {
         return backwardWorkspaceBytes(B, T, C, NH, threads, DType.FP32);
     }
@@ -141,7 +148,7 @@ public final class FlashAttention {
     /** {@link #forward} with products of {@code operands} precision (FP32 or BF16, {@link AttentionOps}). */
     public static void forward(Parallel pool, MemorySegment out, MemorySegment lse, MemorySegment qkv,
                                int B, int T, int C, int NH, DType operands) {
-        forward(pool, out, lse, qkv, B, T, C, NH, operands, float[]::new);
+        forward(pool, out, lse, qkv, B, T, C, NH, operands, AttentionWorkspace.PER_THREAD);
     }
 
     /** {@link #forward}, taking every scratch array from {@code scratch} (tests count what it hands out). */
@@ -152,7 +159,7 @@ public final class FlashAttention {
 
     /** {@link #forward}, with {@code operands}, taking every scratch array from {@code scratch}. */
     static void forward(Parallel pool, MemorySegment out, MemorySegment lse, MemorySegment qkv,
-                        int B, int T, int C, int NH, DType operands, IntFunction<float[]> scratch) {
+                        int B, int T, int C, int NH, DType operands, IntFunction<float[]> scratchSource) {
         boolean bf16 = AttentionOps.checkOperands(operands) == DType.BF16;
         AttentionArgs.headSize(B, T, C, NH);
         AttentionArgs.forward(pool, out, lse, qkv, B, T, C, NH);
@@ -160,7 +167,9 @@ public final class FlashAttention {
         int heads = B * NH;
         int items = Math.toIntExact((long) heads * d.groups());
         AtomicInteger next = new AtomicInteger();
+        List<Object> key = List.of(d, bf16);
         pool.forEach(AttentionArgs.workers(pool.threads(), items), w -> {
+            IntFunction<float[]> scratch = AttentionWorkspace.of(scratchSource, AttentionWorkspace.FORWARD, key);
             int tile = BLOCK * d.hsP();
             int n = d.group();
             ForwardScratch s = new ForwardScratch(new float[n][], new float[n][], new float[n][], new float[n][],
@@ -269,7 +278,7 @@ public final class FlashAttention {
     /** {@link #backward} with products of {@code operands} precision (FP32 or BF16, {@link AttentionOps}). */
     public static void backward(Parallel pool, MemorySegment dqkv, MemorySegment dout, MemorySegment qkv,
                                 MemorySegment out, MemorySegment lse, int B, int T, int C, int NH, DType operands) {
-        backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, operands, float[]::new);
+        backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, operands, AttentionWorkspace.PER_THREAD);
     }
 
     /** {@link #backward}, taking every scratch array from {@code scratch}. */
@@ -282,14 +291,16 @@ public final class FlashAttention {
     /** {@link #backward}, with {@code operands}, taking every scratch array from {@code scratch}. */
     static void backward(Parallel pool, MemorySegment dqkv, MemorySegment dout, MemorySegment qkv,
                          MemorySegment out, MemorySegment lse, int B, int T, int C, int NH, DType operands,
-                         IntFunction<float[]> scratch) {
+                         IntFunction<float[]> scratchSource) {
         boolean bf16 = AttentionOps.checkOperands(operands) == DType.BF16;
         AttentionArgs.headSize(B, T, C, NH);
         AttentionArgs.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH);
         Dims d = Dims.of(B, T, C, NH);
         int heads = B * NH;
         AtomicInteger next = new AtomicInteger();
+        List<Object> key = List.of(d, bf16);
         pool.forEach(AttentionArgs.workers(pool.threads(), heads), w -> {
+            IntFunction<float[]> scratch = AttentionWorkspace.of(scratchSource, AttentionWorkspace.BACKWARD, key);
             int t = BLOCK * d.hsP(), ch = d.chunks(), bb = BLOCK * BLOCK, n = d.group();
             BackwardScratch s = new BackwardScratch(new float[n][], new float[n][], new float[n][], new float[n][],
                     new float[n][], scratch.apply(ch), scratch.apply(t), scratch.apply(ch), scratch.apply(t),
