@@ -6,6 +6,7 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntFunction;
 
@@ -40,8 +41,14 @@ import java.util.function.IntFunction;
  * <p>The products (two per tile pair forward, five backward) are two register-blocked kernels ({@link Tiles});
  * tiles are zero-padded (hs up to a multiple of NR, T up to a multiple of BLOCK) so they have no edge cases; exp
  * is {@link Softmax#exp} (fma only, within 2 ulp). Measured choices: BLOCK 64 (32, 48, 80, 96 were slower),
- * GROUP 4 (1, 2, 8 slower), MR×NR = 4×16 on AVX2 (5×16 with BLOCK 80 no better). Scratch per thread, allocated once per call ({@link #workspaceBytes},
- * {@link #backwardWorkspaceBytes}): tiles, plus in backward the D vector of one head — O(T), never T×T.
+ * GROUP 4 (1, 2, 8 slower), MR×NR = 4×16 on AVX2 (5×16 with BLOCK 80 no better). Scratch per thread
+ * ({@link #workspaceBytes}, {@link #backwardWorkspaceBytes}): tiles, plus in backward the D vector of one head — O(T), never T×T; kept per
+ * thread across calls of one shape ({@link AttentionWorkspace}), so a call allocates nothing once warm.
+ *
+ * <p>Diagonal blocks skip the register tiles that only the mask touches: score tiles wholly above the diagonal
+ * (the mask overwrites them) and, in the products by P or dS, the k range where those are exact zeros. Adding
+ * 0·x changes nothing but the sign of an exact-zero sum (and would turn an infinite v of a later key into NaN),
+ * so the results are the bits of the full products.
  *
  * <p><b>BF16 operands</b> ({@link AttentionOps}' rounding points, the methods taking a {@link DType}): the tiles of
  * q, k, v and dout are rounded to bf16 as they are loaded (q before it is scaled), P is rounded after the running
@@ -107,8 +114,8 @@ public final class FlashAttention {
     }
 
     /**
-     * Scratch bytes {@link #forward} allocates: tiles per worker thread; it grows with T only up to T =
-     * GROUP·BLOCK (256), then stays constant.
+     * Scratch bytes {@link #forward} takes (kept per thread for the next call of the shape): tiles per worker
+     * thread; it grows with T only up to T = GROUP·BLOCK (256), then stays constant.
      */
     public static long workspaceBytes(int B, int T, int C, int NH, int threads) {
         io.accel4j.cpu.Check.positive("threads", threads);
@@ -117,7 +124,7 @@ public final class FlashAttention {
         return AttentionArgs.workers(threads, (long) B * NH * d.groups()) * d.forwardSlotFloats() * Float.BYTES;
     }
 
-    /** Scratch bytes {@link #backward} allocates: per worker thread, tiles and one head's D vector (linear in T). */
+    /** Scratch bytes {@link #backward} takes (kept per thread): per worker, tiles and one head's D (linear in T). */
     public static long backwardWorkspaceBytes(int B, int T, int C, int NH, int threads) {
         return backwardWorkspaceBytes(B, T, C, NH, threads, DType.FP32);
     }
@@ -141,7 +148,7 @@ public final class FlashAttention {
     /** {@link #forward} with products of {@code operands} precision (FP32 or BF16, {@link AttentionOps}). */
     public static void forward(Parallel pool, MemorySegment out, MemorySegment lse, MemorySegment qkv,
                                int B, int T, int C, int NH, DType operands) {
-        forward(pool, out, lse, qkv, B, T, C, NH, operands, float[]::new);
+        forward(pool, out, lse, qkv, B, T, C, NH, operands, AttentionWorkspace.PER_THREAD);
     }
 
     /** {@link #forward}, taking every scratch array from {@code scratch} (tests count what it hands out). */
@@ -152,7 +159,7 @@ public final class FlashAttention {
 
     /** {@link #forward}, with {@code operands}, taking every scratch array from {@code scratch}. */
     static void forward(Parallel pool, MemorySegment out, MemorySegment lse, MemorySegment qkv,
-                        int B, int T, int C, int NH, DType operands, IntFunction<float[]> scratch) {
+                        int B, int T, int C, int NH, DType operands, IntFunction<float[]> scratchSource) {
         boolean bf16 = AttentionOps.checkOperands(operands) == DType.BF16;
         AttentionArgs.headSize(B, T, C, NH);
         AttentionArgs.forward(pool, out, lse, qkv, B, T, C, NH);
@@ -160,7 +167,9 @@ public final class FlashAttention {
         int heads = B * NH;
         int items = Math.toIntExact((long) heads * d.groups());
         AtomicInteger next = new AtomicInteger();
+        List<Object> key = List.of(d, bf16);
         pool.forEach(AttentionArgs.workers(pool.threads(), items), w -> {
+            IntFunction<float[]> scratch = AttentionWorkspace.of(scratchSource, AttentionWorkspace.FORWARD, key);
             int tile = BLOCK * d.hsP();
             int n = d.group();
             ForwardScratch s = new ForwardScratch(new float[n][], new float[n][], new float[n][], new float[n][],
@@ -221,8 +230,10 @@ public final class FlashAttention {
             for (int i = Math.max(j, i0); i < i1; i++) {
                 float[] o = s.o()[i - i0], m = s.m()[i - i0], l = s.l()[i - i0];
                 Arrays.fill(st, 0f);
-                Tiles.mmChunks(BLOCK, hsP, k, s.qt()[i - i0], st, BLOCK);       // Sᵀ[c][r] = k_c·scale·q_r
-                if (j == i) {
+                boolean diag = j == i;
+                Tiles.mmChunks(BLOCK, hsP, k, s.qt()[i - i0], st, BLOCK,        // Sᵀ[c][r] = k_c·scale·q_r
+                        diag ? Tiles.M_TO_COL : Tiles.FULL);
+                if (diag) {
                     Softmax.maskAbove(st, true);
                 }
                 Softmax.columnMax(st, m, mx);                                   // m' = max(m, max_c S)
@@ -235,7 +246,8 @@ public final class FlashAttention {
                 }
                 System.arraycopy(mx, 0, m, 0, BLOCK);
                 Softmax.scaleRows(o, hsP, alpha);
-                Tiles.mmColA(hsP, BLOCK, st, v, o, hsP);                        // O[r] += Σ_c P[r][c]·v_c
+                Tiles.mmColA(hsP, BLOCK, st, v, o, hsP,                         // O[r] += Σ_c P[r][c]·v_c
+                        diag ? Tiles.K_TO_ROW : Tiles.FULL);
             }
         }
         long outRow = (long) C * Float.BYTES;
@@ -266,7 +278,7 @@ public final class FlashAttention {
     /** {@link #backward} with products of {@code operands} precision (FP32 or BF16, {@link AttentionOps}). */
     public static void backward(Parallel pool, MemorySegment dqkv, MemorySegment dout, MemorySegment qkv,
                                 MemorySegment out, MemorySegment lse, int B, int T, int C, int NH, DType operands) {
-        backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, operands, float[]::new);
+        backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, operands, AttentionWorkspace.PER_THREAD);
     }
 
     /** {@link #backward}, taking every scratch array from {@code scratch}. */
@@ -279,14 +291,16 @@ public final class FlashAttention {
     /** {@link #backward}, with {@code operands}, taking every scratch array from {@code scratch}. */
     static void backward(Parallel pool, MemorySegment dqkv, MemorySegment dout, MemorySegment qkv,
                          MemorySegment out, MemorySegment lse, int B, int T, int C, int NH, DType operands,
-                         IntFunction<float[]> scratch) {
+                         IntFunction<float[]> scratchSource) {
         boolean bf16 = AttentionOps.checkOperands(operands) == DType.BF16;
         AttentionArgs.headSize(B, T, C, NH);
         AttentionArgs.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH);
         Dims d = Dims.of(B, T, C, NH);
         int heads = B * NH;
         AtomicInteger next = new AtomicInteger();
+        List<Object> key = List.of(d, bf16);
         pool.forEach(AttentionArgs.workers(pool.threads(), heads), w -> {
+            IntFunction<float[]> scratch = AttentionWorkspace.of(scratchSource, AttentionWorkspace.BACKWARD, key);
             int t = BLOCK * d.hsP(), ch = d.chunks(), bb = BLOCK * BLOCK, n = d.group();
             BackwardScratch s = new BackwardScratch(new float[n][], new float[n][], new float[n][], new float[n][],
                     new float[n][], scratch.apply(ch), scratch.apply(t), scratch.apply(ch), scratch.apply(t),
@@ -372,22 +386,26 @@ public final class FlashAttention {
                 Arrays.fill(dq, 0f);
                 for (int j = j0; j < Math.min(j1, i + 1); j++) {
                     float[] dk = s.dk()[j - j0], dv = s.dv()[j - j0];
+                    boolean diag = i == j;
+                    int scores = diag ? Tiles.M_FROM_COL : Tiles.FULL;
                     Arrays.fill(p, 0f);
-                    Tiles.mmChunks(BLOCK, hsP, qa, s.kt()[j - j0], p, BLOCK);   // S[r][c] = scale·q_r·k_c
-                    if (i == j) {
+                    Tiles.mmChunks(BLOCK, hsP, qa, s.kt()[j - j0], p, BLOCK, scores); // S[r][c] = scale·q_r·k_c
+                    if (diag) {
                         Softmax.maskAbove(p, false);
                     }
                     Softmax.expShift(p, BLOCK, lseI, true);                     // P = exp(S − lse)
                     Arrays.fill(ds, 0f);
-                    Tiles.mmChunks(BLOCK, hsP, dOa, s.vt()[j - j0], ds, BLOCK); // dP[r][c] = dO_r·v_c
+                    Tiles.mmChunks(BLOCK, hsP, dOa, s.vt()[j - j0], ds, BLOCK, scores); // dP[r][c] = dO_r·v_c
                     Softmax.softmaxGrad(ds, p, dRow, t0);                       // dS = P∘(dP − D)
                     if (bf16) {
                         Tiles.roundBf16(p, 1f);                                 // bf16(P), bf16(dS) for the products
                         Tiles.roundBf16(ds, 1f);
                     }
-                    Tiles.mmColA(hsP, BLOCK, p, dO, dv, hsP);                   // dV[c] += Σ_r P[r][c]·dO_r
-                    Tiles.mmRowA(hsP, BLOCK, ds, 0, s.k()[j - j0], 0, BLOCK * NR, dq, hsP); // dQ[r] += Σ_c dS·k_c
-                    Tiles.mmColA(hsP, BLOCK, ds, q, dk, hsP);                   // dK[c] += Σ_r dS·scale·q_r
+                    int byKey = diag ? Tiles.K_FROM_ROW : Tiles.FULL;           // P, dS are 0 for key c > query r
+                    Tiles.mmColA(hsP, BLOCK, p, dO, dv, hsP, byKey);            // dV[c] += Σ_r P[r][c]·dO_r
+                    Tiles.mmRowA(hsP, BLOCK, ds, 0, s.k()[j - j0], 0, BLOCK * NR, dq, hsP, // dQ[r] += Σ_c dS·k_c
+                            diag ? Tiles.K_TO_ROW : Tiles.FULL);
+                    Tiles.mmColA(hsP, BLOCK, ds, q, dk, hsP, byKey);            // dK[c] += Σ_r dS·scale·q_r
                 }
                 if (bf16) {
                     Tiles.addTile(s.dqHead(), i * BLOCK * hsP, dq);              // the whole dQ first

@@ -37,6 +37,19 @@ final class Tiles {
     private static final int BLK = FlashAttention.BLOCK;
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
 
+    // Which part of a product a diagonal (causal) block needs; the rest multiplies exact zeros of P or dS, or feeds
+    // scores the mask overwrites, so skipping it leaves the result as it was (up to the sign of an exact zero sum).
+    /** The whole product. */
+    static final int FULL = 0;
+    /** Only k &lt; m0 + MR for the register tile at row m0 (A is zero for k &gt; m: P or dS, query-major rows). */
+    static final int K_TO_ROW = 1;
+    /** Only k ≥ m0 for the register tile at row m0 (A is zero for k &lt; m: P or dS with key rows). */
+    static final int K_FROM_ROW = 2;
+    /** Only the tiles with m0 &lt; n0 + NR (key-major scores: key m &gt; query n is masked). */
+    static final int M_TO_COL = 3;
+    /** Only the tiles with m0 + MR &gt; n0 (query-major scores: key n &gt; query m is masked). */
+    static final int M_FROM_COL = 4;
+
     /**
      * {@code c[m·ldc + n] += Σ_k a[k·BLK + m] · B[k][n]} for m &lt; BLK, n &lt; N ({@code N % NR == 0}): A stored
      * column by column (k-major, so the MR values a kernel step broadcasts are adjacent), B packed in panels of NR
@@ -45,19 +58,26 @@ final class Tiles {
      * check per access); the MR×NR tile of C stays in 2·MR registers.
      */
     static void mmColA(int N, int K, float[] a, float[] b, float[] c, int ldc) {
+        mmColA(N, K, a, b, c, ldc, FULL);
+    }
+
+    /** {@link #mmColA(int, int, float[], float[], float[], int)} over the k range {@code part} names. */
+    static void mmColA(int N, int K, float[] a, float[] b, float[] c, int ldc, int part) {
         if (Simd.SCALAR) {
             mmScalar(N, K, a, 0, 1, BLK, b, 0, K * NR, c, ldc);
             return;
         }
         for (int n0 = 0; n0 < N; n0 += NR) { // a B panel stays in L1 while A streams past it
             for (int m0 = 0; m0 < BLK; m0 += MR) {
+                int k0 = part == K_FROM_ROW ? Math.min(m0, K) : 0;
+                int k1 = part == K_TO_ROW ? Math.min(m0 + MR, K) : K;
                 int o0 = m0 * ldc + n0, o1 = o0 + ldc, o2 = o1 + ldc, o3 = o2 + ldc;
                 FloatVector c00 = FloatVector.fromArray(S, c, o0), c01 = FloatVector.fromArray(S, c, o0 + V);
                 FloatVector c10 = FloatVector.fromArray(S, c, o1), c11 = FloatVector.fromArray(S, c, o1 + V);
                 FloatVector c20 = FloatVector.fromArray(S, c, o2), c21 = FloatVector.fromArray(S, c, o2 + V);
                 FloatVector c30 = FloatVector.fromArray(S, c, o3), c31 = FloatVector.fromArray(S, c, o3 + V);
-                int ak = m0, bk = n0 * K;
-                for (int k = 0; k < K; k++, ak += BLK, bk += NR) {
+                int ak = m0 + k0 * BLK, bk = n0 * K + k0 * NR;
+                for (int k = k0; k < k1; k++, ak += BLK, bk += NR) {
                     FloatVector b0 = FloatVector.fromArray(S, b, bk), b1 = FloatVector.fromArray(S, b, bk + V);
                     FloatVector x = FloatVector.broadcast(S, a[ak]);
                     c00 = x.fma(b0, c00); c01 = x.fma(b1, c01);
@@ -82,19 +102,28 @@ final class Tiles {
      * k·NR + n%NR]} (so a K range of a longer panel is one call: {@link #loadChunks}).
      */
     static void mmRowA(int N, int K, float[] a, int aOff, float[] b, int bOff, int ldp, float[] c, int ldc) {
+        mmRowA(N, K, a, aOff, b, bOff, ldp, c, ldc, FULL);
+    }
+
+    /** {@link #mmRowA(int, int, float[], int, float[], int, int, float[], int)} over the part {@code part} names. */
+    static void mmRowA(int N, int K, float[] a, int aOff, float[] b, int bOff, int ldp, float[] c, int ldc,
+                       int part) {
         if (Simd.SCALAR) {
             mmScalar(N, K, a, aOff, BLK, 1, b, bOff, ldp, c, ldc);
             return;
         }
         for (int n0 = 0; n0 < N; n0 += NR) { // a B panel stays in L1 while A streams past it
-            for (int m0 = 0; m0 < BLK; m0 += MR) {
+            int mFrom = part == M_FROM_COL ? n0 : 0; // n0 is a multiple of MR: m0 + MR > n0 from m0 = n0
+            int mTo = part == M_TO_COL ? Math.min(BLK, n0 + NR) : BLK;
+            for (int m0 = mFrom; m0 < mTo; m0 += MR) {
+                int k1 = part == K_TO_ROW ? Math.min(m0 + MR, K) : K;
                 int o0 = m0 * ldc + n0, o1 = o0 + ldc, o2 = o1 + ldc, o3 = o2 + ldc;
                 FloatVector c00 = FloatVector.fromArray(S, c, o0), c01 = FloatVector.fromArray(S, c, o0 + V);
                 FloatVector c10 = FloatVector.fromArray(S, c, o1), c11 = FloatVector.fromArray(S, c, o1 + V);
                 FloatVector c20 = FloatVector.fromArray(S, c, o2), c21 = FloatVector.fromArray(S, c, o2 + V);
                 FloatVector c30 = FloatVector.fromArray(S, c, o3), c31 = FloatVector.fromArray(S, c, o3 + V);
                 int ak = aOff + m0 * BLK, bk = bOff + n0 / NR * ldp;
-                for (int k = 0; k < K; k++, ak++, bk += NR) {
+                for (int k = 0; k < k1; k++, ak++, bk += NR) {
                     FloatVector b0 = FloatVector.fromArray(S, b, bk), b1 = FloatVector.fromArray(S, b, bk + V);
                     FloatVector x = FloatVector.broadcast(S, a[ak]);
                     c00 = x.fma(b0, c00); c01 = x.fma(b1, c01);
@@ -118,8 +147,13 @@ final class Tiles {
      * {@link #loadPanelsT}: one {@link #mmRowA} per chunk of BLK columns.
      */
     static void mmChunks(int N, int hsP, float[] a, float[] b, float[] c, int ldc) {
+        mmChunks(N, hsP, a, b, c, ldc, FULL);
+    }
+
+    /** {@link #mmChunks(int, int, float[], float[], float[], int)} over the tiles {@code part} (M_…) names. */
+    static void mmChunks(int N, int hsP, float[] a, float[] b, float[] c, int ldc, int part) {
         for (int g = 0; g * BLK < hsP; g++) {
-            mmRowA(N, Math.min(BLK, hsP - g * BLK), a, g * BLK * BLK, b, g * BLK * NR, hsP * NR, c, ldc);
+            mmRowA(N, Math.min(BLK, hsP - g * BLK), a, g * BLK * BLK, b, g * BLK * NR, hsP * NR, c, ldc, part);
         }
     }
 

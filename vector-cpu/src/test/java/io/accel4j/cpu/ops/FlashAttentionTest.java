@@ -111,4 +111,44 @@ class FlashAttentionTest {
                     .isEqualTo(NaiveAttention.backwardWorkspaceBytes(B, T, C, NH, pool.threads()));
         }
     }
+
+    /**
+     * The per-thread workspaces kept across calls: a call after calls of other shapes (here hs 48 and 64, whose
+     * tiles have the same lengths, so stale padding would show) gives the bits of a call with fresh arrays.
+     */
+    @Test
+    void reusedWorkspacesGiveTheBitsOfFreshOnes() {
+        int B = 2, T = 70;
+        try (Arena arena = Arena.ofShared(); Parallel pool = new Parallel(2)) {
+            double[][] first = null;
+            for (int round = 0; round < 2; round++) {
+                for (int C : new int[] {96, 128}) {
+                    double[][] fresh = run(pool, arena, B, T, C, 2, n -> new float[n]);
+                    double[][] reused = run(pool, arena, B, T, C, 2, AttentionWorkspace.PER_THREAD);
+                    for (int k = 0; k < fresh.length; k++) {
+                        assertThat(reused[k]).as("C %d round %d output %d", C, round, k).containsExactly(fresh[k]);
+                    }
+                    if (C == 96) {
+                        first = first == null ? fresh : first;
+                        assertThat(fresh[0]).as("round %d", round).containsExactly(first[0]);
+                    }
+                }
+            }
+        }
+    }
+
+    /** out, lse and dqkv of a forward and backward taking scratch from {@code scratch}. */
+    private static double[][] run(Parallel pool, Arena arena, int B, int T, int C, int NH,
+                                 IntFunction<float[]> scratch) {
+        SplittableRandom rnd = new SplittableRandom(C);
+        MemorySegment qkv = Buffers.floats(arena, Buffers.uniform(rnd, B * T * 3 * C, 2));
+        MemorySegment dout = Buffers.floats(arena, Buffers.uniform(rnd, B * T * C, 1));
+        MemorySegment out = Buffers.poisoned(arena, (long) B * T * C);
+        MemorySegment lse = Buffers.poisoned(arena, (long) B * NH * T);
+        MemorySegment dqkv = arena.allocate(qkv.byteSize());
+        FlashAttention.forward(pool, out, lse, qkv, B, T, C, NH, DType.FP32, scratch);
+        FlashAttention.backward(pool, dqkv, dout, qkv, out, lse, B, T, C, NH, DType.FP32, scratch);
+        return new double[][] {Buffers.read(out, B * T * C), Buffers.read(lse, B * NH * T),
+                Buffers.read(dqkv, B * T * 3 * C)};
+    }
 }
