@@ -137,6 +137,19 @@ class PlanModelParallelTest {
     }
 
     @Test
+    void aBf16RowsCommandTrains() {
+        Planner.Result res = planner().plan(GptConfig.TINY, 8, 16, new Cluster(2, 1L << 30, 1e11, 1e14));
+        Layout z1 = res.all().stream().filter(l -> l.strategy().equals("ZeRO-1+bf16")
+                && l.recompute() == io.accel4j.train.model.Recompute.GELU).findFirst().orElseThrow();
+        assertThat(z1.trainArgs()).containsSubsequence("--precision", "bf16", "--zero", "1");
+        assertThat(z1.bytesPerDevice()).isLessThan(res.all().stream().filter(l -> l.strategy().equals("ZeRO-1")
+                && l.recompute() == z1.recompute()).findFirst().orElseThrow().bytesPerDevice());
+        Result t = train("  bin/accel4j train --ranks 2 --model tiny " + String.join(" ", z1.trainArgs()));
+        assertThat(t.out()).contains("saved activations in bf16", String.format(Locale.ROOT,
+                "(activations %.1f MiB, recompute gelu) per rank", z1.memory().activations() / 1048576.0));
+    }
+
+    @Test
     void jsonHasTheNewRowsAndTheirAssumptions() {
         Result r = run("plan", "--model", "tiny", "--device", "cpu", "--devices", "4", "--global-batch", "8", "--seq",
                 "16", "--device-memory", "1g", "--model-parallel", "--bf16", "--json");
