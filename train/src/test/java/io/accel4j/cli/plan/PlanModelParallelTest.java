@@ -41,6 +41,8 @@ class PlanModelParallelTest {
     @TempDir
     Path dir;
 
+    private int runs;
+
     private record Result(int code, String out, String err) {}
 
     private static Result run(String... args) {
@@ -124,16 +126,20 @@ class PlanModelParallelTest {
     }
 
     @Test
-    void aPipelineRowsCommandTrainsWithThePlannedMemory() {
-        Planner.Result res = planner().plan(GptConfig.TINY, 8, 8, new Cluster(2, 1L << 30, 1e11, 1e14));
-        Layout pp = res.all().stream().filter(l -> l.strategy().equals("PP2")
-                && l.recompute() == io.accel4j.train.model.Recompute.NONE).findFirst().orElseThrow();
-        Result t = train("  bin/accel4j train --ranks 2 --model tiny " + String.join(" ", pp.trainArgs()));
-        assertThat(t.out()).contains("pipeline: 2 stages, " + pp.accumulation() + " micro-batches, 1f1b");
-        double most = t.out().lines().filter(l -> l.contains(" per rank: parameters "))
-                .mapToDouble(l -> Double.parseDouble(l.replaceAll(".*; ([0-9.]+) MiB in all", "$1"))).max()
-                .orElseThrow();
-        assertThat(most).isEqualTo(Math.round(pp.bytesPerDevice() / 1048576.0 * 10) / 10.0);
+    void pipelineRowsCommandsTrainWithThePlannedMemory() {
+        for (String name : List.of("PP2", "TP2×PP2")) {
+            int n = name.startsWith("TP") ? 4 : 2;
+            Planner.Result res = planner().plan(GptConfig.TINY, 8, 8, new Cluster(n, 1L << 30, 1e11, 1e14));
+            Layout pp = res.all().stream().filter(l -> l.strategy().equals(name)
+                    && l.recompute() == io.accel4j.train.model.Recompute.NONE).findFirst().orElseThrow();
+            Result t = train("  bin/accel4j train --ranks " + n + " --model tiny " + String.join(" ", pp.trainArgs()));
+            assertThat(t.out()).contains("pipeline: 2 stages" + (n == 4 ? " × 2 tensor ranks" : "") + ", "
+                    + pp.accumulation() + " micro-batches, 1f1b");
+            double most = t.out().lines().filter(l -> l.contains(" per rank: parameters "))
+                    .mapToDouble(l -> Double.parseDouble(l.replaceAll(".*; ([0-9.]+) MiB in all", "$1"))).max()
+                    .orElseThrow();
+            assertThat(most).as(name).isEqualTo(Math.round(pp.bytesPerDevice() / 1048576.0 * 10) / 10.0);
+        }
     }
 
     @Test
@@ -175,7 +181,7 @@ class PlanModelParallelTest {
         List<String> args = new ArrayList<>(Arrays.asList(line.strip().split(" ")));
         args.remove(0);
         args.addAll(List.of("--steps", "1", "--val-every", "0", "--eval-problems", "0", "--out",
-                dir.resolve("run").toString(), "--threads", "1"));
+                dir.resolve("run" + runs++).toString(), "--threads", "1"));
         Result t = run(args.toArray(String[]::new));
         assertThat(t.code()).as(t.err()).isZero();
         return t;
