@@ -29,8 +29,8 @@ import picocli.CommandLine.Spec;
         description = {
             "Plan a training run: the memory per device of DDP and ZeRO 1/2/3 with each recompute mode (the "
                     + "trainer's own accounting: parameters, gradients, AdamW state, ZeRO's working buffers, "
-                    + "activations), the layouts that fit ranked by estimated step time, and the command to run the "
-                    + "best.",
+                    + "activations; --bf16, --offload and --model-parallel add their layouts), the layouts that fit "
+                    + "ranked by estimated step time, and the command to run the best.",
             "The step time is an estimate: FLOPs at --tflops per device plus ring collectives at --bandwidth, not "
                     + "overlapped. Exit 1 if nothing fits: 'does not fit: needs X per device, has Y'."})
 public final class PlanCommand implements Callable<Integer> {
@@ -77,9 +77,8 @@ public final class PlanCommand implements Callable<Integer> {
             + "in one process) (default: ${DEFAULT-VALUE}).")
     String device;
 
-    @Option(names = "--offload", description = "Also plan the layouts with the optimizer offloaded to the host "
-            + "(train --offload-optimizer: no AdamW state on the device; the copies priced at --bandwidth).")
-    boolean offload;
+    @picocli.CommandLine.Mixin
+    PlanStrategies strategies = new PlanStrategies();
 
     @Option(names = "--json", description = "Print the plan as one JSON object instead of tables.")
     boolean json;
@@ -92,12 +91,11 @@ public final class PlanCommand implements Callable<Integer> {
         Cluster cluster = new Cluster(devices, deviceMemory,
                 bandwidth != null ? bandwidth * 1e9 : Cluster.DEFAULT_BANDWIDTH,
                 tflops != null ? tflops * 1e12 : Cluster.DEFAULT_FLOPS);
-        Planner.Result result = (offload ? Planner.withOffload() : Planner.standard()).plan(config, globalBatch, T,
-                cluster);
+        Planner.Result result = strategies.planner().plan(config, globalBatch, T, cluster);
         String modelArg = dims != null ? "<an llm.c model file of these dimensions>" : model;
         PrintWriter out = spec.commandLine().getOut();
         PlanReport report = new PlanReport(config, globalBatch, T, cluster, result, launcher(modelArg),
-                tflops == null || bandwidth == null);
+                tflops == null || bandwidth == null, strategies.assumptions());
         out.print(json ? report.json() : report.table());
         out.flush();
         if (result.best() == null) {
@@ -181,6 +179,7 @@ public final class PlanCommand implements Callable<Integer> {
         if (T < 1 || T > config.maxT()) {
             throw usage("--seq must be in [1, " + config.maxT() + "] (the model's max_seq_len), got " + T);
         }
+        strategies.check(device.equals("cuda"), this::usage);
         if (tflops != null && !(tflops > 0 && Double.isFinite(tflops))) {
             throw usage("--tflops must be finite and > 0, got " + tflops);
         }

@@ -21,9 +21,10 @@ final class PlanReport {
     private final Planner.Result result;
     private final String launch;
     private final boolean assumedRates;
+    private final String assumptions;
 
     PlanReport(GptConfig config, int globalBatch, int T, Cluster cluster, Planner.Result result, String launch,
-               boolean assumedRates) {
+               boolean assumedRates, String assumptions) {
         this.config = config;
         this.globalBatch = globalBatch;
         this.T = T;
@@ -31,6 +32,7 @@ final class PlanReport {
         this.result = result;
         this.launch = launch;
         this.assumedRates = assumedRates;
+        this.assumptions = assumptions;
     }
 
     /** The layouts: those that fit, fastest first, then those that do not, smallest first. */
@@ -72,14 +74,14 @@ final class PlanReport {
                             .totalBytes())));
         }
         sb.append(String.format(Locale.ROOT, "%nlayouts, per device (the trainer's allocation: MemoryPlan):%n"));
-        sb.append(String.format(Locale.ROOT, "  %-7s %-9s %-9s %10s %10s %10s %10s %10s %11s  %-4s %9s %12s%n",
+        sb.append(String.format(Locale.ROOT, "  %-11s %-9s %-9s %10s %10s %10s %10s %10s %11s  %-4s %9s %12s%n",
                 "layout", "recompute", "B×K", "params", "grads", "AdamW", "working", "activ.", "total", "fits",
                 "step s", "tokens/s"));
         for (Layout l : ordered()) {
             MemoryPlan m = l.memory();
             boolean fits = l.bytesPerDevice() <= cluster.memoryBytes();
             double s = l.step().seconds();
-            sb.append(String.format(Locale.ROOT, "  %-7s %-9s %-9s %10s %10s %10s %10s %10s %11s  %-4s %9.3g "
+            sb.append(String.format(Locale.ROOT, "  %-11s %-9s %-9s %10s %10s %10s %10s %10s %11s  %-4s %9.3g "
                             + "%,12.0f%n",
                     l.strategy(), l.recompute().name().toLowerCase(Locale.ROOT), l.microBatch() + "×"
                             + l.accumulation(), MemoryCheck.size(m.parameters()), MemoryCheck.size(m.gradients()),
@@ -88,8 +90,11 @@ final class PlanReport {
                     (double) globalBatch * T / s));
         }
         sb.append(String.format(Locale.ROOT, "(B×K: micro-batch × accumulation per rank; step: compute + "
-                + "collectives, not overlapped; --precision bf16|fp16|fp8 change the matmuls' operands, not these "
-                + "bytes: this trainer stores fp32)%n"));
+                + "collectives, not overlapped; fp32 storage except the +bf16 rows (--bf16): --precision bf16|fp16 "
+                + "store the saved activations in 16 bits, fp8 changes only the matmuls' operands)%n"));
+        if (!assumptions.isEmpty()) {
+            sb.append("(").append(assumptions).append(")").append(System.lineSeparator());
+        }
         String cmd = command();
         if (cmd != null) {
             sb.append(String.format(Locale.ROOT, "%nbest: %s, %s per device, about %.3g s a step%n  %s%n",
@@ -145,7 +150,8 @@ final class PlanReport {
             }
             sb.append("]}");
         }
-        sb.append("],\"best\":");
+        sb.append("],\"assumptions\":\"").append(assumptions).append('"');
+        sb.append(",\"best\":");
         String cmd = command();
         sb.append(cmd == null ? "null" : "\"" + cmd.replace("\\", "\\\\").replace("\"", "\\\"") + "\"");
         if (cmd == null) {

@@ -1,5 +1,6 @@
 package io.accel4j.train.plan;
 
+import io.accel4j.core.DType;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import java.util.ArrayList;
@@ -13,6 +14,25 @@ import java.util.List;
  * allocation); time: {@link StepTime}.
  */
 public final class DataParallelLayouts implements LayoutSource {
+
+    private final DType storage;
+
+    /** The fp32 layouts. */
+    public DataParallelLayouts() {
+        this(DType.FP32);
+    }
+
+    /**
+     * The layouts with the activations the blocks save for backward stored in {@code storage}: BF16 is
+     * {@code train --precision bf16} ({@link MemoryPlan#of(GptConfig, int, int, Recompute, int, int, DType)}); the
+     * estimate keeps the fp32 FLOP rate (the 16-bit matmul operands' speed-up is not priced).
+     */
+    public DataParallelLayouts(DType storage) {
+        if (storage != DType.FP32 && storage != DType.BF16) {
+            throw new IllegalArgumentException("the planner's storage is fp32 or bf16, got " + storage);
+        }
+        this.storage = storage;
+    }
 
     @Override
     public List<Layout> layouts(GptConfig model, int globalBatch, int T, Cluster cluster) {
@@ -49,12 +69,15 @@ public final class DataParallelLayouts implements LayoutSource {
         return modes;
     }
 
-    private static Layout layout(GptConfig model, int T, Cluster cluster, int stage, Recompute r, int B, int K) {
+    private Layout layout(GptConfig model, int T, Cluster cluster, int stage, Recompute r, int B, int K) {
         int n = cluster.devices();
-        MemoryPlan mem = MemoryPlan.of(model, B, T, r, stage, n);
+        MemoryPlan mem = MemoryPlan.of(model, B, T, r, stage, n, storage);
         double compute = StepTime.flops(model, T, (long) B * K * n, r) / (n * cluster.flops());
         double comm = StepTime.commBytes(model.parameterCount(), n, stage, K) / cluster.bandwidth();
         List<String> args = new ArrayList<>();
+        if (storage == DType.BF16) {
+            args.addAll(List.of("--precision", "bf16"));
+        }
         if (stage > 0) {
             args.addAll(List.of("--zero", String.valueOf(stage)));
         }
@@ -68,6 +91,9 @@ public final class DataParallelLayouts implements LayoutSource {
         String name = stage == 0 ? "DDP" : "ZeRO-" + stage;
         if (n == 1) {
             name = "single";
+        }
+        if (storage == DType.BF16) {
+            name += "+bf16";
         }
         return new Layout(name, n, 1, 1, stage, r, B, K, mem, new StepTime(compute, comm), List.copyOf(args));
     }

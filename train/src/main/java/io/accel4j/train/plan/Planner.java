@@ -19,7 +19,10 @@ public final class Planner {
         this.sources = List.copyOf(sources);
     }
 
-    /** DDP and ZeRO 1–3 with every recompute mode (tensor and pipeline layouts join here as sources). */
+    /**
+     * DDP and ZeRO 1–3 with every recompute mode (the CLI composes the bf16, offload, tensor and pipeline sources in
+     * cli.plan.PlanStrategies).
+     */
     public static Planner standard() {
         return new Planner(List.of(new DataParallelLayouts()));
     }

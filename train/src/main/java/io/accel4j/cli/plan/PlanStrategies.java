@@ -1,0 +1,71 @@
+package io.accel4j.cli.plan;
+
+import io.accel4j.core.DType;
+import io.accel4j.train.plan.DataParallelLayouts;
+import io.accel4j.train.plan.LayoutSource;
+import io.accel4j.train.plan.OffloadLayouts;
+import io.accel4j.train.plan.Planner;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Function;
+import picocli.CommandLine.Option;
+
+/**
+ * {@code plan}'s choice of strategy families beyond DDP and ZeRO 1–3: the optimizer offloaded ({@code --offload}),
+ * tensor and pipeline parallelism ({@code --model-parallel}) and 16-bit saved activations ({@code --bf16}); composed
+ * into the {@link Planner}'s sources.
+ */
+final class PlanStrategies {
+
+    @Option(names = "--offload", description = "Also plan the layouts with the optimizer offloaded to the host "
+            + "(train --offload-optimizer: no AdamW state on the device; the copies priced at --bandwidth).")
+    boolean offload;
+
+    @Option(names = "--model-parallel", description = "Also plan tensor (train --tp T), pipeline (--pp P "
+            + "--micro-batches M --schedule-pp 1f1b) and tp × pp layouts, with the largest stage's memory; train "
+            + "runs them on the CPU, so with --device cpu.")
+    boolean modelParallel;
+
+    @Option(names = "--bf16", description = "Also plan DDP and ZeRO with train --precision bf16: the activations "
+            + "saved for backward stored in 16 bits (the FLOP rate kept at --tflops).")
+    boolean bf16;
+
+    /** Refuses --model-parallel with CUDA devices, where train does not run --tp and --pp yet. */
+    void check(boolean cuda, Function<String, RuntimeException> usage) {
+        if (modelParallel && cuda) {
+            throw usage.apply("--model-parallel: train runs --tp and --pp on the CPU so far: use --device cpu");
+        }
+    }
+
+    /** The planner over the families asked for. */
+    Planner planner() {
+        List<LayoutSource> sources = new ArrayList<>(List.of(new DataParallelLayouts()));
+        if (bf16) {
+            sources.add(new DataParallelLayouts(DType.BF16));
+        }
+        if (offload) {
+            sources.add(new OffloadLayouts());
+        }
+        if (modelParallel) {
+            sources.add(new ModelParallelLayouts());
+        }
+        return new Planner(sources);
+    }
+
+    /** The footnote on what the estimate assumes for the families asked for, or "". */
+    String assumptions() {
+        StringBuilder sb = new StringBuilder();
+        if (modelParallel) {
+            sb.append("TP/PP: memory of the largest stage on tensor rank 0 (StagePlan, TensorParallelPlan); compute "
+                    + "stretched by the 1F1B bubble (M+P-1)/M; the tensor group's ring all-reduces, 2 per block "
+                    + "forward and 2 backward of B·T·C fp32 per micro-batch, the stage boundary's B·T·C fp32 each "
+                    + "way per micro-batch and the replicas' gradient collectives at --bandwidth, not overlapped; "
+                    + "recompute's repeated all-reduces not priced. ");
+        }
+        if (bf16) {
+            sb.append("+bf16: train --precision bf16, the saved activations in 16 bits; the 16-bit matmuls' "
+                    + "speed-up not priced. ");
+        }
+        return sb.toString().strip();
+    }
+}
