@@ -3,10 +3,8 @@ package io.accel4j.fit;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.within;
+import io.accel4j.train.CountingMemory;
 
-import io.accel4j.core.memory.DeviceArena;
-import io.accel4j.core.memory.DeviceMemory;
-import io.accel4j.core.memory.HostMemory;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
@@ -23,13 +21,10 @@ import io.accel4j.train.StepMetrics;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Proxy;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -148,7 +143,7 @@ class ZeroStage3Test {
 
     /** Rank 0's live bytes after build and its peak over two steps, counted on its backend's allocator. */
     private static long[] allocated(int stage) {
-        Counting[] memory = {new Counting(), new Counting()};
+        CountingMemory[] memory = {new CountingMemory(), new CountingMemory()};
         try (Parallel pool0 = new Parallel(1); Parallel pool1 = new Parallel(1)) {
             Ops[] ops = {memory[0].ops(new CpuOps(pool0)), memory[1].ops(new CpuOps(pool1))};
             try (Learner l = mlp(2, 16).zero(stage).backend(r -> ops[r]).build()) {
@@ -271,78 +266,5 @@ class ZeroStage3Test {
                 batch++;
             }
         };
-    }
-
-    /** Host memory that counts the bytes its arenas hold, and their peak. */
-    static final class Counting implements DeviceMemory {
-        final AtomicLong live = new AtomicLong(), peak = new AtomicLong();
-
-        @Override
-        public DeviceArena arena() {
-            DeviceArena inner = HostMemory.INSTANCE.arena();
-            return new DeviceArena() {
-                long mine;
-
-                @Override
-                public MemorySegment allocate(long bytes) {
-                    MemorySegment s = inner.allocate(bytes);
-                    mine += bytes;
-                    peak.accumulateAndGet(live.addAndGet(bytes), Math::max);
-                    return s;
-                }
-
-                @Override
-                public void close() {
-                    live.addAndGet(-mine);
-                    mine = 0;
-                    inner.close();
-                }
-            };
-        }
-
-        @Override
-        public void copyToDevice(MemorySegment host, MemorySegment device) {
-            HostMemory.INSTANCE.copyToDevice(host, device);
-        }
-
-        @Override
-        public void copyToHost(MemorySegment device, MemorySegment host) {
-            HostMemory.INSTANCE.copyToHost(device, host);
-        }
-
-        @Override
-        public void copy(MemorySegment src, MemorySegment dst) {
-            HostMemory.INSTANCE.copy(src, dst);
-        }
-
-        @Override
-        public void zero(MemorySegment device) {
-            HostMemory.INSTANCE.zero(device);
-        }
-
-        @Override
-        public boolean hostAccessible() {
-            return true;
-        }
-
-        @Override
-        public String describe() {
-            return "counted host memory";
-        }
-
-        /** {@code delegate} allocating from this memory. */
-        Ops ops(Ops delegate) {
-            return (Ops) Proxy.newProxyInstance(Ops.class.getClassLoader(), new Class<?>[] {Ops.class},
-                    (proxy, method, args) -> {
-                        if (method.getName().equals("memory") && method.getParameterCount() == 0) {
-                            return this;
-                        }
-                        try {
-                            return method.invoke(delegate, args);
-                        } catch (InvocationTargetException e) {
-                            throw e.getCause();
-                        }
-                    });
-        }
     }
 }

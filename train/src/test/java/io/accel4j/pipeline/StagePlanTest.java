@@ -1,6 +1,7 @@
 package io.accel4j.pipeline;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import io.accel4j.train.CountingMemory;
 
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
@@ -28,15 +29,15 @@ class StagePlanTest {
         var c = PipelineGpt2Test.TINY;
         for (Case k : List.of(new Case(1, 2, 0, Schedule.ONE_F_ONE_B, 4), new Case(2, 1, 1, Schedule.GPIPE, 3))) {
             int P = 2, world = k.D() * k.T() * P;
-            PipelineMemoryTest.CountingMemory[] mem = new PipelineMemoryTest.CountingMemory[world];
+            CountingMemory[] mem = new CountingMemory[world];
             List<Parallel> pools = new ArrayList<>();
             for (int i = 0; i < world; i++) {
-                mem[i] = new PipelineMemoryTest.CountingMemory();
+                mem[i] = new CountingMemory();
                 pools.add(new Parallel(1));
             }
             StagedModel model = k.T() > 1 ? Gpt2Stages.parallel(c) : Gpt2Stages.of(c);
             try (Learner l = PipelineGpt2Test.gpt2().ranks(world).tensorParallel(k.T()).zero(k.zero())
-                    .backend(r -> PipelineMemoryTest.withMemory(new CpuOps(pools.get(r)), mem[r]))
+                    .backend(r -> mem[r].ops(new CpuOps(pools.get(r))))
                     .pipeline(model, P, k.M(), k.schedule()).build()) {
                 l.fit(1, null);
                 Partition split = Partition.balanced(model.parameters(), P);
