@@ -13,6 +13,7 @@ import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.function.LongFunction;
 
 /**
  * {@link DeviceMemory} on one CUDA device: allocations are {@link DeviceBuffer}s handed out as device views
@@ -32,14 +33,50 @@ public final class CudaMemory implements DeviceMemory {
 
     @Override
     public DeviceArena arena() {
-        return new Arena();
+        return new BufferArena("device arena", bytes -> {
+            DeviceBuffer b = context.allocate(bytes);
+            return zeroed(b::close, () -> b.fill((byte) 0), GpuOps.device(b));
+        });
     }
 
-    /** The buffers of one arena, freed together. */
-    private final class Arena implements DeviceArena {
+    /** Page-locked host memory ({@link PinnedBuffer}, {@code cuMemHostAlloc}), zeroed, freed with the arena. */
+    @Override
+    public DeviceArena hostArena() {
+        return new BufferArena("pinned host arena", bytes -> {
+            PinnedBuffer b = context.allocatePinned(bytes);
+            return zeroed(b::close, () -> b.segment().fill((byte) 0), b.segment());
+        });
+    }
 
-        private final List<DeviceBuffer> buffers = new ArrayList<>();
+    /** A zeroed buffer of an arena: what frees it, and its memory as a segment. */
+    private record Allocation(Runnable free, MemorySegment segment) {}
+
+    /** The buffer {@code free} frees once {@code zero} has cleared it; freed at once if that fails. */
+    private static Allocation zeroed(Runnable free, Runnable zero, MemorySegment segment) {
+        try {
+            zero.run();
+        } catch (RuntimeException | Error e) {
+            free.run();
+            throw e;
+        }
+        return new Allocation(free, segment);
+    }
+
+    /**
+     * The buffers of one arena ({@code allocator}'s, given at least one byte: the driver refuses 0), freed together;
+     * the first failure to free one is thrown after the others were freed.
+     */
+    private static final class BufferArena implements DeviceArena {
+
+        private final String what;
+        private final LongFunction<Allocation> allocator;
+        private final List<Runnable> buffers = new ArrayList<>();
         private boolean closed;
+
+        BufferArena(String what, LongFunction<Allocation> allocator) {
+            this.what = what;
+            this.allocator = allocator;
+        }
 
         @Override
         public MemorySegment allocate(long bytes) {
@@ -47,12 +84,11 @@ public final class CudaMemory implements DeviceMemory {
                 throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
             }
             if (closed) {
-                throw new IllegalStateException("this device arena is closed");
+                throw new IllegalStateException("this " + what + " is closed");
             }
-            DeviceBuffer b = context.allocate(Math.max(1, bytes)); // cuMemAlloc refuses 0 bytes
-            buffers.add(b);
-            b.fill((byte) 0);
-            return GpuOps.device(b).asSlice(0, bytes);
+            Allocation a = allocator.apply(Math.max(1, bytes)); // cuMemAlloc/cuMemHostAlloc refuse 0 bytes
+            buffers.add(a.free());
+            return a.segment().asSlice(0, bytes);
         }
 
         @Override
@@ -62,9 +98,9 @@ public final class CudaMemory implements DeviceMemory {
             }
             closed = true;
             RuntimeException first = null;
-            for (DeviceBuffer b : buffers) {
+            for (Runnable free : buffers) {
                 try {
-                    b.close();
+                    free.run();
                 } catch (RuntimeException e) {
                     if (first == null) {
                         first = e;
@@ -78,54 +114,6 @@ public final class CudaMemory implements DeviceMemory {
                 throw first;
             }
         }
-    }
-
-    /** Page-locked host memory ({@link PinnedBuffer}, {@code cuMemHostAlloc}), zeroed, freed with the arena. */
-    @Override
-    public DeviceArena hostArena() {
-        return new DeviceArena() {
-            private final List<PinnedBuffer> buffers = new ArrayList<>();
-            private boolean closed;
-
-            @Override
-            public MemorySegment allocate(long bytes) {
-                if (bytes < 0) {
-                    throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
-                }
-                if (closed) {
-                    throw new IllegalStateException("this pinned host arena is closed");
-                }
-                PinnedBuffer b = context.allocatePinned(Math.max(1, bytes)); // cuMemHostAlloc refuses 0 bytes
-                buffers.add(b);
-                MemorySegment s = b.segment().asSlice(0, bytes);
-                s.fill((byte) 0);
-                return s;
-            }
-
-            @Override
-            public void close() {
-                if (closed) {
-                    return;
-                }
-                closed = true;
-                RuntimeException first = null;
-                for (PinnedBuffer b : buffers) {
-                    try {
-                        b.close();
-                    } catch (RuntimeException e) {
-                        if (first == null) {
-                            first = e;
-                        } else {
-                            first.addSuppressed(e);
-                        }
-                    }
-                }
-                buffers.clear();
-                if (first != null) {
-                    throw first;
-                }
-            }
-        };
     }
 
     @Override
