@@ -99,7 +99,7 @@ public final class TrainCommand implements Callable<Integer> {
             + "only the 2-D matrices, as llm.c's train_gpt2.cu); default: decay everything, as train_gpt2.c.")
     boolean noDecaySet;
     @Option(names = "--schedule", paramLabel = "constant|cosine", defaultValue = "cosine",
-            converter = Schedules.class, description = "Learning-rate schedule after the warmup (default: "
+            converter = TrainConverters.Schedules.class, description = "Learning-rate schedule after the warmup (default: "
             + "${DEFAULT-VALUE}).")
     TrainConfig.Schedule schedule;
     @Option(names = "--warmup", paramLabel = "N", defaultValue = "100", description = "Linear warmup steps "
@@ -115,7 +115,7 @@ public final class TrainCommand implements Callable<Integer> {
             + "(default: ${DEFAULT-VALUE}).")
     int gradAccum;
     @Option(names = "--data-order", paramLabel = "sequential|shuffled", defaultValue = "shuffled",
-            converter = Orders.class, description = "Train batch order (default: ${DEFAULT-VALUE}).")
+            converter = TrainConverters.Orders.class, description = "Train batch order (default: ${DEFAULT-VALUE}).")
     SampleOrder.Mode dataOrder;
     @Option(names = "--seed", paramLabel = "N", defaultValue = "42", description = "Seed of the initialisation, "
             + "the shuffle and the generated dataset (default: ${DEFAULT-VALUE}).")
@@ -456,31 +456,8 @@ public final class TrainCommand implements Callable<Integer> {
                     .valBatches(valBatches).saveEvery(saveEvery).dataOrder(dataOrder).seed(seed)
                     .bucketBytes((long) Math.ceil(bucketMb * (1 << 20))).zeroStage(zero).build();
         } catch (IllegalArgumentException e) {
-            throw usage(flagNames(e.getMessage()));
+            throw usage(ConfigFlags.flagNames(e.getMessage()));
         }
-    }
-
-    /** {@link TrainConfig}'s field names and the flags that set them. */
-    private static final java.util.Map<String, String> FLAGS = java.util.Map.ofEntries(
-            java.util.Map.entry("batch", "--batch"), java.util.Map.entry("seq", "--seq"),
-            java.util.Map.entry("steps", "--steps"), java.util.Map.entry("gradAccum", "--grad-accum"),
-            java.util.Map.entry("lr", "--lr"), java.util.Map.entry("minLrFraction", "--min-lr-fraction"),
-            java.util.Map.entry("gradClip", "--grad-clip"), java.util.Map.entry("valEvery", "--val-every"),
-            java.util.Map.entry("valBatches", "--val-batches"), java.util.Map.entry("saveEvery", "--save-every"),
-            java.util.Map.entry("warmup", "--warmup"), java.util.Map.entry("weightDecay", "--weight-decay"),
-            java.util.Map.entry("beta1", "--beta1"), java.util.Map.entry("beta2", "--beta2"),
-            java.util.Map.entry("eps", "--eps"), java.util.Map.entry("bucketBytes", "--bucket-mb"),
-            java.util.Map.entry("zeroStage", "--zero"), java.util.Map.entry("seed", "--seed"));
-    /** A whole word of a message that may be one of {@link #FLAGS}' names (not a part of a word). */
-    private static final java.util.regex.Pattern WORD = java.util.regex.Pattern.compile("(?<![\\w-])[A-Za-z]\\w*");
-
-    /**
-     * The config's field names in {@code msg} as the flags the user typed: each whole word that is a field name is
-     * replaced (so "steps" becomes "--steps" and the "eps" inside it stays as it is).
-     */
-    static String flagNames(String msg) {
-        return WORD.matcher(msg).replaceAll(m -> java.util.regex.Matcher.quoteReplacement(
-                FLAGS.getOrDefault(m.group(), m.group())));
     }
 
     ParameterException usage(String msg) {
@@ -583,31 +560,5 @@ public final class TrainCommand implements Callable<Integer> {
     /** {@code e} in words for the one error line ({@link IoMessages}: the file and the problem). */
     static String message(Throwable e) {
         return IoMessages.describe(e);
-    }
-
-    /** {@code constant|cosine}, case-insensitive. */
-    static final class Schedules implements picocli.CommandLine.ITypeConverter<TrainConfig.Schedule> {
-        @Override
-        public TrainConfig.Schedule convert(String s) {
-            return switch (s.toLowerCase(java.util.Locale.ROOT)) {
-                case "constant" -> TrainConfig.Schedule.CONSTANT;
-                case "cosine" -> TrainConfig.Schedule.COSINE;
-                default -> throw new picocli.CommandLine.TypeConversionException("'" + s
-                        + "' is not a schedule: constant or cosine");
-            };
-        }
-    }
-
-    /** {@code sequential|shuffled}, case-insensitive. */
-    static final class Orders implements picocli.CommandLine.ITypeConverter<SampleOrder.Mode> {
-        @Override
-        public SampleOrder.Mode convert(String s) {
-            return switch (s.toLowerCase(java.util.Locale.ROOT)) {
-                case "sequential" -> SampleOrder.Mode.SEQUENTIAL;
-                case "shuffled" -> SampleOrder.Mode.SHUFFLED;
-                default -> throw new picocli.CommandLine.TypeConversionException("'" + s
-                        + "' is not a data order: sequential or shuffled");
-            };
-        }
     }
 }

@@ -81,11 +81,11 @@ class TrainCommandMessagesTest {
 
     @Test
     void configFieldNamesBecomeFlagsWordByWord() {
-        assertThat(TrainCommand.flagNames("steps must be >= 1, got 0")).isEqualTo("--steps must be >= 1, got 0");
-        assertThat(TrainCommand.flagNames("eps must be > 0")).isEqualTo("--eps must be > 0");
-        assertThat(TrainCommand.flagNames("valBatches must be >= 1 when validating (valEvery 5)"))
+        assertThat(ConfigFlags.flagNames("steps must be >= 1, got 0")).isEqualTo("--steps must be >= 1, got 0");
+        assertThat(ConfigFlags.flagNames("eps must be > 0")).isEqualTo("--eps must be > 0");
+        assertThat(ConfigFlags.flagNames("valBatches must be >= 1 when validating (valEvery 5)"))
                 .isEqualTo("--val-batches must be >= 1 when validating (--val-every 5)");
-        assertThat(TrainCommand.flagNames("--batch is fine, batches and seqs are words")).isEqualTo(
+        assertThat(ConfigFlags.flagNames("--batch is fine, batches and seqs are words")).isEqualTo(
                 "--batch is fine, batches and seqs are words");
     }
 
