@@ -22,15 +22,17 @@ public final class FmaProbe {
 
     /** Independent accumulators: 12 zmm/ymm registers, 3 per cycle of FMA latency on two pipes. */
     static final int CHAINS = 12;
+    /** FMAs per chain per loop iteration (the body written out, see {@link #vectorRound}). */
+    static final int UNROLL = 4;
     /** Time of the timed rounds, after the round has been compiled. */
     static final long BUDGET_MS = 100;
     /** The longest {@link #measure()} waits for the JIT to compile the round. */
     static final long COMPILE_WAIT_MS = 5_000;
     /** Iterations of the short calls that get the round compiled. */
-    private static final int WARM_ITERATIONS = 64;
+    private static final int WARM_ITERATIONS = 16;
     private static final VectorSpecies<Float> S = Simd.FLOAT;
-    /** FMAs per chain per timed round: ~30 µs at 200 GFLOP/s with 16 lanes, short enough to miss most interrupts. */
-    private static final int ROUND = 1 << 14;
+    /** Iterations per timed round ({@value #UNROLL} FMAs a chain each): ~30 µs at 200 GFLOP/s with 16 lanes, short enough to miss most interrupts. */
+    private static final int ROUND = 1 << 12;
     @SuppressWarnings("unused")
     private static volatile float SINK;
 
@@ -88,7 +90,7 @@ public final class FmaProbe {
         long start = System.nanoTime();
         float sink = 0;
         boolean compiled = false;
-        // compiled, 64 iterations of 12 FMAs take well under a microsecond; interpreted, about a millisecond
+        // compiled, 16 iterations of 48 FMAs take well under a microsecond; interpreted, about a millisecond
         while (!compiled && System.nanoTime() - start < COMPILE_WAIT_MS * 1_000_000L) {
             long t0 = System.nanoTime();
             sink += Simd.SCALAR ? scalarRound(WARM_ITERATIONS, 1f) : vectorRound(WARM_ITERATIONS, 1f);
@@ -102,17 +104,27 @@ public final class FmaProbe {
             long t0 = System.nanoTime();
             sink += Simd.SCALAR ? scalarRound(ROUND, b) : vectorRound(ROUND, b);
             long ns = System.nanoTime() - t0;
-            best = Math.max(best, 2.0 * CHAINS * ROUND * Simd.lanes() / Math.max(ns, 1));
+            best = Math.max(best, 2.0 * CHAINS * UNROLL * ROUND * Simd.lanes() / Math.max(ns, 1));
             rounds++;
         } while (System.nanoTime() < deadline);
         SINK = sink; // keeps the rounds' results alive
         return new Result(best, Simd.lanes(), Simd.bits(), rounds, compiled);
     }
 
-    /** {@code n} FMAs on each of {@value #CHAINS} vector chains; returns a lane sum so nothing is dead code. */
+    /**
+     * {@code n} iterations of {@value #UNROLL} FMAs on each of {@value #CHAINS} vector chains {@code a ← x·y + a}; returns
+     * a lane sum so nothing is dead code.
+     *
+     * <p>Two shapes matter here, both seen on Zen 3 (AVX2). The chain runs through the addend, as a GEMM's accumulator
+     * does: {@code a ← a·b + c} (the chain through a factor) runs at ~0.8× on that core. And the loop body is
+     * unrolled {@value #UNROLL}× so that the method's bytecode exceeds C2's {@code FreqInlineSize} (325 bytes):
+     * inlined into {@link #measure}'s loop, once that loop is compiled on stack replacement, the round ran at half
+     * speed (46 GFLOP/s against 101 on that core); a method too big to inline is always called, compiled on its own.
+     * {@code FmaProbeTest} checks the size.
+     */
     private static float vectorRound(int n, float b) {
-        FloatVector vb = FloatVector.broadcast(S, b);
-        FloatVector vc = FloatVector.broadcast(S, 1e-7f);
+        FloatVector x = FloatVector.broadcast(S, b);
+        FloatVector y = FloatVector.broadcast(S, 1e-7f);
         FloatVector a0 = FloatVector.broadcast(S, 0.1f), a1 = FloatVector.broadcast(S, 0.2f);
         FloatVector a2 = FloatVector.broadcast(S, 0.3f), a3 = FloatVector.broadcast(S, 0.4f);
         FloatVector a4 = FloatVector.broadcast(S, 0.5f), a5 = FloatVector.broadcast(S, 0.6f);
@@ -120,23 +132,41 @@ public final class FmaProbe {
         FloatVector a8 = FloatVector.broadcast(S, 0.9f), a9 = FloatVector.broadcast(S, 1.0f);
         FloatVector a10 = FloatVector.broadcast(S, 1.1f), a11 = FloatVector.broadcast(S, 1.2f);
         for (int i = 0; i < n; i++) {
-            a0 = a0.fma(vb, vc); a1 = a1.fma(vb, vc); a2 = a2.fma(vb, vc); a3 = a3.fma(vb, vc);
-            a4 = a4.fma(vb, vc); a5 = a5.fma(vb, vc); a6 = a6.fma(vb, vc); a7 = a7.fma(vb, vc);
-            a8 = a8.fma(vb, vc); a9 = a9.fma(vb, vc); a10 = a10.fma(vb, vc); a11 = a11.fma(vb, vc);
+            // step 1 of 4
+            a0 = x.fma(y, a0); a1 = x.fma(y, a1); a2 = x.fma(y, a2); a3 = x.fma(y, a3);
+            a4 = x.fma(y, a4); a5 = x.fma(y, a5); a6 = x.fma(y, a6); a7 = x.fma(y, a7);
+            a8 = x.fma(y, a8); a9 = x.fma(y, a9); a10 = x.fma(y, a10); a11 = x.fma(y, a11);
+            // step 2 of 4
+            a0 = x.fma(y, a0); a1 = x.fma(y, a1); a2 = x.fma(y, a2); a3 = x.fma(y, a3);
+            a4 = x.fma(y, a4); a5 = x.fma(y, a5); a6 = x.fma(y, a6); a7 = x.fma(y, a7);
+            a8 = x.fma(y, a8); a9 = x.fma(y, a9); a10 = x.fma(y, a10); a11 = x.fma(y, a11);
+            // step 3 of 4
+            a0 = x.fma(y, a0); a1 = x.fma(y, a1); a2 = x.fma(y, a2); a3 = x.fma(y, a3);
+            a4 = x.fma(y, a4); a5 = x.fma(y, a5); a6 = x.fma(y, a6); a7 = x.fma(y, a7);
+            a8 = x.fma(y, a8); a9 = x.fma(y, a9); a10 = x.fma(y, a10); a11 = x.fma(y, a11);
+            // step 4 of 4
+            a0 = x.fma(y, a0); a1 = x.fma(y, a1); a2 = x.fma(y, a2); a3 = x.fma(y, a3);
+            a4 = x.fma(y, a4); a5 = x.fma(y, a5); a6 = x.fma(y, a6); a7 = x.fma(y, a7);
+            a8 = x.fma(y, a8); a9 = x.fma(y, a9); a10 = x.fma(y, a10); a11 = x.fma(y, a11);
         }
         FloatVector s = a0.add(a1).add(a2).add(a3).add(a4).add(a5).add(a6).add(a7).add(a8).add(a9).add(a10).add(a11);
         return s.reduceLanes(VectorOperators.ADD); // a probe's sink: its order does not matter
     }
 
-    /** The scalar form of {@link #vectorRound}. */
+    /** The scalar form of {@link #vectorRound}: the same {@value #UNROLL} × {@value #CHAINS} FMAs per iteration. */
     private static float scalarRound(int n, float b) {
-        float c = 1e-7f;
+        float x = b, y = 1e-7f;
         float a0 = 0.1f, a1 = 0.2f, a2 = 0.3f, a3 = 0.4f, a4 = 0.5f, a5 = 0.6f;
         float a6 = 0.7f, a7 = 0.8f, a8 = 0.9f, a9 = 1.0f, a10 = 1.1f, a11 = 1.2f;
         for (int i = 0; i < n; i++) {
-            a0 = Math.fma(a0, b, c); a1 = Math.fma(a1, b, c); a2 = Math.fma(a2, b, c); a3 = Math.fma(a3, b, c);
-            a4 = Math.fma(a4, b, c); a5 = Math.fma(a5, b, c); a6 = Math.fma(a6, b, c); a7 = Math.fma(a7, b, c);
-            a8 = Math.fma(a8, b, c); a9 = Math.fma(a9, b, c); a10 = Math.fma(a10, b, c); a11 = Math.fma(a11, b, c);
+            a0 = Math.fma(x, y, a0); a1 = Math.fma(x, y, a1); a2 = Math.fma(x, y, a2); a3 = Math.fma(x, y, a3); a4 = Math.fma(x, y, a4); a5 = Math.fma(x, y, a5);
+            a6 = Math.fma(x, y, a6); a7 = Math.fma(x, y, a7); a8 = Math.fma(x, y, a8); a9 = Math.fma(x, y, a9); a10 = Math.fma(x, y, a10); a11 = Math.fma(x, y, a11);
+            a0 = Math.fma(x, y, a0); a1 = Math.fma(x, y, a1); a2 = Math.fma(x, y, a2); a3 = Math.fma(x, y, a3); a4 = Math.fma(x, y, a4); a5 = Math.fma(x, y, a5);
+            a6 = Math.fma(x, y, a6); a7 = Math.fma(x, y, a7); a8 = Math.fma(x, y, a8); a9 = Math.fma(x, y, a9); a10 = Math.fma(x, y, a10); a11 = Math.fma(x, y, a11);
+            a0 = Math.fma(x, y, a0); a1 = Math.fma(x, y, a1); a2 = Math.fma(x, y, a2); a3 = Math.fma(x, y, a3); a4 = Math.fma(x, y, a4); a5 = Math.fma(x, y, a5);
+            a6 = Math.fma(x, y, a6); a7 = Math.fma(x, y, a7); a8 = Math.fma(x, y, a8); a9 = Math.fma(x, y, a9); a10 = Math.fma(x, y, a10); a11 = Math.fma(x, y, a11);
+            a0 = Math.fma(x, y, a0); a1 = Math.fma(x, y, a1); a2 = Math.fma(x, y, a2); a3 = Math.fma(x, y, a3); a4 = Math.fma(x, y, a4); a5 = Math.fma(x, y, a5);
+            a6 = Math.fma(x, y, a6); a7 = Math.fma(x, y, a7); a8 = Math.fma(x, y, a8); a9 = Math.fma(x, y, a9); a10 = Math.fma(x, y, a10); a11 = Math.fma(x, y, a11);
         }
         return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
     }

@@ -3,6 +3,11 @@ package io.accel4j.cpu;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.data.Offset.offset;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.classfile.ClassFile;
+import java.lang.classfile.MethodModel;
+import java.lang.classfile.attribute.CodeAttribute;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -32,5 +37,27 @@ class FmaProbeTest {
         assertThat(r.describe()).isEqualTo("100.0 GFLOP/s per core (measured: fp32 FMA, 512-bit, 16 lanes)");
         assertThat(new FmaProbe.Result(3, 1, 32, 1, false).describe())
                 .isEqualTo("3.0 GFLOP/s per core (measured: fp32 FMA, 32-bit, 1 lane; NOT compiled in time: too low)");
+    }
+
+    /** C2 inlines a hot callee only up to this many bytes of bytecode (HotSpot's {@code FreqInlineSize} on x86). */
+    private static final int FREQ_INLINE_SIZE = 325;
+
+    @Test
+    void theRoundsAreTooBigForC2ToInlineIntoTheTimingLoop() throws IOException {
+        // inlined into measure()'s loop compiled on stack replacement, the round ran at half speed on Zen 3
+        for (String round : new String[] {"vectorRound", "scalarRound"}) {
+            assertThat(codeLength(round)).as("%s's bytecode length", round).isGreaterThan(FREQ_INLINE_SIZE);
+        }
+    }
+
+    private static int codeLength(String method) throws IOException {
+        try (InputStream in = FmaProbe.class.getResourceAsStream("FmaProbe.class")) {
+            assertThat(in).as("FmaProbe.class on the class path").isNotNull();
+            return ClassFile.of().parse(in.readAllBytes()).methods().stream()
+                    .filter(m -> m.methodName().equalsString(method))
+                    .map(MethodModel::code).flatMap(java.util.Optional::stream)
+                    .mapToInt(c -> ((CodeAttribute) c).codeLength())
+                    .findFirst().orElseThrow(() -> new AssertionError("no method " + method + " in FmaProbe"));
+        }
     }
 }
