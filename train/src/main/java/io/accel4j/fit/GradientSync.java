@@ -9,8 +9,9 @@ import java.lang.foreign.MemorySegment;
  * of them, {@link #gradients}); {@link #sumOfSquares} and {@link #anyNonFinite} look at the averaged gradient as a
  * whole; the optimizer updates this rank's {@link #shard} of the parameters, and {@link #afterUpdate} gives every rank
  * the others' updated shards. {@link #local()} is one rank; {@link DataParallel} is DDP (the shard is everything);
- * {@link ZeroSharding} is ZeRO-1/2. The step reads the same in every mode ({@link RankStep}); every rank calls the
- * same methods in the same order.
+ * {@link ZeroSharding} is ZeRO-1/2 over chunks of the flat vector; {@link UnitSharding} is ZeRO-2/3 unit by unit (a
+ * module tree's children, or the CLI trainer's GPT-2). The step reads the same in every mode ({@link RankStep}); every
+ * rank calls the same methods in the same order.
  */
 public interface GradientSync extends AutoCloseable {
 

@@ -9,7 +9,6 @@ import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.fit.DataParallel;
 import io.accel4j.fit.GradientSync;
 import io.accel4j.fit.ZeroSharding;
-import io.accel4j.optim.AdamW;
 import io.accel4j.optim.Offload;
 import io.accel4j.optim.Optimizer;
 import io.accel4j.optim.OptimizerSpec;
@@ -23,7 +22,7 @@ import java.nio.file.Path;
 
 /**
  * Stages 0 and 1 of the trainer, on the Java API's strategies: the model's flat parameters and gradients, AdamW
- * ({@link AdamW}, an {@link Optimizer} owning its moments) over this rank's {@link GradientSync.Shard}, and the ranks'
+ * ({@link io.accel4j.optim.AdamW}, an {@link Optimizer} owning its moments) over this rank's {@link GradientSync.Shard}, and the ranks'
  * agreement — the gradients' average, their norm and overflow check, the update's gather — by the same
  * {@link GradientSync} a {@code Learner} runs: {@link GradientSync#local()} for one rank, {@link DataParallel} for DDP
  * (stage 0: every rank holds everything), {@link ZeroSharding} stage 1 (the moments of chunk r of the flat vector
@@ -62,8 +61,7 @@ final class SyncStates extends ModelStates {
             s = comm == null ? GradientSync.local() : stage == 0 ? new DataParallel(comm, memory, room)
                     : new ZeroSharding(1, comm, memory, count, room);
             GradientSync.Shard sh = s.shard(count);
-            boolean decayAll = !cfg.decayMatricesOnly() || cfg.weightDecay() == 0;
-            OptimizerSpec spec = new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(), decayAll);
+            OptimizerSpec spec = adamw(cfg);
             if (offload) {
                 spec = new Offload(spec, hostOps(model.ops()));
             }

@@ -1,0 +1,184 @@
+package io.accel4j.train.parallel;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.InProcessGroup;
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.StepMetrics;
+import io.accel4j.train.TrainConfig;
+import io.accel4j.train.Trainer;
+import io.accel4j.train.data.SampleOrder;
+import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Recompute;
+import io.accel4j.train.precision.Precision;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Random;
+import java.util.zip.CRC32;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The trainer's ZeRO-2 and 3 on the Java API's parts ({@link ShardedStates}: {@code fit.UnitSharding} and
+ * {@code optim.AdamW}) against the states they replace ({@link ZeroOptimizerStates} over {@code ZeroOptimizer}), side
+ * by side on the same data and initial parameters, bit for bit: every step's loss, gradient norm, loss scale and skip
+ * flag, the model and state files of a checkpoint after 4 steps (byte for byte), the parameters after 6 steps, and a
+ * resume from the checkpoint (into a model initialised otherwise) that continues with the same bits. Cases: 2 and 3
+ * ranks, stages 2 and 3, one and several micro-batches, clipping on and off, fp32, bf16 and fp16 (whose loss scale of
+ * 2^16, growing every 2 steps, overflows and skips), weight decay on the matrices only or on everything, one layer
+ * (stage 2's scratch chunk) and two.
+ */
+class ShardedStatesTest {
+
+    @TempDir
+    static Path tmp;
+    private static TokenFile trainFile;
+    private static final int STEPS = 6;
+    private static final int SAVE_AT = 4;
+
+    @BeforeAll
+    static void setUp() throws IOException {
+        int[] t = new int[600];
+        Random r = new Random(31);
+        for (int i = 1; i < t.length; i++) {
+            t[i] = r.nextInt(4) == 0 ? r.nextInt(11) : (t[i - 1] + 1) % 11;
+        }
+        TokenFile.write(tmp.resolve("train.bin"), t);
+        trainFile = TokenFile.open(tmp.resolve("train.bin"));
+    }
+
+    @AfterAll
+    static void tearDown() {
+        trainFile.close();
+    }
+
+    private static Precision precision(String p) {
+        return switch (p) {
+            case "fp32" -> Precision.FP32;
+            case "bf16" -> Precision.of(DType.BF16);
+            case "fp16" -> new Precision(DType.FP16, 0x1p16f, 2);
+            default -> throw new IllegalArgumentException(p);
+        };
+    }
+
+    /** What a run showed: the steps' bits (before and after the checkpoint), the files of the checkpoint, the parameters, the resumed steps' bits. */
+    private record Seen(String steps, byte[] model, byte[] state, String params, String resumed, String resumedParams) {}
+
+    private static Gpt2 model(GptConfig c, TrainConfig cfg, Parallel pool, long seed) {
+        Gpt2 m = new Gpt2(c, new CpuOps(pool), cfg.batch(), c.maxT(), Recompute.NONE, cfg.precision().operands(),
+                cfg.precision().fp8());
+        m.initialise(seed);
+        return m;
+    }
+
+    /** {@code t}'s steps until {@code last} (exclusive) into {@code crc}. */
+    private static void steps(Trainer t, int last, CRC32 crc) {
+        while (t.step() < last) {
+            StepMetrics s = t.trainStep();
+            crc.update(ByteBuffer.allocate(25).putLong(Double.doubleToLongBits(s.trainLoss()))
+                    .putLong(Double.doubleToLongBits(s.gradNorm())).putFloat(s.lossScale())
+                    .putInt(s.skippedSteps()).put((byte) (s.skipped() ? 1 : 0)).array());
+        }
+    }
+
+    private static String params(Trainer t, Gpt2 m) {
+        t.gatherModel(true); // stage 3: the whole parameters back on every rank
+        CRC32 crc = new CRC32();
+        crc.update(m.params().asByteBuffer());
+        return String.format("%08x", crc.getValue());
+    }
+
+    private static Seen train(GptConfig c, TrainConfig cfg, Communicator comm, ModelStates.Factory f, Path dir)
+            throws IOException {
+        String steps, params, resumed, resumedParams;
+        try (Parallel pool = new Parallel(1); Gpt2 m = model(c, cfg, pool, 1);
+             Trainer t = new Trainer(m, cfg, trainFile, null, comm, f)) {
+            CRC32 before = new CRC32(), after = new CRC32();
+            steps(t, SAVE_AT, before);
+            t.save(dir); // a collective: rank 0 writes
+            steps(t, STEPS, after);
+            steps = String.format("%08x %08x", before.getValue(), after.getValue());
+            params = params(t, m);
+        }
+        try (Parallel pool = new Parallel(1); Gpt2 m = model(c, cfg, pool, 99); // other init: overwritten
+             Trainer t = new Trainer(m, cfg, trainFile, null, comm, f)) {
+            t.resume(dir);
+            CRC32 crc = new CRC32();
+            steps(t, STEPS, crc);
+            resumed = String.format("%08x", crc.getValue());
+            resumedParams = params(t, m);
+        }
+        String name = String.format("%08d", SAVE_AT);
+        return new Seen(steps, Files.readAllBytes(dir.resolve("model_" + name + ".bin")),
+                Files.readAllBytes(dir.resolve("state_" + name + ".bin")), params, resumed, resumedParams);
+    }
+
+    private static Seen run(int ranks, GptConfig c, TrainConfig cfg, ModelStates.Factory f, Path dir) {
+        try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(60))) {
+            List<Seen> all = g.run(comm -> {
+                try {
+                    return train(c, cfg, comm, f, dir);
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+            });
+            for (Seen s : all) {
+                assertThat(s.steps()).as("every rank's steps").isEqualTo(all.get(0).steps());
+                assertThat(s.params()).as("every rank's parameters").isEqualTo(all.get(0).params());
+            }
+            return all.get(0);
+        }
+    }
+
+    private static String crc(byte[] b) {
+        CRC32 crc = new CRC32();
+        crc.update(b);
+        return String.format("%08x", crc.getValue());
+    }
+
+    @ParameterizedTest(name = "ZeRO-{1} over {0} ranks, L={2}, K={3}, clip {4}, {5}, decay on matrices only {6}")
+    @CsvSource({
+        "2, 2, 2, 1, 0, fp32, true",
+        "2, 3, 2, 1, 0, fp32, false",
+        "3, 2, 2, 2, 0.5, fp32, true",
+        "3, 3, 2, 2, 0.5, fp32, true",
+        "3, 2, 1, 3, 0, bf16, false",
+        "3, 3, 1, 2, 0.5, bf16, true",
+        "2, 2, 2, 2, 1, fp16, true",
+        "3, 3, 2, 1, 1, fp16, false"})
+    void theJavaApisPartsTrainAsZeroOptimizerDid(int ranks, int stage, int L, int K, float clip, String p,
+                                                 boolean matricesOnly) {
+        GptConfig c = new GptConfig(8, 11, 16, L, 2, 8);
+        TrainConfig cfg = TrainConfig.builder().batch(2).seq(5).steps(STEPS).lr(1e-2f).eps(1e-5f).gradClip(clip)
+                .weightDecay(0.1f).decayMatricesOnly(matricesOnly).dataOrder(SampleOrder.Mode.SEQUENTIAL)
+                .gradAccum(K).zeroStage(stage).precision(precision(p)).build();
+        String id = ranks + "-" + stage + "-" + L + "-" + K + "-" + clip + "-" + p + "-" + matricesOnly;
+        Seen old = run(ranks, c, cfg, (comm, m, tc, v) -> new ZeroOptimizerStates(tc.zeroStage(), comm, m, tc, v),
+                tmp.resolve("old-" + id));
+        Seen now = run(ranks, c, cfg, (comm, m, tc, v) -> new ShardedStates(tc.zeroStage(), comm, m, tc, v),
+                tmp.resolve("new-" + id));
+        System.out.printf("golden %s: %s %s %s %s %s %s%n", id, now.steps(), crc(now.model()), crc(now.state()),
+                now.params(), now.resumed(), now.resumedParams());
+        assertThat(now.steps()).as("losses, norms, scales, skips").isEqualTo(old.steps());
+        assertThat(now.model()).as("model file").isEqualTo(old.model());
+        assertThat(now.state()).as("state file").isEqualTo(old.state());
+        assertThat(now.params()).as("parameters after the run").isEqualTo(old.params());
+        assertThat(now.resumed()).as("the resumed steps").isEqualTo(old.resumed())
+                .isEqualTo(now.steps().split(" ")[1]);
+        assertThat(now.resumedParams()).as("the resumed run's parameters").isEqualTo(old.resumedParams())
+                .isEqualTo(now.params());
+    }
+}
