@@ -33,10 +33,12 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * The trainer's ZeRO-2 and 3 on the Java API's parts ({@link ShardedStates}: {@code fit.UnitSharding} and
- * {@code optim.AdamW}) against the states they replace ({@link ZeroOptimizerStates} over {@code ZeroOptimizer}), side
- * by side on the same data and initial parameters, bit for bit: every step's loss, gradient norm, loss scale and skip
- * flag, the model and state files of a checkpoint after 4 steps (byte for byte), the parameters after 6 steps, and a
- * resume from the checkpoint (into a model initialised otherwise) that continues with the same bits. Cases: 2 and 3
+ * {@code optim.AdamW}), bit for bit: the CRC-32 of every step's loss, gradient norm, loss scale and skip flag (before
+ * and after a checkpoint at step 4), of the checkpoint's model and state files, of the parameters after 6 steps, and
+ * of a resume from the checkpoint (into a model initialised otherwise), which must continue with the uninterrupted
+ * run's bits. The golden values were recorded (on the AMD EPYC Zen 3, AVX2 machine) when these states ran side by side
+ * with the {@code ZeroOptimizer} states they replaced, in this test's first version, which asserted the two equal in
+ * every one of these (steps, files byte for byte, parameters, resumes) before that class was deleted. Cases: 2 and 3
  * ranks, stages 2 and 3, one and several micro-batches, clipping on and off, fp32, bf16 and fp16 (whose loss scale of
  * 2^16, growing every 2 steps, overflows and skips), weight decay on the matrices only or on everything, one layer
  * (stage 2's scratch chunk) and two.
@@ -151,34 +153,27 @@ class ShardedStatesTest {
 
     @ParameterizedTest(name = "ZeRO-{1} over {0} ranks, L={2}, K={3}, clip {4}, {5}, decay on matrices only {6}")
     @CsvSource({
-        "2, 2, 2, 1, 0, fp32, true",
-        "2, 3, 2, 1, 0, fp32, false",
-        "3, 2, 2, 2, 0.5, fp32, true",
-        "3, 3, 2, 2, 0.5, fp32, true",
-        "3, 2, 1, 3, 0, bf16, false",
-        "3, 3, 1, 2, 0.5, bf16, true",
-        "2, 2, 2, 2, 1, fp16, true",
-        "3, 3, 2, 1, 1, fp16, false"})
-    void theJavaApisPartsTrainAsZeroOptimizerDid(int ranks, int stage, int L, int K, float clip, String p,
-                                                 boolean matricesOnly) {
+        "2, 2, 2, 1, 0, fp32, true, 2442bd6a 8eac14e2 9743d214 efe17569 f74421e6 8eac14e2 f74421e6",
+        "2, 3, 2, 1, 0, fp32, false, f1c83bc2 4c3dd43c 5498889a 87175916 ff79d45e 4c3dd43c ff79d45e",
+        "3, 2, 2, 2, 0.5, fp32, true, 03663ab6 6f565acf f3b7294d 0a96f2ca 2cbe3e91 6f565acf 2cbe3e91",
+        "3, 3, 2, 2, 0.5, fp32, true, 03663ab6 6f565acf f3b7294d 0a96f2ca 2cbe3e91 6f565acf 2cbe3e91",
+        "3, 2, 1, 3, 0, bf16, false, 8cc6d13e 6ab79fe8 fda49a37 bd501ae0 ff3bb085 6ab79fe8 ff3bb085",
+        "3, 3, 1, 2, 0.5, bf16, true, 8b64d671 36ee1d6d a44bf34d 43a0e897 ea186449 36ee1d6d ea186449",
+        "2, 2, 2, 2, 1, fp16, true, d390d9ed 7ceeaaf3 583dea7c d46ae49c b58e6653 7ceeaaf3 b58e6653",
+        "3, 3, 2, 1, 1, fp16, false, b394537e bb358769 02542176 6c23a758 efbf7a5c bb358769 efbf7a5c"})
+    void theShardedStagesKeepTheirBits(int ranks, int stage, int L, int K, float clip, String p, boolean matricesOnly,
+                                       String golden) {
         GptConfig c = new GptConfig(8, 11, 16, L, 2, 8);
         TrainConfig cfg = TrainConfig.builder().batch(2).seq(5).steps(STEPS).lr(1e-2f).eps(1e-5f).gradClip(clip)
                 .weightDecay(0.1f).decayMatricesOnly(matricesOnly).dataOrder(SampleOrder.Mode.SEQUENTIAL)
                 .gradAccum(K).zeroStage(stage).precision(precision(p)).build();
         String id = ranks + "-" + stage + "-" + L + "-" + K + "-" + clip + "-" + p + "-" + matricesOnly;
-        Seen old = run(ranks, c, cfg, (comm, m, tc, v) -> new ZeroOptimizerStates(tc.zeroStage(), comm, m, tc, v),
-                tmp.resolve("old-" + id));
-        Seen now = run(ranks, c, cfg, (comm, m, tc, v) -> new ShardedStates(tc.zeroStage(), comm, m, tc, v),
-                tmp.resolve("new-" + id));
-        System.out.printf("golden %s: %s %s %s %s %s %s%n", id, now.steps(), crc(now.model()), crc(now.state()),
-                now.params(), now.resumed(), now.resumedParams());
-        assertThat(now.steps()).as("losses, norms, scales, skips").isEqualTo(old.steps());
-        assertThat(now.model()).as("model file").isEqualTo(old.model());
-        assertThat(now.state()).as("state file").isEqualTo(old.state());
-        assertThat(now.params()).as("parameters after the run").isEqualTo(old.params());
-        assertThat(now.resumed()).as("the resumed steps").isEqualTo(old.resumed())
+        Seen now = run(ranks, c, cfg, ModelStates::of, tmp.resolve(id));
+        assertThat(now.resumed()).as("the resumed steps are the uninterrupted run's")
                 .isEqualTo(now.steps().split(" ")[1]);
-        assertThat(now.resumedParams()).as("the resumed run's parameters").isEqualTo(old.resumedParams())
-                .isEqualTo(now.params());
+        assertThat(now.resumedParams()).as("the resumed run's parameters").isEqualTo(now.params());
+        assertThat(String.join(" ", now.steps(), crc(now.model()), crc(now.state()), now.params(), now.resumed(),
+                now.resumedParams())).as("steps, model file, state file, parameters, resumed steps and parameters")
+                .isEqualTo(golden);
     }
 }
