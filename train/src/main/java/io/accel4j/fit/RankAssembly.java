@@ -48,10 +48,8 @@ final class RankAssembly {
             net = spec.build(ops);
             int values = net.fp8() == null ? 0 : net.fp8().histories();
             long count = net.table().count();
-            sync = alone ? GradientSync.local()
-                    : b.zero == 0 ? new DataParallel(data, ops.memory(), values)
-                    : b.zero == 3 ? new UnitSharding(data, ops.memory(), sharded, values)
-                    : new ZeroSharding(b.zero, data, ops.memory(), count, values);
+            sync = sharded != null ? new UnitSharding(data, ops.memory(), sharded, values)
+                    : GradientSync.of(alone ? 0 : b.zero, data, ops.memory(), count, values);
             sharded = null; // the strategy owns it
             if (grid != null) {
                 sync = new TensorParallelSync(sync, grid.tensor(), net, ops.memory());

@@ -103,9 +103,16 @@ public final class UnitSharding extends DataParallel {
 
     @Override
     public Optimizer optimizer(OptimizerSpec spec, Network net) {
+        return optimizer(spec, net.ops(), net.table(), null, null);
+    }
+
+    /** The optimizer over this rank's shard of the units' buffers ({@code params} and {@code grads} are not used). */
+    @Override
+    public Optimizer optimizer(OptimizerSpec spec, Ops ops, io.accel4j.nn.ParameterTable table, MemorySegment params,
+                               MemorySegment grads) {
         return units.shardsParameters()
-                ? spec.create(net.ops(), net.table(), units.paramShard(), units.gradShard(), runs())
-                : spec.createOverWhole(net.ops(), net.table(), units.wholeParams(), units.gradShard(), runs());
+                ? spec.create(ops, table, units.paramShard(), units.gradShard(), runs())
+                : spec.createOverWhole(ops, table, units.wholeParams(), units.gradShard(), runs());
     }
 
     @Override

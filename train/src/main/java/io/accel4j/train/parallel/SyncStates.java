@@ -58,16 +58,13 @@ final class SyncStates extends ModelStates {
         Optimizer o = null;
         try {
             int room = Math.max(8, values);
-            s = comm == null ? GradientSync.local() : stage == 0 ? new DataParallel(comm, memory, room)
-                    : new ZeroSharding(1, comm, memory, count, room);
-            GradientSync.Shard sh = s.shard(count);
+            s = GradientSync.of(stage, comm, memory, count, room); // the Java API's choice, and its optimizer's place
             OptimizerSpec spec = adamw(cfg);
             if (offload) {
                 spec = new Offload(spec, hostOps(model.ops()));
             }
-            o = spec.create(model.ops(), model.network().table(), slice(model.params(), sh), slice(model.grads(), sh),
-                            sh.offset(), sh.length());
-            this.shard = sh;
+            o = s.optimizer(spec, model.ops(), model.network().table(), model.params(), model.grads());
+            this.shard = s.shard(count);
         } catch (RuntimeException | Error e) {
             if (s != null) {
                 s.close();
@@ -104,10 +101,6 @@ final class SyncStates extends ModelStates {
         }
         hostPool = new Parallel(Parallel.defaultThreads());
         return new CpuOps(hostPool);
-    }
-
-    private static MemorySegment slice(MemorySegment whole, GradientSync.Shard s) {
-        return whole.asSlice(s.offset() * Float.BYTES, s.length() * Float.BYTES);
     }
 
     @Override
