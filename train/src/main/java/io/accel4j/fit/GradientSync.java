@@ -9,8 +9,9 @@ import java.lang.foreign.MemorySegment;
  * of them, {@link #gradients}); {@link #sumOfSquares} and {@link #anyNonFinite} look at the averaged gradient as a
  * whole; the optimizer updates this rank's {@link #shard} of the parameters, and {@link #afterUpdate} gives every rank
  * the others' updated shards. {@link #local()} is one rank; {@link DataParallel} is DDP (the shard is everything);
- * {@link ZeroSharding} is ZeRO-1/2. The step reads the same in every mode ({@link RankStep}); every rank calls the
- * same methods in the same order.
+ * {@link ZeroSharding} is ZeRO-1/2 over chunks of the flat vector; {@link UnitSharding} is ZeRO-2/3 unit by unit (a
+ * module tree's children, or the CLI trainer's GPT-2). The step reads the same in every mode ({@link RankStep}); every
+ * rank calls the same methods in the same order.
  */
 public interface GradientSync extends AutoCloseable {
 
@@ -61,10 +62,44 @@ public interface GradientSync extends AutoCloseable {
      * network's flat buffers, the averaged gradients where {@link #gradients} says.
      */
     default io.accel4j.optim.Optimizer optimizer(io.accel4j.optim.OptimizerSpec spec, io.accel4j.nn.Network net) {
-        long count = net.table().count();
+        return optimizer(spec, net.ops(), net.table(), net.params(), net.grads());
+    }
+
+    /**
+     * {@link #optimizer(io.accel4j.optim.OptimizerSpec, io.accel4j.nn.Network)} over the flat buffers {@code params}
+     * and {@code grads} laid out by {@code table} (a network's own, or those of a model that keeps its weights itself,
+     * as the CLI trainer's GPT-2), in {@code ops}' memory; a strategy that holds the parameters or gradients itself
+     * (ZeRO over units) ignores them for its own.
+     */
+    default io.accel4j.optim.Optimizer optimizer(io.accel4j.optim.OptimizerSpec spec, Ops ops,
+                                                 io.accel4j.nn.ParameterTable table, MemorySegment params,
+                                                 MemorySegment grads) {
+        long count = table.count();
         Shard s = shard(count);
-        MemorySegment params = net.params().asSlice(s.offset() * Float.BYTES, s.length() * Float.BYTES);
-        return spec.create(net.ops(), net.table(), params, gradients(net.grads(), count), s.offset(), s.length());
+        MemorySegment mine = params.asSlice(s.offset() * Float.BYTES, s.length() * Float.BYTES);
+        return spec.create(ops, table, mine, gradients(grads, count), s.offset(), s.length());
+    }
+
+    /**
+     * The strategy of ZeRO stage {@code zero} over {@code data} whose shards are chunks of the flat vector of
+     * {@code count} parameters in {@code memory}: {@link #local()} for one rank ({@code data} null or of one rank),
+     * else {@link DataParallel} at stage 0 and {@link ZeroSharding} at 1 and 2; {@code values} floats of room in
+     * {@link #max}. Both the Java API's ranks and the CLI trainer's stages 0–1 are made here. Stage 3, and the
+     * trainer's ZeRO-2 over GPT-2's units, shard the model's units instead ({@link UnitSharding}).
+     *
+     * @throws IllegalArgumentException for stage 3 or a stage outside 0..3
+     */
+    static GradientSync of(int zero, io.accel4j.collectives.Communicator data, io.accel4j.core.memory.DeviceMemory
+            memory, long count, int values) {
+        if (zero < 0 || zero > 2) {
+            throw new IllegalArgumentException("ZeRO over chunks of the flat vector is stage 0, 1 or 2 (stage 3 "
+                    + "shards the model's units: UnitSharding), got " + zero);
+        }
+        if (data == null || data.size() == 1) {
+            return local();
+        }
+        return zero == 0 ? new DataParallel(data, memory, values) : new ZeroSharding(zero, data, memory, count,
+                values);
     }
 
     /**

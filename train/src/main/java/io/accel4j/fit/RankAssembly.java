@@ -16,7 +16,7 @@ import java.lang.foreign.MemorySegment;
  * Puts one rank of a {@link Learner} together from the builder's choices: the network on the rank's backend (its
  * parameters in ZeRO-3's shards when asked, {@link ShardedModel}), the gradient-synchronisation strategy over the
  * rank's data-parallel group ({@link GradientSync#local()}, {@link DataParallel}, {@link ZeroSharding} 1–2,
- * {@link ZeroStage3}; composed with {@link TensorParallelSync} in a tensor grid), the initial parameters (drawn whole
+ * {@link UnitSharding} (ZeRO-3); composed with {@link TensorParallelSync} in a tensor grid), the initial parameters (drawn whole
  * from the seed, placed by the strategy), the optimizer over the rank's part ({@link GradientSync#optimizer}) and
  * the data source: a {@link RankStep}, which owns them all.
  */
@@ -48,10 +48,8 @@ final class RankAssembly {
             net = spec.build(ops);
             int values = net.fp8() == null ? 0 : net.fp8().histories();
             long count = net.table().count();
-            sync = alone ? GradientSync.local()
-                    : b.zero == 0 ? new DataParallel(data, ops.memory(), values)
-                    : b.zero == 3 ? new ZeroStage3(data, ops.memory(), sharded, values)
-                    : new ZeroSharding(b.zero, data, ops.memory(), count, values);
+            sync = sharded != null ? new UnitSharding(data, ops.memory(), sharded, values)
+                    : GradientSync.of(alone ? 0 : b.zero, data, ops.memory(), count, values);
             sharded = null; // the strategy owns it
             if (grid != null) {
                 sync = new TensorParallelSync(sync, grid.tensor(), net, ops.memory());

@@ -86,6 +86,13 @@ final class TensorParallelSync implements GradientSync {
     }
 
     @Override
+    public io.accel4j.optim.Optimizer optimizer(io.accel4j.optim.OptimizerSpec spec, Ops ops,
+                                                io.accel4j.nn.ParameterTable table, MemorySegment params,
+                                                MemorySegment grads) {
+        return inner.optimizer(spec, ops, table, params, grads);
+    }
+
+    @Override
     public void scatterShard(MemorySegment whole, MemorySegment shard, long count, DeviceMemory memory) {
         inner.scatterShard(whole, shard, count, memory);
     }

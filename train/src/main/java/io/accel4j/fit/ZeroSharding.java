@@ -40,7 +40,7 @@ public final class ZeroSharding extends DataParallel {
         if (stage != 1 && stage != 2) {
             close();
             throw new IllegalArgumentException("ZeRO sharding here is stage 1 or 2 (stage 3, "
-                    + "parameters sharded too, is ZeroStage3), got " + stage);
+                    + "parameters sharded too, is UnitSharding), got " + stage);
         }
         if (comm.size() < 2) {
             close();

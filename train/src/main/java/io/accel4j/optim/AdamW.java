@@ -34,7 +34,15 @@ public final class AdamW extends FusedOptimizer {
         @Override
         public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
                                 List<Run> runs) {
-            return new AdamW(this, ops, Groups.of(table, decayAll, runs), params, grads, OptimizerSpec.length(runs));
+            return new AdamW(this, ops, Groups.of(table, decayAll, runs), params, grads, OptimizerSpec.length(runs),
+                    null, 0);
+        }
+
+        @Override
+        public Optimizer createOverWhole(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
+                                         List<Run> runs) {
+            return new AdamW(this, ops, Groups.of(table, decayAll, runs), params, grads, OptimizerSpec.length(runs),
+                    runs, table.count());
         }
     }
 
@@ -45,15 +53,16 @@ public final class AdamW extends FusedOptimizer {
 
     private final Spec spec;
 
-    private AdamW(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
-        super(ops, groups, params, grads, length, "m", "v");
+    private AdamW(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length,
+                  List<OptimizerSpec.Run> wholeRuns, long count) {
+        super(ops, groups, params, grads, length, wholeRuns, count, "m", "v");
         this.spec = spec;
     }
 
     @Override
-    void update(List<AdamWRange> ranges, float lr, int t, float gradScale) {
+    void update(Slice s, List<AdamWRange> ranges, float lr, int t, float gradScale) {
         AdamWConfig c = new AdamWConfig(lr, spec.beta1(), spec.beta2(), spec.eps(), spec.weightDecay());
-        ops.adamw(params, grads, buffer("m"), buffer("v"), ranges, c, t, gradScale);
+        ops.adamw(s.params(), s.grads(), buffer("m", s), buffer("v", s), ranges, c, t, gradScale);
     }
 
     @Override

@@ -44,7 +44,14 @@ public final class Bf16AdamW extends FusedOptimizer {
         public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
                                 List<Run> runs) {
             return new Bf16AdamW(this, ops, Groups.of(table, decayAll, runs), params, grads,
-                    OptimizerSpec.length(runs));
+                    OptimizerSpec.length(runs), null, 0);
+        }
+
+        @Override
+        public Optimizer createOverWhole(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
+                                         List<Run> runs) {
+            return new Bf16AdamW(this, ops, Groups.of(table, decayAll, runs), params, grads,
+                    OptimizerSpec.length(runs), runs, table.count());
         }
 
         /** The rounding seed of step {@code t}: a fresh stream per step (a SplitMix64 step from the seed). */
@@ -63,27 +70,38 @@ public final class Bf16AdamW extends FusedOptimizer {
 
     private final Spec spec;
     private final MemorySegment bf16;
-    private final long length;
+    /** Whether the parameters are packed as the gradients (one slice), not left whole. */
+    private final boolean packed;
 
-    private Bf16AdamW(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
-        super(ops, groups, params, grads, length, "master", "m", "v");
+    private Bf16AdamW(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length,
+                      List<OptimizerSpec.Run> wholeRuns, long count) {
+        super(ops, groups, params, grads, length, wholeRuns, count, "master", "m", "v");
         this.spec = spec;
-        this.length = length;
+        this.packed = wholeRuns == null;
         this.bf16 = arena().allocate(Math.max(1, length) * 2);
-        ops.memory().copy(params, buffer("master"));
+        for (Slice s : slices()) {
+            ops.memory().copy(s.params(), buffer("master", s));
+        }
+    }
+
+    /** Slice {@code s}'s part of the bf16 copy (all of it for packed parameters). */
+    private MemorySegment bf16(Slice s) {
+        return packed ? bf16 : bf16.asSlice(s.at() * 2, s.length() * 2);
     }
 
     @Override
-    void update(List<AdamWRange> ranges, float lr, int t, float gradScale) {
+    void update(Slice s, List<AdamWRange> ranges, float lr, int t, float gradScale) {
         AdamWConfig c = new AdamWConfig(lr, spec.beta1(), spec.beta2(), spec.eps(), spec.weightDecay());
-        ops.adamwBf16(bf16, buffer("master"), grads, buffer("m"), buffer("v"), ranges, c, t, gradScale,
-                spec.seed(t));
+        ops.adamwBf16(bf16(s), buffer("master", s), s.grads(), buffer("m", s), buffer("v", s), ranges, c, t,
+                gradScale, spec.seed(t));
     }
 
     /** The working weights: the bf16 copy every group's update wrote, widened into the network's fp32 buffer. */
     @Override
     void afterStep(int t) {
-        ops.castToFp32(params, bf16, DType.BF16, length, 1f);
+        for (Slice s : slices()) {
+            ops.castToFp32(s.params(), bf16(s), DType.BF16, s.length(), 1f);
+        }
     }
 
     @Override

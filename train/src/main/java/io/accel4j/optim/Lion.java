@@ -30,7 +30,15 @@ public final class Lion extends FusedOptimizer {
         @Override
         public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
                                 List<Run> runs) {
-            return new Lion(this, ops, Groups.of(table, false, runs), params, grads, OptimizerSpec.length(runs));
+            return new Lion(this, ops, Groups.of(table, false, runs), params, grads, OptimizerSpec.length(runs), null,
+                    0);
+        }
+
+        @Override
+        public Optimizer createOverWhole(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
+                                         List<Run> runs) {
+            return new Lion(this, ops, Groups.of(table, false, runs), params, grads, OptimizerSpec.length(runs), runs,
+                    table.count());
         }
     }
 
@@ -41,15 +49,16 @@ public final class Lion extends FusedOptimizer {
 
     private final Spec spec;
 
-    private Lion(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
-        super(ops, groups, params, grads, length, "m");
+    private Lion(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length,
+                 List<OptimizerSpec.Run> wholeRuns, long count) {
+        super(ops, groups, params, grads, length, wholeRuns, count, "m");
         this.spec = spec;
     }
 
     @Override
-    void update(List<AdamWRange> ranges, float lr, int t, float gradScale) {
-        ops.lion(params, grads, buffer("m"), ranges, new LionConfig(lr, spec.beta1(), spec.beta2(), spec.weightDecay()),
-                gradScale);
+    void update(Slice s, List<AdamWRange> ranges, float lr, int t, float gradScale) {
+        ops.lion(s.params(), s.grads(), buffer("m", s), ranges, new LionConfig(lr, spec.beta1(), spec.beta2(),
+                spec.weightDecay()), gradScale);
     }
 
     @Override

@@ -45,6 +45,22 @@ public interface OptimizerSpec {
      */
     Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads, List<Run> runs);
 
+    /**
+     * An optimizer of the parameter vector's {@code runs} as {@link #create(Ops, ParameterTable, MemorySegment,
+     * MemorySegment, List)}, but with the parameters left whole: {@code params} is the whole vector laid out by
+     * {@code table} ({@code table.count()} fp32), each run's parameters at its {@code offset}, while {@code grads}
+     * and the state are packed at each run's {@code at} (the trainer's ZeRO-2, where every rank keeps all parameters
+     * and only its shard of the gradients and state, a chunk of every unit). Each run is updated by its own fused
+     * calls, each element as the whole-vector optimizer would update it.
+     *
+     * @throws IllegalArgumentException by default: a spec that cannot update parameters in place of the whole vector
+     */
+    default Optimizer createOverWhole(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
+                                      List<Run> runs) {
+        throw new IllegalArgumentException(getClass().getSimpleName() + " cannot update a shard whose parameters are "
+                + "left whole (ZeRO-2 over units): its optimizer keeps the parameters packed as the gradients");
+    }
+
     /** The elements {@code runs} hold. */
     static long length(List<Run> runs) {
         long n = 0;

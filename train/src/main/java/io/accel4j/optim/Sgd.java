@@ -37,7 +37,15 @@ public final class Sgd extends FusedOptimizer {
         @Override
         public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
                                 List<Run> runs) {
-            return new Sgd(this, ops, Groups.of(table, false, runs), params, grads, OptimizerSpec.length(runs));
+            return new Sgd(this, ops, Groups.of(table, false, runs), params, grads, OptimizerSpec.length(runs), null,
+                    0);
+        }
+
+        @Override
+        public Optimizer createOverWhole(Ops ops, ParameterTable table, MemorySegment params, MemorySegment grads,
+                                         List<Run> runs) {
+            return new Sgd(this, ops, Groups.of(table, false, runs), params, grads, OptimizerSpec.length(runs), runs,
+                    table.count());
         }
     }
 
@@ -48,16 +56,18 @@ public final class Sgd extends FusedOptimizer {
 
     private final Spec spec;
 
-    private Sgd(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length) {
-        super(ops, groups, params, grads, length, spec.momentum() == 0 ? new String[0] : new String[] {"momentum"});
+    private Sgd(Spec spec, Ops ops, Groups groups, MemorySegment params, MemorySegment grads, long length,
+                List<OptimizerSpec.Run> wholeRuns, long count) {
+        super(ops, groups, params, grads, length, wholeRuns, count,
+                spec.momentum() == 0 ? new String[0] : new String[] {"momentum"});
         this.spec = spec;
     }
 
     @Override
-    void update(List<AdamWRange> ranges, float lr, int t, float gradScale) {
+    void update(Slice s, List<AdamWRange> ranges, float lr, int t, float gradScale) {
         SgdConfig c = new SgdConfig(lr, spec.momentum(), spec.dampening(), spec.weightDecay(), spec.nesterov());
-        MemorySegment buf = spec.momentum() == 0 ? MemorySegment.NULL : buffer("momentum");
-        ops.sgd(params, grads, buf, ranges, c, t, gradScale);
+        MemorySegment buf = spec.momentum() == 0 ? MemorySegment.NULL : buffer("momentum", s);
+        ops.sgd(s.params(), s.grads(), buf, ranges, c, t, gradScale);
     }
 
     @Override

@@ -29,7 +29,7 @@ import java.util.Objects;
  *
  * <p><b>Strategies.</b> What a rank holds of the model states and how the ranks agree on a step is a
  * {@link ModelStates}: {@code SyncStates} (one rank, DDP — gradients averaged in buckets overlapped with backward, or
- * whole — or ZeRO-1, on the Java API's strategies) or {@code ShardedStates} (ZeRO 2–3, see {@code ZeroOptimizer}); the step is written once
+ * whole — or ZeRO-1, on the Java API's strategies) or {@code ShardedStates} (ZeRO 2–3, on {@code fit.UnitSharding}); the step is written once
  * against it. With N &gt; 1 ranks each rank reads its slice of each global batch ({@link DataLoader} rank r of N), the
  * reported loss is the mean over the ranks, and every rank applies the same update to the same bits. Validation, when
  * due, runs on rank 0 (on every rank under ZeRO-3, where running the model is a collective); other ranks report NaN.

@@ -29,7 +29,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * ZeRO-3 on models of one's own ({@link ZeroStage3}): a deep MLP and a small character transformer with an untied head
+ * ZeRO-3 on models of one's own ({@link UnitSharding}): a deep MLP and a small character transformer with an untied head
  * train on 2 ranks as on 1 rank with twice the batch, and as ZeRO-1 on the same 2 ranks (bit for bit without
  * clipping); each rank allocates less than under ZeRO-2 (counted on the allocator); checkpoints are whole (they resume
  * under ZeRO-1) and resume bit for bit.

@@ -4,6 +4,8 @@ import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.optim.AdamW;
+import io.accel4j.optim.OptimizerSpec;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.model.Gpt2;
@@ -69,6 +71,15 @@ public abstract class ModelStates implements AutoCloseable {
     public static ModelStates of(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
         return cfg.zeroStage() <= 1 ? new SyncStates(cfg.zeroStage(), comm, model, cfg, values, false)
                 : new ShardedStates(cfg.zeroStage(), comm, model, cfg, values);
+    }
+
+    /**
+     * The trainer's AdamW as the Java API's spec: {@code cfg}'s betas, ε and weight decay, the decay on the matrices
+     * only when {@code cfg} says so (and there is any), else on every parameter (llm.c's {@code train_gpt2.c}).
+     */
+    static OptimizerSpec adamw(TrainConfig cfg) {
+        boolean decayAll = !cfg.decayMatricesOnly() || cfg.weightDecay() == 0;
+        return new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(), decayAll);
     }
 
     /** The number of ranks. */

@@ -13,7 +13,7 @@ import java.lang.foreign.MemorySegment;
 
 /**
  * ZeRO-2's and ZeRO-3's parameters and gradients for any {@link UnitLayout} (GPT-2's through {@link ShardedWeights},
- * a module tree's through {@code fit.ZeroStage3}): the rank keeps only its {@link UnitShards shard} of the averaged
+ * a module tree's through {@code fit.UnitSharding}): the rank keeps only its {@link UnitShards shard} of the averaged
  * gradients persistently, and at stage 3 only its shard of the parameters (at stage 2 the whole parameter vector),
  * with working buffers for the units in use — the layout's slots: for GPT-2 one for the embeddings, two for layers,
  * one for the final LayerNorm — for the gradients, at stage 3 as many for the parameters

@@ -9,7 +9,6 @@ import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.fit.DataParallel;
 import io.accel4j.fit.GradientSync;
 import io.accel4j.fit.ZeroSharding;
-import io.accel4j.optim.AdamW;
 import io.accel4j.optim.Offload;
 import io.accel4j.optim.Optimizer;
 import io.accel4j.optim.OptimizerSpec;
@@ -23,7 +22,7 @@ import java.nio.file.Path;
 
 /**
  * Stages 0 and 1 of the trainer, on the Java API's strategies: the model's flat parameters and gradients, AdamW
- * ({@link AdamW}, an {@link Optimizer} owning its moments) over this rank's {@link GradientSync.Shard}, and the ranks'
+ * ({@link io.accel4j.optim.AdamW}, an {@link Optimizer} owning its moments) over this rank's {@link GradientSync.Shard}, and the ranks'
  * agreement — the gradients' average, their norm and overflow check, the update's gather — by the same
  * {@link GradientSync} a {@code Learner} runs: {@link GradientSync#local()} for one rank, {@link DataParallel} for DDP
  * (stage 0: every rank holds everything), {@link ZeroSharding} stage 1 (the moments of chunk r of the flat vector
@@ -59,17 +58,13 @@ final class SyncStates extends ModelStates {
         Optimizer o = null;
         try {
             int room = Math.max(8, values);
-            s = comm == null ? GradientSync.local() : stage == 0 ? new DataParallel(comm, memory, room)
-                    : new ZeroSharding(1, comm, memory, count, room);
-            GradientSync.Shard sh = s.shard(count);
-            boolean decayAll = !cfg.decayMatricesOnly() || cfg.weightDecay() == 0;
-            OptimizerSpec spec = new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(), decayAll);
+            s = GradientSync.of(stage, comm, memory, count, room); // the Java API's choice, and its optimizer's place
+            OptimizerSpec spec = adamw(cfg);
             if (offload) {
                 spec = new Offload(spec, hostOps(model.ops()));
             }
-            o = spec.create(model.ops(), model.network().table(), slice(model.params(), sh), slice(model.grads(), sh),
-                            sh.offset(), sh.length());
-            this.shard = sh;
+            o = s.optimizer(spec, model.ops(), model.network().table(), model.params(), model.grads());
+            this.shard = s.shard(count);
         } catch (RuntimeException | Error e) {
             if (s != null) {
                 s.close();
@@ -106,10 +101,6 @@ final class SyncStates extends ModelStates {
         }
         hostPool = new Parallel(Parallel.defaultThreads());
         return new CpuOps(hostPool);
-    }
-
-    private static MemorySegment slice(MemorySegment whole, GradientSync.Shard s) {
-        return whole.asSlice(s.offset() * Float.BYTES, s.length() * Float.BYTES);
     }
 
     @Override

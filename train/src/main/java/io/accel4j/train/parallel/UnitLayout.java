@@ -7,7 +7,7 @@ import java.util.List;
 /**
  * The parameters a ZeRO-2/3 model uses together ("units", in the order the forward uses them) and the working buffers
  * ("slots") a rank gathers them into, for any flat parameter vector: GPT-2's ({@link #of(ParameterLayout)}: the
- * embeddings, each layer, the final LayerNorm) or a module tree's ({@code fit.ZeroStage3}: each child of its top-level
+ * embeddings, each layer, the final LayerNorm) or a module tree's ({@code fit.UnitSharding}: each child of its top-level
  * sequence). A unit is a list of contiguous {@link Segment}s of the flat vector, packed one after another. A unit
  * either has a slot of its own ({@link Kind#OWN}: it may be used again out of order, as GPT-2's embeddings are by
  * the tied LM head, and its gradients accumulate there over a step's micro-batches) or takes its place in a

@@ -52,7 +52,7 @@ public record ZeroMemory(int stage, int ranks, long psi, Precision precision) {
     }
 
     public ZeroMemory {
-        if (stage < 0 || stage > ZeroOptimizer.MAX_STAGE) {
+        if (stage < 0 || stage > MAX_STAGE) {
             throw new IllegalArgumentException("stage must be 0..3, got " + stage);
         }
         if (ranks < 1) {

@@ -123,7 +123,7 @@ public final class BatchSizeFinder {
         try (TrialCommunicator alone = new TrialCommunicator(largest, ranks);
              Gpt2 model = new Gpt2(config, ops, B, T, recompute, DType.FP32, null, storage); Arena arena = Arena.ofShared()) {
             ShardedWeights sharded = null;
-            if (zeroStage >= 2) { // the largest rank's shards and working buffers, as the trainer's ZeroOptimizer
+            if (zeroStage >= 2) { // the largest rank's shards and working buffers, as the trainer's ShardedStates
                 sharded = new ShardedWeights(layout, alone, ops, model.params(), zeroStage >= 3);
                 model.useWeights(sharded);
             }

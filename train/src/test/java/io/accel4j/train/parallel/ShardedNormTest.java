@@ -20,8 +20,12 @@ import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
-/** The sharded gradient's norm and overflow flag agree with the whole averaged gradient's, on every rank. */
-class ZeroOptimizerTest {
+/**
+ * ZeRO-2's sharded gradient norm and overflow flag ({@link ShardedStates} over {@code fit.UnitSharding}) agree with
+ * the whole averaged gradient's, on every rank. (The assertions ZeroOptimizerTest made of the class these states
+ * replaced.)
+ */
+class ShardedNormTest {
 
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
     /** The kernel's fp32-lane grouping differs between a shard and the whole buffer: ≤ 35·2⁻²⁴ relative each. */
@@ -37,7 +41,7 @@ class ZeroOptimizerTest {
         try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(30))) {
             seen = g.run(comm -> {
                 try (Parallel pool = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(pool), 2, 1);
-                     ZeroOptimizer z = new ZeroOptimizer(2, comm, m, TrainerTest.base().build());
+                     ShardedStates z = new ShardedStates(2, comm, m, TrainerTest.base().zeroStage(2).build(), 0);
                      Arena a = Arena.ofShared()) {
                     long count = m.layout().count();
                     Random r = new Random(seed + comm.rank());
@@ -52,7 +56,7 @@ class ZeroOptimizerTest {
                     backward(m, grads);
                     z.reduceGradients();
                     double zero = z.sumOfSquares();
-                    boolean finite = z.hasNonFinite();
+                    boolean finite = z.anyNonFinite();
                     // rank 2 overflows in rank 0's shard: rank 0 sees it in its shard, every rank in the flag
                     if (comm.rank() == 2) {
                         UnitShards.Piece first = new UnitShards(m.layout(), n, 0).pieces().getFirst();
@@ -60,7 +64,7 @@ class ZeroOptimizerTest {
                     }
                     backward(m, grads);
                     z.reduceGradients();
-                    return new Seen(zero, ddp, finite, z.hasNonFinite());
+                    return new Seen(zero, ddp, finite, z.anyNonFinite());
                 }
             });
         }
