@@ -100,6 +100,31 @@ class HalfGradientPlanTest {
     }
 
     @Test
+    void thePlannersSixteenBitGradientRowsAreStageZerosWithTheTrainersMemory() {
+        GptConfig xl = new GptConfig(1024, 50257, 50304, 48, 25, 1600);
+        Cluster cluster = new Cluster(8, 80L << 30, 25e9, 50e12);
+        List<Layout> rows = new DataParallelLayouts(DType.BF16, DType.BF16).layouts(xl, 64, 1024, cluster);
+        assertThat(rows).isNotEmpty().allSatisfy(l -> {
+            assertThat(l.zeroStage()).isZero();
+            assertThat(l.strategy()).endsWith("+bf16+bf16-grads");
+            assertThat(l.trainArgs()).containsSubsequence("--precision", "bf16", "--grad-storage", "bf16");
+            assertThat(l.memory()).isEqualTo(MemoryPlan.of(xl, l.microBatch(), 1024, l.recompute(), 0, 8,
+                    DType.BF16, DType.BF16));
+        });
+        java.io.StringWriter out = new java.io.StringWriter(), err = new java.io.StringWriter();
+        picocli.CommandLine cl = io.accel4j.cli.Main.commandLine();
+        cl.setOut(new java.io.PrintWriter(out, true));
+        cl.setErr(new java.io.PrintWriter(err, true));
+        int code = cl.execute("plan", "--model", "gpt2-xl", "--global-batch", "64", "--devices", "8",
+                "--device-memory", "80g", "--bf16-grads");
+        assertThat(code).as(err.toString()).isZero();
+        assertThat(out.toString()).contains("DDP+bf16+bf16-grads", "+bf16-grads: train --precision bf16 "
+                + "--grad-storage bf16");
+        assertThatThrownBy(() -> new DataParallelLayouts(DType.BF16, DType.FP16))
+                .hasMessage("the planner's gradient storage is fp32 or bf16, got FP16");
+    }
+
+    @Test
     void aBudgetFitsALargerBatchWithSixteenBitGradients() {
         // GPT-2 XL (1.5B), whose blocks hold 97 % of the parameters, at T = 1024 in 80 GiB (docs/PERFORMANCE.md)
         GptConfig gpt2 = new GptConfig(1024, 50257, 50304, 48, 25, 1600);
