@@ -62,6 +62,33 @@ class TrainCommandGradStorageTest {
     }
 
     @Test
+    void aResumeContinuesBitForBitAndMaySwitchTheStorage() throws IOException {
+        String[] common = {"--steps", "4", "--val-every", "0", "--save-every", "2", "--samples", "0",
+            "--eval-problems", "0", "--precision", "bf16"};
+        Path whole = tmp.resolve("whole"), split = tmp.resolve("split"), switched = tmp.resolve("switched");
+        Result a = run(quick(whole, concat(common, "--grad-storage", "bf16")));
+        assertThat(a.code()).as(a.err()).isZero();
+        for (Path dir : new Path[] {split, switched}) {
+            String[] half = quick(dir, concat(common, "--grad-storage", "bf16"));
+            half[java.util.Arrays.asList(half).indexOf("--steps") + 1] = "2";
+            Result b = run(half);
+            assertThat(b.code()).as(b.err()).isZero();
+        }
+        // the checkpoint holds the parameters and AdamW's moments: the gradients start from zero every step
+        Result c = run("train", "--resume", split.toString(), "--steps", "4", "--threads", "2");
+        assertThat(c.code()).as(c.err()).isZero();
+        for (String f : new String[] {"model_00000004.bin", "state_00000004.bin"}) {
+            assertThat(java.nio.file.Files.readAllBytes(split.resolve(f))).as(f)
+                    .isEqualTo(java.nio.file.Files.readAllBytes(whole.resolve(f)));
+        }
+        Result d = run("train", "--resume", switched.toString(), "--steps", "4", "--threads", "2", "--grad-storage",
+                "fp32");
+        assertThat(d.code()).as(d.err()).isZero();
+        assertThat(d.out()).doesNotContain("gradients stored in");
+        assertThat(trainLosses(switched)).hasSize(4);
+    }
+
+    @Test
     void whatItDoesNotComposeWithYetExitsTwoNamingBoth() {
         record Case(String message, String[] flags) {}
         for (Case c : List.of(
