@@ -32,6 +32,7 @@ public final class LearnerBuilder {
     LrSchedule schedule = LrSchedule.constant(1e-3f);
     float gradClip;
     DType precision = DType.FP32;
+    DType gradients = DType.FP32;
     DelayedScaling fp8;
     Recompute recompute = Recompute.NONE;
     ParameterTable.Order order = ParameterTable.Order.declaration();
@@ -120,6 +121,17 @@ public final class LearnerBuilder {
     /** The matmuls' operand precision: FP32, BF16, or FP16 (with dynamic loss scaling). */
     public LearnerBuilder precision(DType operands) {
         this.precision = Objects.requireNonNull(operands, "precision");
+        return this;
+    }
+
+    /**
+     * How the gradient buffer is stored ({@link io.accel4j.nn.NetworkSpec#gradientStorage}): FP32 (default), BF16, or
+     * FP16 (with {@code precision(FP16)}'s loss scaling only). 16-bit storage keeps the gradients of the model's
+     * {@link io.accel4j.nn.UnitScope}s that open and close in one backward (wrap the blocks, e.g.
+     * {@link io.accel4j.nn.UnitScope#perChild}) in 16 bits; with one rank or DDP and AdamW only, yet.
+     */
+    public LearnerBuilder gradientStorage(DType storage) {
+        this.gradients = Objects.requireNonNull(storage, "storage");
         return this;
     }
 
@@ -312,9 +324,37 @@ public final class LearnerBuilder {
                     + "or more" + (tensorParallel > 1 ? " data-parallel replicas (ranks = replicas × "
                     + tensorParallel + " tensor ranks)" : ""));
         }
+        checkGradients();
         if (tokens < 0 && features < 0) {
             throw new IllegalArgumentException("say what the model takes: tokens(V) or features(D)");
         }
         return new Learner(this);
+    }
+
+    private static String name(OptimizerSpec spec) {
+        Class<?> c = spec.getClass().getEnclosingClass() != null ? spec.getClass().getEnclosingClass()
+                : spec.getClass();
+        return c.getSimpleName();
+    }
+
+    /** Refuses 16-bit gradients with what cannot read them yet, naming both options. */
+    private void checkGradients() {
+        if (gradients == DType.FP32) {
+            return;
+        }
+        String g = "gradientStorage(" + gradients + ")";
+        if (gradients != DType.BF16 && gradients != DType.FP16) {
+            throw new IllegalArgumentException(g + ": gradients are stored in FP32, BF16 or FP16");
+        }
+        if (gradients == DType.FP16 && precision != DType.FP16) {
+            throw new IllegalArgumentException(g + " needs precision(FP16), whose loss scaling keeps small gradients "
+                    + "representable (this learner is " + precision + "): store them in BF16");
+        }
+        String other = zero > 0 ? "zero(" + zero + ")" : tensorParallel > 1 ? "tensorParallel(" + tensorParallel
+                + ")" : pipeline != null ? "pipeline(" + pipeline.stages() + ", …)" : offloadOptimizer
+                ? "offloadOptimizer()" : !(optimizer instanceof AdamW.Spec) ? "optimizer(" + name(optimizer) + ")" : null;
+        if (other != null) {
+            throw new IllegalArgumentException(g + " does not go with " + other + " yet: drop one of them");
+        }
     }
 }

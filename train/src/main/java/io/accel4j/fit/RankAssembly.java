@@ -36,6 +36,7 @@ final class RankAssembly {
         ShardedModel sharded = b.zero == 3 && !alone ? new ShardedModel(data, ops, body) : null;
         NetworkSpec spec = Network.of(sharded != null ? sharded.scoped() : body).classes(b.classes).batch(b.B, b.T)
                 .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8)
+                .gradientStorage(b.gradients)
                 .tensorParallel(grid == null ? null : grid.tensor());
         spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);
         if (sharded != null) {
@@ -53,6 +54,9 @@ final class RankAssembly {
             sharded = null; // the strategy owns it
             if (grid != null) {
                 sync = new TensorParallelSync(sync, grid.tensor(), net, ops.memory());
+            }
+            if (b.gradients != io.accel4j.core.DType.FP32) { // 16-bit gradients: read in fp32 chunks
+                sync = new HalfGradientSync(sync, net);
             }
             try (Arena host = Arena.ofConfined()) {
                 MemorySegment initial = host.allocate(count * Float.BYTES, 64);

@@ -29,7 +29,7 @@ final class RankStep implements StepRecipe.Parts, AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment inputs;
     private final MemorySegment targets;
-    /** The network's flat parameters and gradients, or NULL when the strategy holds them (ZeRO-3). */
+    /** The network's flat parameters and gradients, or NULL when the strategy holds them (ZeRO-3, 16-bit). */
     private final MemorySegment params;
     private final MemorySegment grads;
     private final long count;
@@ -51,7 +51,8 @@ final class RankStep implements StepRecipe.Parts, AutoCloseable {
         this.inputs = arena.allocate(rows * net.inputWidth() * Float.BYTES, 64);
         this.targets = arena.allocate(rows * Integer.BYTES, 64);
         this.params = net.flat() ? net.params() : MemorySegment.NULL;
-        this.grads = net.flat() ? net.grads() : MemorySegment.NULL;
+        this.grads = net.flat() && net.gradientStorage() == io.accel4j.core.DType.FP32 ? net.grads()
+                : MemorySegment.NULL; // 16-bit gradients: the strategy reads the network's store
     }
 
     Network network() {

@@ -424,6 +424,29 @@ public final class Builder {
 
     /** The unit each parameter was declared in (−1 outside any {@link UnitScope}). */
     private final List<Integer> declaredInUnit = new ArrayList<>();
+    /** Per unit, whether every {@link UnitScope} of it opens and closes its gradients in one backward (FULL). */
+    private final java.util.Map<Integer, Boolean> fullUnits = new java.util.LinkedHashMap<>();
+
+    /** Records a {@link UnitScope} of unit {@code u} whose backward brackets {@code kind}. */
+    void unitScope(int u, UnitScope.Backward kind) {
+        fullUnits.merge(u, kind == UnitScope.Backward.FULL, Boolean::logicalAnd);
+    }
+
+    /** The unit each declared parameter belongs to, in declaration order (−1: none). */
+    List<Integer> declaredUnits() {
+        return java.util.Collections.unmodifiableList(declaredInUnit);
+    }
+
+    /** The units whose every scope opens and closes their gradients in one backward. */
+    java.util.Set<Integer> fullUnits() {
+        java.util.Set<Integer> out = new java.util.LinkedHashSet<>();
+        fullUnits.forEach((u, full) -> {
+            if (full) {
+                out.add(u);
+            }
+        });
+        return out;
+    }
     /** The unit being built, −1 outside any. */
     private int unit = -1;
 

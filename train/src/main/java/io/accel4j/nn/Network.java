@@ -69,6 +69,9 @@ public final class Network implements AutoCloseable {
     private final Pass pass;
     private final Fp8State fp8;
     private final DType attention;
+    /** The 16-bit gradients ({@link NetworkSpec#gradientStorage}), or null: fp32 ones in {@link #grads}. */
+    private final HalfGradientSource half;
+    private final DType gradientStorage;
     private State state = State.EMPTY;
 
     Network(NetworkSpec s, Ops ops) {
@@ -93,12 +96,17 @@ public final class Network implements AutoCloseable {
         this.losses = b.activation("losses", 1);
         b.declareStores();
         this.table = new ParameterTable(b.params(), s.order);
+        this.gradientStorage = s.gradients;
+        boolean sixteen = s.gradients != DType.FP32;
+        if (sixteen) { // refused here, before anything is allocated, when no unit can take them
+            HalfGradientSource.bytes(table, b.declaredUnits(), b.fullUnits());
+        }
         long maxRows = (long) s.maxB * s.maxT;
         this.plan = b.activations().plan(maxRows);
         this.arena = memory.arena();
         try {
             params = s.source == null ? arena.allocate(table.fp32Bytes()) : null;
-            grads = s.source == null ? arena.allocate(table.fp32Bytes()) : null;
+            grads = s.source == null && !sixteen ? arena.allocate(table.fp32Bytes()) : null;
             acts = arena.allocate(plan.bytes());
             inputs = arena.allocate(Math.multiplyExact(maxRows, (long) inWidth * Float.BYTES));
             targets = arena.allocate(Math.multiplyExact(maxRows, (long) Integer.BYTES));
@@ -113,13 +121,20 @@ public final class Network implements AutoCloseable {
         }
         this.fp8 = s.fp8 == null || b.fp8Slots() == 0 ? null : Fp8State.forLinears(s.fp8, b.fp8Slots(), ops);
         ParameterSource src;
+        HalfGradientSource h = null;
         try {
-            src = s.source == null ? ParameterSource.flat(table, params, grads) : s.source.apply(table);
+            if (sixteen) {
+                h = new HalfGradientSource(ops, s.gradients, table, b.declaredUnits(), b.fullUnits(), params);
+                src = h;
+            } else {
+                src = s.source == null ? ParameterSource.flat(table, params, grads) : s.source.apply(table);
+            }
         } catch (RuntimeException | Error e) {
             arena.close();
             throw e;
         }
-        this.pass = new Pass(ops, src, s.units, acts, actOff, s.operands, fp8);
+        this.half = h;
+        this.pass = new Pass(ops, src, h != null ? h : s.units, acts, actOff, s.operands, fp8);
     }
 
     /** Where each parameter tensor lives in {@link #params()} and {@link #grads()}. */
@@ -205,9 +220,30 @@ public final class Network implements AutoCloseable {
         return owned(params);
     }
 
-    /** The gradients, laid out as {@link #params()}. */
+    /** The gradients, laid out as {@link #params()} (fp32 storage only: see {@link #halfGradients()}). */
     public MemorySegment grads() {
+        if (half != null) {
+            throw new IllegalStateException("this network's gradients are stored in " + gradientStorage
+                    + " (NetworkSpec.gradientStorage): read them through halfGradients()");
+        }
         return owned(grads);
+    }
+
+    /** How the gradients are stored: FP32 ({@link #grads()}), or BF16/FP16 ({@link #halfGradients()}). */
+    public DType gradientStorage() {
+        return gradientStorage;
+    }
+
+    /**
+     * The 16-bit gradients of a network built with {@link NetworkSpec#gradientStorage} BF16 or FP16.
+     *
+     * @throws IllegalStateException when the gradients are fp32
+     */
+    public HalfGradients halfGradients() {
+        if (half == null) {
+            throw new IllegalStateException("this network's gradients are fp32: grads()");
+        }
+        return half.gradients();
     }
 
     private MemorySegment owned(MemorySegment s) {
@@ -227,9 +263,13 @@ public final class Network implements AutoCloseable {
         return plan.bytes() + inputs.byteSize() + targets.byteSize();
     }
 
-    /** Every byte this network allocated: parameters and gradients (unless a source holds them), activations. */
+    /**
+     * Every byte this network allocated: parameters and gradients (unless a source holds them; 16-bit ones:
+     * {@link HalfGradients#bytes()}), activations.
+     */
     public long totalBytes() {
-        return (params == null ? 0 : 2 * parameterBytes()) + activationBytes();
+        long g = half != null ? half.gradients().bytes() : parameterBytes();
+        return (params == null ? 0 : parameterBytes() + g) + activationBytes();
     }
 
     /** Sets every parameter from its {@link Init}, drawing from streams seeded by {@code seed} and its name. */
@@ -300,7 +340,9 @@ public final class Network implements AutoCloseable {
 
     /** Zeroes the gradients (a parameter source's: starts its accumulation); backward adds into them. */
     public void zeroGrad() {
-        if (params == null) {
+        if (half != null) {
+            half.zeroGrad();
+        } else if (params == null) {
             pass.units().zeroGrad();
         } else {
             memory.zero(grads());
@@ -383,7 +425,13 @@ public final class Network implements AutoCloseable {
 
     @Override
     public void close() {
-        arena.close();
+        try {
+            if (half != null) {
+                half.close();
+            }
+        } finally {
+            arena.close();
+        }
     }
 
     private MemorySegment inputSlice() {

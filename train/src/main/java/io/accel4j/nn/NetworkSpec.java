@@ -4,6 +4,7 @@ import io.accel4j.core.DType;
 import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.model.Recompute;
+import java.util.List;
 import java.util.Objects;
 
 /**
@@ -22,6 +23,7 @@ public final class NetworkSpec {
     Recompute recompute = Recompute.NONE;
     DType operands = DType.FP32;
     DType storage = DType.FP32;
+    DType gradients = DType.FP32;
     ParameterTable.Order order = ParameterTable.Order.declaration();
     DelayedScaling fp8;
     java.util.function.Function<ParameterTable, ParameterSource> source;
@@ -77,6 +79,23 @@ public final class NetworkSpec {
      */
     public NetworkSpec activationStorage(DType storage) {
         this.storage = HalfStore.checkType(storage);
+        return this;
+    }
+
+    /**
+     * How the gradient buffer is stored: FP32 (the default), or BF16/FP16 for the parameters of every unit whose
+     * {@link UnitScope}s each open and close its gradients in one backward (each such unit's backward adds into an
+     * fp32 working region of the largest unit's size, expanded from the 16-bit store before and rounded back after;
+     * {@link HalfGradients}); the other parameters' gradients stay fp32. The tree must have such a unit (wrap its
+     * blocks: {@link UnitScope#perChild}, {@link Gpt2Blocks#body}); the network's own buffers only (not with
+     * {@link #parameters}). Its gradients are then {@link Network#halfGradients()}.
+     */
+    public NetworkSpec gradientStorage(DType gradients) {
+        Objects.requireNonNull(gradients, "gradients");
+        if (gradients != DType.FP32) {
+            HalfGradients.checkType(gradients);
+        }
+        this.gradients = gradients;
         return this;
     }
 
@@ -138,8 +157,16 @@ public final class NetworkSpec {
         return b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES + rows * Integer.BYTES;
     }
 
-    /** What a network of this spec holds on one rank: its parameters (elements) and its activation bytes. */
-    public record Plan(long parameters, long activationBytes) {}
+    /**
+     * What a network of this spec holds on one rank: its parameters (elements), its activation bytes and its
+     * gradient bytes (4 a parameter in fp32; {@link #gradientStorage} 16-bit: {@link HalfGradients#bytes(List, long)}).
+     */
+    public record Plan(long parameters, long activationBytes, long gradientBytes) {
+        /** fp32 gradients. */
+        public Plan(long parameters, long activationBytes) {
+            this(parameters, activationBytes, 4 * parameters);
+        }
+    }
 
     /**
      * {@link #activationBytes()} and the parameter count of the network this spec builds on one rank of a tensor
@@ -160,8 +187,10 @@ public final class NetworkSpec {
         for (Builder.ParamDecl d : b.params()) {
             params += d.count();
         }
+        long grads = gradients == DType.FP32 ? 4 * params
+                : HalfGradientSource.bytes(new ParameterTable(b.params(), order), b.declaredUnits(), b.fullUnits());
         return new Plan(params, b.activations().plan(rows).bytes() + rows * inWidth * Float.BYTES
-                + rows * Integer.BYTES);
+                + rows * Integer.BYTES, grads);
     }
 
     /**
@@ -170,6 +199,10 @@ public final class NetworkSpec {
      * @throws ShapeException when the tree does not fit together (nothing is allocated then)
      */
     public Network build(Ops ops) {
+        if (gradients != DType.FP32 && source != null) {
+            throw new IllegalArgumentException("gradientStorage(" + gradients + ") stores the network's own gradients: "
+                    + "it does not go with parameters(source, units) (ZeRO's sharded weights)");
+        }
         if (inWidth < 0) {
             throw new ShapeException("say what the network takes: tokens(V) or features(D)");
         }

@@ -75,6 +75,7 @@ public final class UnitScope implements Module {
     @Override
     public int build(Builder b, int inWidth) {
         firstParam = b.params().size();
+        b.unitScope(unit, backward);
         int out = b.childInUnit(child, inWidth, unit);
         endParam = b.params().size();
         return out;

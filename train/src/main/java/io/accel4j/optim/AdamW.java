@@ -44,6 +44,13 @@ public final class AdamW extends FusedOptimizer {
             return new AdamW(this, ops, Groups.of(table, decayAll, runs), params, grads, OptimizerSpec.length(runs),
                     runs, table.count());
         }
+
+        /** AdamW over 16-bit gradients, one fused call per fp32 chunk ({@link HalfGradAdamW}). */
+        @Override
+        public Optimizer create(Ops ops, ParameterTable table, MemorySegment params,
+                                io.accel4j.nn.HalfGradients grads) {
+            return new HalfGradAdamW(this, ops, table, params, grads);
+        }
     }
 
     /** β1 0.9, β2 0.999, ε 1e-8 and weight decay {@code weightDecay} on the tensors that take it. */

@@ -61,6 +61,19 @@ public interface OptimizerSpec {
                 + "left whole (ZeRO-2 over units): its optimizer keeps the parameters packed as the gradients");
     }
 
+    /**
+     * An optimizer of the whole vector of {@code params} (laid out by {@code table}) from gradients stored in 16 bits
+     * ({@link io.accel4j.nn.HalfGradients}, read in fp32 chunks); its state allocated in {@code ops}' memory, zeroed.
+     * Only {@link AdamW} has one yet.
+     *
+     * @throws IllegalArgumentException for an optimizer that reads fp32 gradients only
+     */
+    default Optimizer create(Ops ops, ParameterTable table, MemorySegment params, io.accel4j.nn.HalfGradients grads) {
+        Class<?> c = getClass().getEnclosingClass() != null ? getClass().getEnclosingClass() : getClass();
+        throw new IllegalArgumentException("16-bit gradients are read by AdamW only yet, not by " + c.getSimpleName()
+                + ": store the gradients in fp32 or use AdamW");
+    }
+
     /** The elements {@code runs} hold. */
     static long length(List<Run> runs) {
         long n = 0;

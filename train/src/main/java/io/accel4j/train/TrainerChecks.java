@@ -45,6 +45,29 @@ final class TrainerChecks {
                     + "communicator of more than one rank (got " + ranks + ")");
         }
         checkPrecision(model, cfg.precision());
+        checkGradients(model, cfg);
+    }
+
+    /**
+     * Refuses a model whose gradient storage is not the run's, and 16-bit gradients with ZeRO (whose stages hold
+     * fp32 gradient shards).
+     *
+     * @throws IllegalArgumentException naming both
+     */
+    static void checkGradients(Gpt2 model, TrainConfig cfg) {
+        io.accel4j.core.DType g = cfg.precision().gradients();
+        if (model.gradientStorage() != g) {
+            throw new IllegalArgumentException("the model stores its gradients in " + label(model.gradientStorage())
+                    + ", the run asks for " + label(g) + ": build it with the run's precision");
+        }
+        if (g != io.accel4j.core.DType.FP32 && cfg.zeroStage() > 0) {
+            throw new IllegalArgumentException("--grad-storage " + label(g) + " does not go with --zero "
+                    + cfg.zeroStage() + " yet: ZeRO's stages keep fp32 gradients; drop one of them");
+        }
+    }
+
+    private static String label(io.accel4j.core.DType t) {
+        return t.name().toLowerCase(java.util.Locale.ROOT);
     }
 
     /**

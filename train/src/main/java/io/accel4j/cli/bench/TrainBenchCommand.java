@@ -112,6 +112,11 @@ public final class TrainBenchCommand implements Callable<Integer> {
             description = "How the activations saved for backward are stored (default: as accel4j train stores them: "
                     + "bf16/fp16 under --precision bf16/fp16, else fp32); to time the storage apart from the operands.")
     DType storage;
+    @Option(names = "--grad-storage", paramLabel = "fp32|bf16|fp16", defaultValue = "fp32",
+            converter = PrecisionOptions.Precisions.class, description = "How the gradient buffers are stored "
+            + "(accel4j train's --grad-storage): 16-bit storage adds a cast of each layer's gradients before and "
+            + "after its backward and reads them in fp32 chunks in the update (default: ${DEFAULT-VALUE}).")
+    DType gradStorage;
     @Option(names = "--profile", description = "Also print, per thread count, a per-op table of the timed steps: "
             + "calls, total ms, %% of the step, GFLOP/s or GB/s.")
     boolean profile;
@@ -132,9 +137,9 @@ public final class TrainBenchCommand implements Callable<Integer> {
         List<Integer> rows = gpu ? List.of(1) : threads;
         PrintWriter out = spec.commandLine().getOut();
         out.printf(Locale.ROOT, "training step of %s %s: B=%d, T=%d, AdamW lr %s (0.9, 0.999, 1e-8), weight decay 0;"
-                        + " %s matmul operands, %s saved activations; %s; %d untimed + %d timed steps%n", model, config,
-                batch, seq, lr, PrecisionOptions.Precisions.label(precision),
-                PrecisionOptions.Precisions.label(storage()), gpu ? "CUDA" : Simd.describe(), warmup, steps);
+                        + " %s matmul operands, %s saved activations, %s gradients; %s; %d untimed + %d timed steps%n",
+                model, config, batch, seq, lr, PrecisionOptions.Precisions.label(precision),
+                PrecisionOptions.Precisions.label(storage()), PrecisionOptions.Precisions.label(gradStorage), gpu ? "CUDA" : Simd.describe(), warmup, steps);
         FmaProbe.Result peak = gpu ? null : FmaProbe.peak();
         double flopsPerToken = matmulFlopsPerToken(config);
         if (peak != null) {
@@ -217,7 +222,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
         boolean fp8 = precision == PrecisionOptions.Precisions.FP8;
         try (Arena arena = Arena.ofShared();
              Gpt2 gpt = new Gpt2(config, ops, B, T, Recompute.NONE, fp8 ? DType.FP32 : precision,
-                     fp8 ? DelayedScaling.defaults() : null, storage());
+                     fp8 ? DelayedScaling.defaults() : null, storage(), gradStorage);
              DeviceArena states = gpt.memory().arena()) {
             gpt.initialise(seed);
             DeviceMemory memory = gpt.memory();
@@ -242,7 +247,7 @@ public final class TrainBenchCommand implements Callable<Integer> {
                 long t0 = System.nanoTime();
                 gpt.zeroGrad();
                 double loss = gpt.forwardBackward(in, tg, B, T, 1f / BT);
-                ops.adamw(gpt.params(), gpt.grads(), m, v, 0, count, adam, s + 1, 1f);
+                update(gpt, m, v, adam, s + 1);
                 if (fp8) {
                     gpt.fp8().update();
                 }
@@ -263,6 +268,19 @@ public final class TrainBenchCommand implements Callable<Integer> {
         }
     }
 
+    /** AdamW step {@code t} over the whole model: one call, or one per fp32 chunk of 16-bit gradients. */
+    private void update(Gpt2 gpt, MemorySegment m, MemorySegment v, AdamWConfig adam, int t) {
+        Ops ops = gpt.ops();
+        MemorySegment p = gpt.params();
+        if (gradStorage == DType.FP32) {
+            ops.adamw(p, gpt.grads(), m, v, 0, gpt.layout().count(), adam, t, 1f);
+            return;
+        }
+        gpt.halfGradients().chunks(0, gpt.layout().count(), false, (o, f, n) -> ops.adamw(
+                p.asSlice(o * Float.BYTES, n * Float.BYTES), f, m.asSlice(o * Float.BYTES, n * Float.BYTES),
+                v.asSlice(o * Float.BYTES, n * Float.BYTES), o, n, adam, t, 1f));
+    }
+
     private GptConfig config() {
         if (!model.equals("tiny") && !model.equals("bench") && !model.equals("gpt2")) {
             throw usage("--model must be tiny, bench or gpt2, got '" + model + "'");
@@ -270,6 +288,9 @@ public final class TrainBenchCommand implements Callable<Integer> {
         GptConfig c = GptConfig.preset(model);
         if (storage == PrecisionOptions.Precisions.FP8) {
             throw usage("--activation-storage must be fp32, bf16 or fp16, got fp8");
+        }
+        if (gradStorage == PrecisionOptions.Precisions.FP8) {
+            throw usage("--grad-storage must be fp32, bf16 or fp16, got fp8");
         }
         if (batch < 1) {
             throw usage("--batch must be >= 1, got " + batch);

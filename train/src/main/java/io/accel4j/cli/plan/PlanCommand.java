@@ -29,7 +29,7 @@ import picocli.CommandLine.Spec;
         description = {
             "Plan a training run: the memory per device of DDP and ZeRO 1/2/3 with each recompute mode (the "
                     + "trainer's own accounting: parameters, gradients, AdamW state, ZeRO's working buffers, "
-                    + "activations; --bf16, --offload and --model-parallel add their layouts), the layouts that fit "
+                    + "activations; --bf16, --bf16-grads, --offload and --model-parallel add their layouts), the layouts that fit "
                     + "ranked by estimated step time, and the command to run the best.",
             "The step time is an estimate: FLOPs at --tflops per device plus ring collectives at --bandwidth, not "
                     + "overlapped. Exit 1 if nothing fits: 'does not fit: needs X per device, has Y'."})

@@ -12,7 +12,8 @@ import picocli.CommandLine.Option;
 
 /**
  * {@code plan}'s choice of strategy families beyond DDP and ZeRO 1–3: the optimizer offloaded ({@code --offload}),
- * tensor and pipeline parallelism ({@code --model-parallel}) and 16-bit saved activations ({@code --bf16}); composed
+ * tensor and pipeline parallelism ({@code --model-parallel}), 16-bit saved activations ({@code --bf16}) and 16-bit
+ * gradients too ({@code --bf16-grads}); composed
  * into the {@link Planner}'s sources.
  */
 final class PlanStrategies {
@@ -30,6 +31,10 @@ final class PlanStrategies {
             + "saved for backward stored in 16 bits (the FLOP rate kept at --tflops).")
     boolean bf16;
 
+    @Option(names = "--bf16-grads", description = "Also plan DDP with train --precision bf16 --grad-storage bf16: "
+            + "the saved activations and the blocks' gradients stored in 16 bits (one rank or DDP only).")
+    boolean bf16Grads;
+
     /** Refuses --model-parallel with CUDA devices, where train does not run --tp and --pp yet. */
     void check(boolean cuda, Function<String, RuntimeException> usage) {
         if (modelParallel && cuda) {
@@ -42,6 +47,9 @@ final class PlanStrategies {
         List<LayoutSource> sources = new ArrayList<>(List.of(new DataParallelLayouts()));
         if (bf16) {
             sources.add(new DataParallelLayouts(DType.BF16));
+        }
+        if (bf16Grads) {
+            sources.add(new DataParallelLayouts(DType.BF16, DType.BF16));
         }
         if (offload) {
             sources.add(new OffloadLayouts());
@@ -65,6 +73,10 @@ final class PlanStrategies {
         if (bf16) {
             sb.append("+bf16: train --precision bf16, the saved activations in 16 bits; the 16-bit matmuls' "
                     + "speed-up not priced. ");
+        }
+        if (bf16Grads) {
+            sb.append("+bf16-grads: train --precision bf16 --grad-storage bf16, the blocks' gradients in 16 bits too; "
+                    + "the casts not priced. ");
         }
         return sb.toString().strip();
     }

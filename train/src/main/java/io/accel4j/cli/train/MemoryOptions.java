@@ -70,7 +70,7 @@ final class MemoryOptions {
         BatchSizeFinder.Choice c;
         try {
             c = BatchSizeFinder.choose(model, cfg.seq(), recompute, cfg.precision().activationStorage(),
-                    cfg.zeroStage(), memoryBudget, ranks,
+                    cfg.precision().gradients(), cfg.zeroStage(), memoryBudget, ranks,
                     globalBatch, cfg.gradAccum());
         } catch (IllegalArgumentException e) {
             throw usage.apply("--find-batch-size: " + e.getMessage());
@@ -79,8 +79,11 @@ final class MemoryOptions {
         DType storage = cfg.precision().activationStorage();
         w.printf(Locale.ROOT, "find-batch-size: budget %.1f MiB per rank, recompute %s%s: at most %d sequences of %d "
                         + "tokens fit; using --batch %d --grad-accum %d%n%s%n", memoryBudget / 1048576.0,
-                recompute.name().toLowerCase(Locale.ROOT), storage == DType.FP32 ? ""
-                        : ", saved activations in " + storage.name().toLowerCase(Locale.ROOT), c.largest(), cfg.seq(), c.batch(), c.gradAccum(),
+                recompute.name().toLowerCase(Locale.ROOT), (storage == DType.FP32 ? ""
+                        : ", saved activations in " + storage.name().toLowerCase(Locale.ROOT))
+                        + (cfg.precision().gradients() == DType.FP32 ? "" : ", gradients in "
+                        + cfg.precision().gradients().name().toLowerCase(Locale.ROOT)), c.largest(), cfg.seq(),
+                c.batch(), c.gradAccum(),
                 indent(p.describe()));
         return cfg.toBuilder().batch(c.batch()).gradAccum(c.gradAccum()).build();
     }
@@ -94,12 +97,12 @@ final class MemoryOptions {
             return;
         }
         long planned = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(), ranks,
-                cfg.precision().activationStorage()).total();
+                cfg.precision().activationStorage(), cfg.precision().gradients()).total();
         long t0 = System.nanoTime();
         long allocated;
         try (Parallel pool = new Parallel(threads)) {
             allocated = BatchSizeFinder.trialStep(model, new CpuOps(pool), cfg.batch(), cfg.seq(), recompute,
-                    cfg.precision().activationStorage(), cfg.zeroStage(), ranks);
+                    cfg.precision().activationStorage(), cfg.precision().gradients(), cfg.zeroStage(), ranks);
         } catch (OutOfMemoryError e) {
             throw new CliException("--find-batch-size: the trial step at --batch " + cfg.batch() + " could not "
                     + "allocate its " + planned + " bytes: lower --memory-budget (" + e.getMessage() + ")", e);
@@ -147,7 +150,7 @@ final class MemoryOptions {
         List<MemoryCheck.Part> parts = new ArrayList<>();
         try {
             MemoryPlan p = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(),
-                    worldRanks, cfg.precision().activationStorage());
+                    worldRanks, cfg.precision().activationStorage(), cfg.precision().gradients());
             parts.add(new MemoryCheck.Part("parameters", times(p.parameters(), localRanks)));
             parts.add(new MemoryCheck.Part("gradients", times(p.gradients(), localRanks)));
             parts.add(new MemoryCheck.Part("AdamW state", offloadOptimizer ? 0 : times(p.optimizer(), localRanks)));

@@ -2,6 +2,7 @@ package io.accel4j.cli.train;
 
 import io.accel4j.core.DType;
 import io.accel4j.core.fp8.DelayedScaling;
+import io.accel4j.train.TrainConfig;
 import io.accel4j.train.precision.Precision;
 import java.util.Locale;
 import java.util.function.Function;
@@ -23,6 +24,13 @@ public final class PrecisionOptions {
             + "operands (E4M3 activations and weights, E5M2 gradients) and delayed per-tensor scaling, the LM head "
             + "in fp32 (default: ${DEFAULT-VALUE}).")
     DType precision;
+    @Option(names = "--grad-storage", paramLabel = "fp32|bf16|fp16", defaultValue = "fp32",
+            converter = GradientStorages.class, description = "How the gradient buffers are stored: fp32; bf16; or "
+            + "fp16 (with --precision fp16 only: its loss scaling keeps small gradients representable). 16-bit "
+            + "storage keeps the blocks' and the final LayerNorm's gradients in 16 bits (each block's backward "
+            + "accumulates into one layer's fp32 region, rounded back after it), the embeddings' in fp32; one rank "
+            + "or DDP (default: ${DEFAULT-VALUE}).")
+    DType gradStorage;
     @Option(names = "--fp8-history", paramLabel = "N", description = "fp8: steps of amax each tensor's scale is "
             + "computed from (the window's maximum) (default: " + FP8_HISTORY + ", Transformer Engine's).")
     Integer fp8History;
@@ -50,6 +58,10 @@ public final class PrecisionOptions {
             throw usage.apply("--fp8-history and --fp8-margin apply to --precision fp8 only (this run is " + name
                     + ")");
         }
+        if (gradStorage == DType.FP16 && precision != DType.FP16) {
+            throw usage.apply("--grad-storage fp16 needs --precision fp16, whose loss scaling keeps small gradients "
+                    + "representable (this run is " + name + "): use --grad-storage bf16");
+        }
         if (precision == Precisions.FP8) {
             int history = fp8History != null ? fp8History : FP8_HISTORY, margin = fp8Margin != null ? fp8Margin : 0;
             if (history < 1) {
@@ -59,14 +71,47 @@ public final class PrecisionOptions {
                 throw usage.apply("--fp8-margin must be in [0, " + DelayedScaling.MAX_MARGIN + "], got " + margin);
             }
             return Precision.fp8(new DelayedScaling(DelayedScaling.Format.HYBRID, history, margin,
-                    DelayedScaling.Algorithm.MAX));
+                    DelayedScaling.Algorithm.MAX)).withGradients(gradStorage);
         }
         try {
             return new Precision(precision, lossScale != null ? lossScale : Precision.DEFAULT_LOSS_SCALE,
-                    lossScaleWindow != null ? lossScaleWindow : Precision.DEFAULT_LOSS_SCALE_WINDOW);
+                    lossScaleWindow != null ? lossScaleWindow : Precision.DEFAULT_LOSS_SCALE_WINDOW)
+                    .withGradients(gradStorage);
         } catch (IllegalArgumentException e) {
             throw usage.apply(e.getMessage().replace("the loss scale", "--loss-scale")
                     .replace("the loss-scale window", "--loss-scale-window"));
+        }
+    }
+
+    /**
+     * Refuses, with one line naming both flags, 16-bit gradient storage with what cannot take it yet: ZeRO (its
+     * stages hold fp32 gradient shards), --sync async, --pp, --tp, --offload-optimizer.
+     */
+    static void checkGradients(TrainConfig cfg, boolean async, boolean pipeline, boolean tensor, boolean offload,
+                               Function<String, ? extends RuntimeException> usage) {
+        DType g = cfg.precision().gradients();
+        if (g == DType.FP32) {
+            return;
+        }
+        String other = cfg.zeroStage() > 0 ? "--zero " + cfg.zeroStage() : async ? "--sync async"
+                : pipeline ? "--pp" : tensor ? "--tp" : offload ? "--offload-optimizer" : null;
+        if (other != null) {
+            throw usage.apply("--grad-storage " + Precisions.label(g) + " does not go with " + other + " yet: drop "
+                    + "one of them");
+        }
+    }
+
+    /** {@code fp32|bf16|fp16}, case-insensitive: {@code --grad-storage}. */
+    static final class GradientStorages implements picocli.CommandLine.ITypeConverter<DType> {
+        @Override
+        public DType convert(String s) {
+            return switch (s.toLowerCase(Locale.ROOT)) {
+                case "fp32" -> DType.FP32;
+                case "bf16" -> DType.BF16;
+                case "fp16" -> DType.FP16;
+                default -> throw new picocli.CommandLine.TypeConversionException("'" + s
+                        + "' is not a gradient storage: fp32, bf16 or fp16");
+            };
         }
     }
 
@@ -76,14 +121,15 @@ public final class PrecisionOptions {
      * ({@link io.accel4j.train.model.Gpt2#attentionOperands}).
      */
     static String describe(Precision p, DType attention) {
+        String grads = p.gradients() == DType.FP32 ? "" : ", gradients stored in " + Precisions.label(p.gradients());
         if (p.fp8() != null) {
             return String.format(Locale.ROOT, ", fp8 linear layers (E4M3 x E4M3 forward, E5M2 gradients, fp32 "
                     + "accumulation; delayed scaling: amax history %d, margin %d), fp32 LM head",
-                    p.fp8().historyLength(), p.fp8().margin());
+                    p.fp8().historyLength(), p.fp8().margin()) + grads;
         }
-        String stored = ", saved activations in " + Precisions.label(p.activationStorage());
+        String stored = ", saved activations in " + Precisions.label(p.activationStorage()) + grads;
         if (!p.scalesLoss()) {
-            return p.operands() == DType.FP32 ? "" : (attention == DType.BF16
+            return p.operands() == DType.FP32 ? grads : (attention == DType.BF16
                     ? ", bf16 matmul and attention operands (fp32 accumulation)"
                     : ", bf16 matmul operands (fp32 accumulation), fp32 attention (no bf16 attention for this head "
                             + "size here)") + stored;

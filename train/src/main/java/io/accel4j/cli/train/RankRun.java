@@ -177,10 +177,10 @@ final class RankRun {
         Precision p = cfg.precision();
         if (file != null) {
             return Gpt2.load(file, ops, cfg.batch(), cfg.seq(), cmd.memory.recompute, p.operands(), p.fp8(),
-                    p.activationStorage());
+                    p.activationStorage(), p.gradients());
         }
         Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq(), cmd.memory.recompute, p.operands(), p.fp8(),
-                p.activationStorage());
+                p.activationStorage(), p.gradients());
         g.initialise(cmd.seed);
         return g;
     }

@@ -257,6 +257,8 @@ public final class TrainCommand implements Callable<Integer> {
             throw usage("--tp does not go with --sync async yet: choose one");
         }
         pipeline.check(modelConfig, asked.gradAccum(), this::usage);
+        PrecisionOptions.checkGradients(asked, async.async(), pipeline.requested(), tensor.active(), offload.enabled,
+                this::usage); // after pipeline.check, which sets the stages
         if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
             PipelineRun pp = new PipelineRun(this, pipeline, restored, this::usage);
             pp.checkSupported(asked, modelConfig, launch);

@@ -45,6 +45,7 @@ public final class Gpt2 implements AutoCloseable {
     private final Recompute recompute;
     private final DType operands;
     private final DType storage;
+    private final DType gradients;
     private final DeviceMemory memory;
     private final WeightsSource source;
     private final Network net;
@@ -81,6 +82,17 @@ public final class Gpt2 implements AutoCloseable {
      */
     public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
                 DelayedScaling fp8, DType storage) {
+        this(config, ops, maxB, maxT, recompute, operands, fp8, storage, DType.FP32);
+    }
+
+    /**
+     * {@link #Gpt2(GptConfig, Ops, int, int, Recompute, DType, DelayedScaling, DType)} storing the gradients in
+     * {@code gradients}: FP32 ({@link FlatWeights}), or BF16/FP16 ({@link HalfWeights}: the blocks' and the final
+     * LayerNorm's gradients in 16 bits, one layer's fp32 working region; {@link #grads()} is then not available, the
+     * trainer reads them through {@link #halfGradients()}).
+     */
+    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
+                DelayedScaling fp8, DType storage, DType gradients) {
         this.config = Objects.requireNonNull(config, "config");
         this.ops = Objects.requireNonNull(ops, "ops");
         this.recompute = Objects.requireNonNull(recompute, "recompute");
@@ -91,7 +103,9 @@ public final class Gpt2 implements AutoCloseable {
         this.storage = Objects.requireNonNull(storage, "storage");
         this.layout = new ParameterLayout(config);
         this.memory = ops.memory();
-        this.source = new WeightsSource(new FlatWeights(layout, memory));
+        this.gradients = Objects.requireNonNull(gradients, "gradients");
+        this.source = new WeightsSource(gradients == DType.FP32 ? new FlatWeights(layout, memory)
+                : new HalfWeights(layout, ops, gradients));
         try {
             this.net = Gpt2Blocks.spec(config).batch(maxB, maxT).recompute(recompute).matmulOperands(operands)
                     .activationStorage(storage).fp8(fp8).parameters(source::bind, source).build(ops);
@@ -127,10 +141,16 @@ public final class Gpt2 implements AutoCloseable {
     /** {@link #load(Path, Ops, int, int, Recompute, DType, DelayedScaling)} storing saved activations in {@code storage}. */
     public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
                             DelayedScaling fp8, DType storage) throws IOException {
+        return load(file, ops, maxB, maxT, recompute, operands, fp8, storage, DType.FP32);
+    }
+
+    /** {@link #load(Path, Ops, int, int, Recompute, DType, DelayedScaling, DType)} storing the gradients in {@code gradients}. */
+    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
+                            DelayedScaling fp8, DType storage, DType gradients) throws IOException {
         try (Arena tmp = Arena.ofConfined()) {
             LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(file, tmp);
             Gpt2 model = new Gpt2(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()), recompute,
-                    operands, fp8, storage);
+                    operands, fp8, storage, gradients);
             try {
                 model.copyParamsFromHost(loaded.params());
             } catch (RuntimeException e) {
@@ -252,8 +272,27 @@ public final class Gpt2 implements AutoCloseable {
         if (source.weights instanceof FlatWeights f) {
             return f.grads();
         }
-        throw new IllegalStateException("the gradients are not one flat buffer here: " + source.weights.getClass()
-                .getSimpleName() + " holds them (ZeRO-2 and 3 shard them over the ranks)");
+        throw new IllegalStateException("the gradients are not one flat fp32 buffer here: " + source.weights
+                .getClass().getSimpleName() + " holds them (ZeRO-2 and 3 shard them over the ranks; 16-bit gradients "
+                + "are read through halfGradients())");
+    }
+
+    /** How the gradients are stored: FP32, or BF16/FP16 ({@link HalfWeights}). */
+    public DType gradientStorage() {
+        return gradients;
+    }
+
+    /**
+     * The 16-bit gradients ({@link #gradientStorage()} BF16 or FP16).
+     *
+     * @throws IllegalStateException when the gradients are fp32 or the weights were replaced
+     */
+    public io.accel4j.nn.HalfGradients halfGradients() {
+        if (source.weights instanceof HalfWeights h) {
+            return h.gradients();
+        }
+        throw new IllegalStateException("the gradients are not stored in 16 bits here: "
+                + source.weights.getClass().getSimpleName() + " holds them");
     }
 
     /** Where the parameters and gradients live ({@link FlatWeights} unless {@link #useWeights} changed it). */
@@ -267,6 +306,10 @@ public final class Gpt2 implements AutoCloseable {
      */
     public void useWeights(Weights next) {
         Objects.requireNonNull(next, "next");
+        if (gradients != DType.FP32) {
+            throw new IllegalStateException("this model stores its gradients in " + gradients + " (HalfWeights): "
+                    + "they cannot be replaced by " + next.getClass().getSimpleName() + "'s fp32 ones");
+        }
         Weights old = source.weights;
         source.weights = next;
         old.close();

@@ -20,7 +20,8 @@ import java.util.function.IntConsumer;
  * and parameters) and how the ranks agree on a step: the strategy the trainer's step is written against, the same in
  * every mode. {@link SyncStates} is one rank, plain data parallelism ("stage 0": every rank holds everything,
  * gradients averaged whole or in buckets overlapped with backward) and ZeRO-1, on the Java API's
- * {@code fit.GradientSync} strategies; {@link ShardedStates} is ZeRO 2–3. After the
+ * {@code fit.GradientSync} strategies; {@link ShardedStates} is ZeRO 2–3; {@link HalfGradStates} is stage 0 over
+ * 16-bit gradients. After the
  * K micro-batches' backward: {@link #reduceGradients}, then {@link #meanLoss}, {@link #anyNonFinite} and
  * {@link #sumOfSquares} of the averaged gradient, then {@link #update}. Every rank calls the same methods in the same
  * order; the few values the step needs from all ranks cross through a {@link ValueExchange} in the model's memory.
@@ -63,12 +64,19 @@ public abstract class ModelStates implements AutoCloseable {
                 throw new IllegalArgumentException("the offloaded optimizer does not go with ZeRO stage "
                         + cfg.zeroStage() + " in the trainer yet");
             }
+            if (model.gradientStorage() != io.accel4j.core.DType.FP32) {
+                throw new IllegalArgumentException("the offloaded optimizer does not go with 16-bit gradients "
+                        + "(--grad-storage) yet: it copies fp32 gradients down");
+            }
             return new SyncStates(0, comm, model, cfg, values, true);
         };
     }
 
     /** The strategy of {@code cfg}: ZeRO's stage, or stage 0 (one rank, or DDP over {@code comm}). */
     public static ModelStates of(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
+        if (model.gradientStorage() != io.accel4j.core.DType.FP32) { // 16-bit gradients: read in fp32 chunks
+            return new HalfGradStates(comm, model, cfg, values);
+        }
         return cfg.zeroStage() <= 1 ? new SyncStates(cfg.zeroStage(), comm, model, cfg, values, false)
                 : new ShardedStates(cfg.zeroStage(), comm, model, cfg, values);
     }

@@ -63,16 +63,23 @@ public final class BatchSizeFinder {
     /** {@link #choose(GptConfig, int, Recompute, int, long, int, Integer, int)} with activations stored in {@code storage}. */
     public static Choice choose(GptConfig config, int T, Recompute recompute, DType storage, int zeroStage,
                                 long budget, int ranks, Integer globalBatch, int gradAccum) {
-        int largest = MemoryPlan.largestBatch(config, T, recompute, zeroStage, ranks, storage, budget, MAX_BATCH);
+        return choose(config, T, recompute, storage, DType.FP32, zeroStage, budget, ranks, globalBatch, gradAccum);
+    }
+
+    /** {@link #choose(GptConfig, int, Recompute, DType, int, long, int, Integer, int)} with gradients in {@code gradients}. */
+    public static Choice choose(GptConfig config, int T, Recompute recompute, DType storage, DType gradients,
+                                int zeroStage, long budget, int ranks, Integer globalBatch, int gradAccum) {
+        int largest = MemoryPlan.largestBatch(config, T, recompute, zeroStage, ranks, storage, gradients, budget,
+                MAX_BATCH);
         if (largest == 0) {
-            MemoryPlan one = MemoryPlan.of(config, 1, T, recompute, zeroStage, ranks, storage);
+            MemoryPlan one = MemoryPlan.of(config, 1, T, recompute, zeroStage, ranks, storage, gradients);
             throw new IllegalArgumentException("not even one sequence of " + T + " tokens fits the memory budget of "
                     + budget + " bytes: batch 1 needs " + one.total() + " (parameters, gradients and optimizer state "
                     + (one.modelStates() + one.working()) + " of them)");
         }
         if (globalBatch == null) {
             return new Choice(largest, gradAccum, largest,
-                    MemoryPlan.of(config, largest, T, recompute, zeroStage, ranks, storage));
+                    MemoryPlan.of(config, largest, T, recompute, zeroStage, ranks, storage, gradients));
         }
         if (globalBatch < 1 || globalBatch % ranks != 0) {
             throw new IllegalArgumentException("the global batch must be a positive multiple of the " + ranks
@@ -84,7 +91,7 @@ public final class BatchSizeFinder {
             k++;
         }
         int b = perRank / k;
-        return new Choice(b, k, largest, MemoryPlan.of(config, b, T, recompute, zeroStage, ranks, storage));
+        return new Choice(b, k, largest, MemoryPlan.of(config, b, T, recompute, zeroStage, ranks, storage, gradients));
     }
 
     /**
@@ -109,6 +116,18 @@ public final class BatchSizeFinder {
     /** {@link #trialStep(GptConfig, Ops, int, int, Recompute, int, int)} with activations stored in {@code storage}. */
     public static long trialStep(GptConfig config, Ops ops, int B, int T, Recompute recompute, DType storage,
                                  int zeroStage, int ranks) {
+        return trialStep(config, ops, B, T, recompute, storage, DType.FP32, zeroStage, ranks);
+    }
+
+    /**
+     * {@link #trialStep(GptConfig, Ops, int, int, Recompute, DType, int, int)} with the gradients stored in
+     * {@code gradients} (16-bit: stage 0 only; the update reads them in fp32 chunks, as the trainer's).
+     */
+    public static long trialStep(GptConfig config, Ops ops, int B, int T, Recompute recompute, DType storage,
+                                 DType gradients, int zeroStage, int ranks) {
+        if (gradients != DType.FP32 && zeroStage > 0) {
+            throw new IllegalArgumentException("16-bit gradients do not go with ZeRO stage " + zeroStage + " yet");
+        }
         ParameterLayout layout = new ParameterLayout(config);
         long count = layout.count();
         long shard = zeroStage == 0 ? count : zeroStage == 1 ? ZeroMemory.fp32(zeroStage, ranks, count).shard()
@@ -121,7 +140,8 @@ public final class BatchSizeFinder {
         }
         // the communicator outlives the model, whose sharded weights may still have collectives queued on it
         try (TrialCommunicator alone = new TrialCommunicator(largest, ranks);
-             Gpt2 model = new Gpt2(config, ops, B, T, recompute, DType.FP32, null, storage); Arena arena = Arena.ofShared()) {
+             Gpt2 model = new Gpt2(config, ops, B, T, recompute, DType.FP32, null, storage, gradients);
+             Arena arena = Arena.ofShared()) {
             ShardedWeights sharded = null;
             if (zeroStage >= 2) { // the largest rank's shards and working buffers, as the trainer's ShardedStates
                 sharded = new ShardedWeights(layout, alone, ops, model.params(), zeroStage >= 3);
@@ -145,9 +165,15 @@ public final class BatchSizeFinder {
             // the step's last kernel; the model and its update are thrown away afterwards
             long shardBytes = shard * Float.BYTES;
             MemorySegment p = sharded != null && sharded.shardsParameters() ? sharded.paramShard() : model.params();
-            MemorySegment g = sharded != null ? sharded.gradShard() : model.grads();
-            ops.adamw(p.asSlice(0, shardBytes), g.asSlice(0, shardBytes), m, v, 0, shard,
-                    new AdamWConfig(1e-4f, 0.9f, 0.999f, 1e-8f, 0f), 1, 1f);
+            AdamWConfig adam = new AdamWConfig(1e-4f, 0.9f, 0.999f, 1e-8f, 0f);
+            if (gradients != DType.FP32) {
+                model.halfGradients().chunks(0, shard, false, (o, f, n) -> ops.adamw(p.asSlice(o * Float.BYTES,
+                        n * Float.BYTES), f, m.asSlice(o * Float.BYTES, n * Float.BYTES), v.asSlice(o * Float.BYTES,
+                        n * Float.BYTES), o, n, adam, 1, 1f));
+            } else {
+                MemorySegment g = sharded != null ? sharded.gradShard() : model.grads();
+                ops.adamw(p.asSlice(0, shardBytes), g.asSlice(0, shardBytes), m, v, 0, shard, adam, 1, 1f);
+            }
             return model.totalBytes() + m.byteSize() + v.byteSize() + inputs.byteSize() + targets.byteSize()
                     + scalar.byteSize();
         }

@@ -16,6 +16,7 @@ import java.util.List;
 public final class DataParallelLayouts implements LayoutSource {
 
     private final DType storage;
+    private final DType gradients;
 
     /** The fp32 layouts. */
     public DataParallelLayouts() {
@@ -28,10 +29,23 @@ public final class DataParallelLayouts implements LayoutSource {
      * estimate keeps the fp32 FLOP rate (the 16-bit matmul operands' speed-up is not priced).
      */
     public DataParallelLayouts(DType storage) {
+        this(storage, DType.FP32);
+    }
+
+    /**
+     * {@link #DataParallelLayouts(DType)} with the gradients stored in {@code gradients}: BF16 is
+     * {@code train --grad-storage bf16} ({@link MemoryPlan#of(GptConfig, int, int, Recompute, int, int, DType, DType)}),
+     * which runs with one rank or DDP only, so its layouts are stage 0's.
+     */
+    public DataParallelLayouts(DType storage, DType gradients) {
         if (storage != DType.FP32 && storage != DType.BF16) {
             throw new IllegalArgumentException("the planner's storage is fp32 or bf16, got " + storage);
         }
+        if (gradients != DType.FP32 && gradients != DType.BF16) {
+            throw new IllegalArgumentException("the planner's gradient storage is fp32 or bf16, got " + gradients);
+        }
         this.storage = storage;
+        this.gradients = gradients;
     }
 
     @Override
@@ -42,7 +56,8 @@ public final class DataParallelLayouts implements LayoutSource {
                     + n + " devices");
         }
         int perRank = globalBatch / n;
-        int maxStage = n == 1 ? 0 : 3; // ZeRO shards nothing on one device
+        int maxStage = n == 1 || gradients != DType.FP32 ? 0 : 3; // ZeRO shards nothing on one device, nor 16-bit
+        // gradients yet
         List<Layout> out = new ArrayList<>();
         for (int stage = 0; stage <= maxStage; stage++) {
             for (Recompute r : modes(model)) {
@@ -71,12 +86,15 @@ public final class DataParallelLayouts implements LayoutSource {
 
     private Layout layout(GptConfig model, int T, Cluster cluster, int stage, Recompute r, int B, int K) {
         int n = cluster.devices();
-        MemoryPlan mem = MemoryPlan.of(model, B, T, r, stage, n, storage);
+        MemoryPlan mem = MemoryPlan.of(model, B, T, r, stage, n, storage, gradients);
         double compute = StepTime.flops(model, T, (long) B * K * n, r) / (n * cluster.flops());
         double comm = StepTime.commBytes(model.parameterCount(), n, stage, K) / cluster.bandwidth();
         List<String> args = new ArrayList<>();
         if (storage == DType.BF16) {
             args.addAll(List.of("--precision", "bf16"));
+        }
+        if (gradients == DType.BF16) {
+            args.addAll(List.of("--grad-storage", "bf16"));
         }
         if (stage > 0) {
             args.addAll(List.of("--zero", String.valueOf(stage)));
@@ -94,6 +112,9 @@ public final class DataParallelLayouts implements LayoutSource {
         }
         if (storage == DType.BF16) {
             name += "+bf16";
+        }
+        if (gradients == DType.BF16) {
+            name += "+bf16-grads";
         }
         return new Layout(name, n, 1, 1, stage, r, B, K, mem, new StepTime(compute, comm), List.copyOf(args));
     }

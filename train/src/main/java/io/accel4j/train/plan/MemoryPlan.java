@@ -4,6 +4,7 @@ import io.accel4j.core.DType;
 import io.accel4j.train.Trainer;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.HalfWeights;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.parallel.ShardedWeights;
@@ -31,7 +32,8 @@ import java.util.Locale;
  * </pre>
  *
  * @param parameters  fp32 parameters, 4Ψ (this rank's shard at ZeRO stage 3)
- * @param gradients   fp32 gradients, 4Ψ (this rank's shard of the average from ZeRO stage 2)
+ * @param gradients   fp32 gradients, 4Ψ (this rank's shard of the average from ZeRO stage 2), or 16-bit ones
+ *                    ({@link HalfWeights#gradientBytes})
  * @param optimizer   AdamW's fp32 first and second moments, 8Ψ (8Ψ/N from ZeRO stage 1)
  * @param working     ZeRO-2/3's working buffers for the units in use (gathered parameters, gradients before their
  *                    reduce-scatter); 0 below stage 2
@@ -62,6 +64,21 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long w
      */
     public static MemoryPlan of(GptConfig config, int B, int T, Recompute recompute, int zeroStage, int ranks,
                                 DType storage) {
+        return of(config, B, T, recompute, zeroStage, ranks, storage, DType.FP32);
+    }
+
+    /**
+     * {@link #of(GptConfig, int, int, Recompute, int, int, DType)} with the gradients stored in {@code gradients}:
+     * FP32, or BF16/FP16 at stage 0 ({@link HalfWeights#gradientBytes}: 2 bytes a parameter of the blocks and the
+     * final LayerNorm, 4 of the embeddings, one layer's fp32 working region and the consumers' chunk).
+     *
+     * @throws IllegalArgumentException for 16-bit gradients with a ZeRO stage
+     */
+    public static MemoryPlan of(GptConfig config, int B, int T, Recompute recompute, int zeroStage, int ranks,
+                                DType storage, DType gradients) {
+        if (gradients != DType.FP32 && zeroStage > 0) {
+            throw new IllegalArgumentException("16-bit gradients do not go with ZeRO stage " + zeroStage + " yet");
+        }
         ParameterLayout layout = new ParameterLayout(config);
         long psi = layout.count();
         long shard = zeroStage >= 2 ? UnitShards.largestShard(layout, ranks)
@@ -73,7 +90,8 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long w
             default -> 0;
         };
         long tokens = Math.multiplyExact((long) B * T, (long) Integer.BYTES);
-        return new MemoryPlan(4 * (zeroStage >= 3 ? shard : psi), 4 * (zeroStage >= 2 ? shard : psi), 8 * shard,
+        long grads = gradients != DType.FP32 ? HalfWeights.gradientBytes(config) : 4 * (zeroStage >= 2 ? shard : psi);
+        return new MemoryPlan(4 * (zeroStage >= 3 ? shard : psi), grads, 8 * shard,
                 working, Gpt2.activationBytes(config, B, T, recompute, storage), 2 * tokens + Float.BYTES);
     }
 
@@ -105,13 +123,19 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long w
     /** {@link #largestBatch(GptConfig, int, Recompute, int, int, long, int)} with activations stored in {@code storage}. */
     public static int largestBatch(GptConfig config, int T, Recompute recompute, int zeroStage, int ranks,
                                    DType storage, long budget, int maxBatch) {
+        return largestBatch(config, T, recompute, zeroStage, ranks, storage, DType.FP32, budget, maxBatch);
+    }
+
+    /** {@link #largestBatch(GptConfig, int, Recompute, int, int, DType, long, int)} with gradients in {@code gradients}. */
+    public static int largestBatch(GptConfig config, int T, Recompute recompute, int zeroStage, int ranks,
+                                   DType storage, DType gradients, long budget, int maxBatch) {
         if (maxBatch < 1) {
             throw new IllegalArgumentException("maxBatch must be >= 1, got " + maxBatch);
         }
         int lo = 0, hi = maxBatch; // fits(lo) holds (vacuously for 0); find the largest
         while (lo < hi) {
             int mid = (int) (((long) lo + hi + 1) >>> 1);
-            if (fits(() -> of(config, mid, T, recompute, zeroStage, ranks, storage), budget)) {
+            if (fits(() -> of(config, mid, T, recompute, zeroStage, ranks, storage, gradients), budget)) {
                 lo = mid;
             } else {
                 hi = mid - 1;

@@ -38,8 +38,13 @@ import java.util.Objects;
  * @param initialLossScale fp16's starting loss scale, a power of two in [1, 2^64] (ignored otherwise)
  * @param lossScaleWindow  fp16: clean steps before the scale doubles, ≥ 1 (ignored otherwise)
  * @param fp8              the blocks' FP8 recipe, or null when they take {@code operands} too
+ * @param gradients        how the gradient buffers are stored ({@code --grad-storage}): FP32 (the default), BF16, or
+ *                         FP16 (with fp16's loss scaling only: small gradients need the scale to stay representable);
+ *                         16-bit storage keeps the blocks' and the final LayerNorm's gradients in 16 bits, every
+ *                         kernel accumulating in fp32 ({@link io.accel4j.train.model.HalfWeights})
  */
-public record Precision(DType operands, float initialLossScale, int lossScaleWindow, DelayedScaling fp8) {
+public record Precision(DType operands, float initialLossScale, int lossScaleWindow, DelayedScaling fp8,
+                        DType gradients) {
 
     /** fp16's default starting scale, 2^16 (PyTorch's GradScaler and Megatron-LM's start there too). */
     public static final float DEFAULT_LOSS_SCALE = 0x1p16f;
@@ -64,11 +69,29 @@ public record Precision(DType operands, float initialLossScale, int lossScaleWin
         if (lossScaleWindow < 1) {
             throw new IllegalArgumentException("the loss-scale window must be >= 1 step, got " + lossScaleWindow);
         }
+        java.util.Objects.requireNonNull(gradients, "gradients");
+        if (gradients != DType.FP32 && gradients != DType.BF16 && gradients != DType.FP16) {
+            throw new IllegalArgumentException("the gradients are stored in fp32, bf16 or fp16, got " + gradients);
+        }
+        if (gradients == DType.FP16 && (operands != DType.FP16 || fp8 != null)) {
+            throw new IllegalArgumentException("fp16 gradient storage needs fp16's loss scaling (precision fp16): "
+                    + "without it small gradients flush to zero; store them in bf16 instead");
+        }
+    }
+
+    /** fp32 gradient buffers. */
+    public Precision(DType operands, float initialLossScale, int lossScaleWindow, DelayedScaling fp8) {
+        this(operands, initialLossScale, lossScaleWindow, fp8, DType.FP32);
     }
 
     /** No FP8: {@code operands} for every matmul. */
     public Precision(DType operands, float initialLossScale, int lossScaleWindow) {
         this(operands, initialLossScale, lossScaleWindow, null);
+    }
+
+    /** This precision with the gradients stored in {@code gradients} (FP32, BF16, FP16). */
+    public Precision withGradients(DType gradients) {
+        return new Precision(operands, initialLossScale, lossScaleWindow, fp8, gradients);
     }
 
     /** The blocks' linear layers in FP8 with {@code recipe}, the LM head in fp32. */

@@ -1,0 +1,118 @@
+package io.accel4j.fit;
+
+import io.accel4j.core.ops.Ops;
+import io.accel4j.nn.HalfGradients;
+import io.accel4j.nn.Network;
+import io.accel4j.optim.Optimizer;
+import io.accel4j.optim.OptimizerSpec;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * One rank or DDP ({@code inner}: {@link GradientSync#local()}, {@link DataParallel}) over a network whose gradients
+ * are stored in 16 bits ({@link Network#halfGradients()}): everything that reads the gradients reads them in fp32
+ * chunks ({@link HalfGradients#chunks}), so no second, fp32 gradient buffer exists. {@link #reduce} averages each
+ * chunk with the inner strategy's all-reduce and rounds it back into the store; the overflow check and the norm are
+ * the chunks' (the same on every rank: the averaged gradients are); the optimizer reads the chunks
+ * ({@link OptimizerSpec#create(Ops, io.accel4j.nn.ParameterTable, MemorySegment, HalfGradients)}: AdamW). The
+ * parameters, the loss and the other values cross as the inner strategy moves them.
+ */
+final class HalfGradientSync implements GradientSync {
+
+    private final GradientSync inner;
+    private final HalfGradients grads;
+
+    /**
+     * {@code inner} over {@code net}'s 16-bit gradients.
+     *
+     * @throws IllegalArgumentException when {@code inner} shards the vector (ZeRO), which needs fp32 gradient shards
+     */
+    HalfGradientSync(GradientSync inner, Network net) {
+        this.inner = inner;
+        this.grads = net.halfGradients();
+        long count = net.table().count();
+        if (inner.shard(count).length() != count) {
+            throw new IllegalArgumentException("16-bit gradients (gradientStorage) do not go with "
+                    + inner.getClass().getSimpleName() + "'s sharded update yet");
+        }
+    }
+
+    @Override
+    public int rank() {
+        return inner.rank();
+    }
+
+    @Override
+    public int ranks() {
+        return inner.ranks();
+    }
+
+    /** Averages the gradients chunk by chunk over the ranks ({@code grads} is not read: the store is). */
+    @Override
+    public void reduce(MemorySegment unused, long count) {
+        if (inner.ranks() > 1) {
+            grads.chunks(0, count, true, (o, f, n) -> inner.reduce(f, n));
+        }
+    }
+
+    @Override
+    public double sumOfSquares(Ops ops, MemorySegment unused, long count) {
+        return grads.sumOfSquares();
+    }
+
+    @Override
+    public boolean anyNonFinite(Ops ops, MemorySegment unused, long count) {
+        return inner.any(grads.hasNonFinite());
+    }
+
+    @Override
+    public Optimizer optimizer(OptimizerSpec spec, Network net) {
+        return spec.create(net.ops(), net.table(), net.params(), grads);
+    }
+
+    @Override
+    public void gatherShards(MemorySegment shard, MemorySegment whole, long count,
+                             io.accel4j.core.memory.DeviceMemory memory) {
+        inner.gatherShards(shard, whole, count, memory);
+    }
+
+    @Override
+    public void scatterShard(MemorySegment whole, MemorySegment shard, long count,
+                             io.accel4j.core.memory.DeviceMemory memory) {
+        inner.scatterShard(whole, shard, count, memory);
+    }
+
+    @Override
+    public void setParameters(Network net, MemorySegment host) {
+        inner.setParameters(net, host);
+    }
+
+    @Override
+    public void copyParameters(Network net, MemorySegment host) {
+        inner.copyParameters(net, host);
+    }
+
+    @Override
+    public void afterUpdate(MemorySegment params, long count) {
+        inner.afterUpdate(params, count);
+    }
+
+    @Override
+    public double mean(double value) {
+        return inner.mean(value);
+    }
+
+    @Override
+    public boolean any(boolean local) {
+        return inner.any(local);
+    }
+
+    @Override
+    public float[] max(float[] values) {
+        return inner.max(values);
+    }
+
+    @Override
+    public void close() {
+        inner.close();
+    }
+}

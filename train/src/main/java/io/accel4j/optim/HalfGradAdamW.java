@@ -1,0 +1,98 @@
+package io.accel4j.optim;
+
+import io.accel4j.core.memory.DeviceArena;
+import io.accel4j.core.memory.DeviceMemory;
+import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.AdamWRange;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.nn.HalfGradients;
+import io.accel4j.nn.ParameterTable;
+import java.lang.foreign.MemorySegment;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * {@link AdamW} over gradients stored in 16 bits ({@link HalfGradients}): the same fused kernel, called once per fp32
+ * chunk of each range of each learning-rate group ({@link HalfGradients#chunks}), so no second, fp32 gradient buffer
+ * is needed. The update is element-wise, so every element is updated exactly as {@link AdamW} would update it from
+ * the same fp32 gradient; the moments {@code m}, {@code v} are fp32, one per parameter, as {@link AdamW}'s (a
+ * checkpoint of either resumes into the other). The whole vector only (no ZeRO shard).
+ */
+final class HalfGradAdamW implements Optimizer {
+
+    private final AdamW.Spec spec;
+    private final Ops ops;
+    private final MemorySegment params;
+    private final HalfGradients grads;
+    private final Groups groups;
+    private final DeviceArena arena;
+    private final Map<String, MemorySegment> state = new LinkedHashMap<>();
+
+    /**
+     * AdamW of {@code spec} over {@code params} ({@code table.count()} fp32) from {@code grads}.
+     *
+     * @throws IllegalArgumentException when the buffers are not the table's size
+     */
+    HalfGradAdamW(AdamW.Spec spec, Ops ops, ParameterTable table, MemorySegment params, HalfGradients grads) {
+        long n = table.count();
+        if (params.byteSize() != n * Float.BYTES || grads.count() != n) {
+            throw new IllegalArgumentException("the optimizer's params hold " + params.byteSize() / Float.BYTES
+                    + " fp32 values and its 16-bit gradients " + grads.count() + ", the parameter table covers " + n
+                    + ": pass the buffers of the network whose table it is");
+        }
+        this.spec = spec;
+        this.ops = ops;
+        this.params = params;
+        this.grads = grads;
+        this.groups = Groups.of(table, spec.decayAll(), 0, n);
+        this.arena = ops.memory().arena();
+        try {
+            state.put("m", arena.allocate(n * Float.BYTES));
+            state.put("v", arena.allocate(n * Float.BYTES));
+        } catch (RuntimeException | OutOfMemoryError e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public void step(int t, float lr, float gradScale) {
+        MemorySegment m = state.get("m"), v = state.get("v");
+        for (int i = 0; i < groups.lrScales().size(); i++) {
+            AdamWConfig c = new AdamWConfig(lr * groups.lrScales().get(i), spec.beta1(), spec.beta2(), spec.eps(),
+                    spec.weightDecay());
+            for (AdamWRange r : groups.ranges().get(i)) {
+                AdamWConfig rc = r.decays() ? c : c.withWeightDecay(0);
+                grads.chunks(r.offset(), r.length(), false, (o, f, n) -> ops.adamw(slice(params, o, n), f,
+                        slice(m, o, n), slice(v, o, n), o, n, rc, t, gradScale));
+            }
+        }
+    }
+
+    private static MemorySegment slice(MemorySegment s, long offset, long n) {
+        return s.asSlice(offset * Float.BYTES, n * Float.BYTES);
+    }
+
+    @Override
+    public Map<String, MemorySegment> state() {
+        return java.util.Collections.unmodifiableMap(state);
+    }
+
+    @Override
+    public DeviceMemory stateMemory() {
+        return ops.memory();
+    }
+
+    @Override
+    public String describe() {
+        return "AdamW over " + grads.type().name().toLowerCase(java.util.Locale.ROOT) + " gradients in fp32 chunks "
+                + "(beta1=" + spec.beta1() + ", beta2=" + spec.beta2() + ", eps=" + spec.eps() + ", weight_decay="
+                + spec.weightDecay() + (spec.decayAll() ? " on every parameter" : "") + ")";
+    }
+
+    @Override
+    public void close() {
+        arena.close();
+    }
+}

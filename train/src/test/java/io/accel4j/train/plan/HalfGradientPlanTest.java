@@ -1,0 +1,142 @@
+package io.accel4j.train.plan;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.CountingMemory;
+import io.accel4j.train.TrainConfig;
+import io.accel4j.train.Trainer;
+import io.accel4j.train.data.SampleOrder;
+import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Recompute;
+import io.accel4j.train.precision.Precision;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * The memory plan of 16-bit gradient storage ({@code --grad-storage}) is every byte a model and its trainer allocate
+ * (counted by {@link CountingMemory}), for every recompute mode and with fp32 or 16-bit activations; and it lets a
+ * larger batch fit a budget than 16-bit activations alone.
+ */
+class HalfGradientPlanTest {
+
+    private static final GptConfig CONFIG = new GptConfig(12, 11, 16, 3, 2, 8);
+    private static final int T = 7;
+
+    @TempDir
+    static Path tmp;
+    private static Parallel pool;
+    private static CpuOps ops;
+
+    @BeforeAll
+    static void setUp() throws IOException {
+        pool = new Parallel(2);
+        ops = new CpuOps(pool);
+        Random r = new Random(3);
+        int[] tokens = new int[200];
+        for (int i = 0; i < tokens.length; i++) {
+            tokens[i] = r.nextInt(CONFIG.V());
+        }
+        TokenFile.write(tmp.resolve("t.bin"), tokens);
+    }
+
+    @AfterAll
+    static void tearDown() {
+        pool.close();
+    }
+
+    static Stream<Arguments> cases() {
+        List<Arguments> a = new ArrayList<>();
+        for (DType d : new DType[] {DType.BF16, DType.FP16}) {
+            for (Recompute r : MemoryPlanTest.modes()) {
+                a.add(Arguments.of(d, r, d));
+            }
+        }
+        a.add(Arguments.of(DType.FP32, Recompute.NONE, DType.BF16)); // fp32 matmuls and activations, bf16 gradients
+        return a.stream();
+    }
+
+    @ParameterizedTest(name = "{0} precision, recompute {1}, {2} gradients")
+    @MethodSource("cases")
+    void thePlanIsEveryByteAModelAndItsTrainerAllocate(DType operands, Recompute recompute, DType gradients)
+            throws IOException {
+        int B = 5;
+        Precision precision = Precision.of(operands).withGradients(gradients);
+        DType acts = precision.activationStorage();
+        MemoryPlan plan = MemoryPlan.of(CONFIG, B, T, recompute, 0, 1, acts, gradients);
+        TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(1).lr(1e-3f).precision(precision)
+                .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
+        CountingMemory counted = new CountingMemory();
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
+             Gpt2 model = new Gpt2(CONFIG, counted.ops(ops), B, T, recompute, operands, null, acts, gradients);
+             Trainer trainer = new Trainer(model, cfg, train, null)) {
+            assertThat(model.totalBytes() + trainer.stateBytes()).isEqualTo(plan.total());
+            // the trainer's batch buffers are the JVM's arena, the rest the backend's memory
+            assertThat(counted.live.get()).isEqualTo(plan.total() - plan.batch());
+            assertThat(trainer.trainStep().trainLoss()).isFinite(); // and it trains in that memory
+            assertThat(counted.peak.get()).isEqualTo(plan.total() - plan.batch());
+        }
+        assertThat(BatchSizeFinder.trialStep(CONFIG, ops, B, T, recompute, acts, gradients, 0, 1))
+                .isEqualTo(plan.total());
+        MemoryPlan fp32 = MemoryPlan.of(CONFIG, B, T, recompute, 0, 1, acts);
+        assertThat(plan.gradients()).isLessThan(fp32.gradients());
+        assertThat(plan.total() - plan.gradients()).isEqualTo(fp32.total() - fp32.gradients());
+    }
+
+    @Test
+    void thePlannersSixteenBitGradientRowsAreStageZerosWithTheTrainersMemory() {
+        GptConfig xl = new GptConfig(1024, 50257, 50304, 48, 25, 1600);
+        Cluster cluster = new Cluster(8, 80L << 30, 25e9, 50e12);
+        List<Layout> rows = new DataParallelLayouts(DType.BF16, DType.BF16).layouts(xl, 64, 1024, cluster);
+        assertThat(rows).isNotEmpty().allSatisfy(l -> {
+            assertThat(l.zeroStage()).isZero();
+            assertThat(l.strategy()).endsWith("+bf16+bf16-grads");
+            assertThat(l.trainArgs()).containsSubsequence("--precision", "bf16", "--grad-storage", "bf16");
+            assertThat(l.memory()).isEqualTo(MemoryPlan.of(xl, l.microBatch(), 1024, l.recompute(), 0, 8,
+                    DType.BF16, DType.BF16));
+        });
+        java.io.StringWriter out = new java.io.StringWriter(), err = new java.io.StringWriter();
+        picocli.CommandLine cl = io.accel4j.cli.Main.commandLine();
+        cl.setOut(new java.io.PrintWriter(out, true));
+        cl.setErr(new java.io.PrintWriter(err, true));
+        int code = cl.execute("plan", "--model", "gpt2-xl", "--global-batch", "64", "--devices", "8",
+                "--device-memory", "80g", "--bf16-grads");
+        assertThat(code).as(err.toString()).isZero();
+        assertThat(out.toString()).contains("DDP+bf16+bf16-grads", "+bf16-grads: train --precision bf16 "
+                + "--grad-storage bf16");
+        assertThatThrownBy(() -> new DataParallelLayouts(DType.BF16, DType.FP16))
+                .hasMessage("the planner's gradient storage is fp32 or bf16, got FP16");
+    }
+
+    @Test
+    void aBudgetFitsALargerBatchWithSixteenBitGradients() {
+        // GPT-2 XL (1.5B), whose blocks hold 97 % of the parameters, at T = 1024 in 80 GiB (docs/PERFORMANCE.md)
+        GptConfig gpt2 = new GptConfig(1024, 50257, 50304, 48, 25, 1600);
+        long budget = 80L << 30;
+        int acts = MemoryPlan.largestBatch(gpt2, 1024, Recompute.NONE, 0, 1, DType.BF16, budget, 1024);
+        int both = MemoryPlan.largestBatch(gpt2, 1024, Recompute.NONE, 0, 1, DType.BF16, DType.BF16, budget, 1024);
+        assertThat(both).isGreaterThan(acts);
+        BatchSizeFinder.Choice c = BatchSizeFinder.choose(gpt2, 1024, Recompute.NONE, DType.BF16, DType.BF16, 0,
+                budget, 1, null, 1);
+        assertThat(c.batch()).isEqualTo(both);
+        assertThatThrownBy(() -> MemoryPlan.of(gpt2, 1, 1024, Recompute.NONE, 1, 2, DType.BF16, DType.BF16))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("16-bit gradients do not go with ZeRO stage 1 yet");
+    }
+}
