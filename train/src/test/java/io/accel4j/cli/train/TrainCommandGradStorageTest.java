@@ -105,6 +105,9 @@ class TrainCommandGradStorageTest {
                 new Case("--grad-storage fp16 needs --precision fp16, whose loss scaling keeps small gradients "
                         + "representable (this run is bf16): use --grad-storage bf16",
                         new String[] {"--grad-storage", "fp16", "--precision", "bf16"}),
+                new Case("--bucket-mb does not go with --grad-storage bf16: 16-bit gradients are all-reduced after "
+                        + "backward, chunk by chunk, not in buckets; drop --bucket-mb",
+                        new String[] {"--grad-storage", "bf16", "--ranks", "2", "--bucket-mb", "1"}),
                 new Case("'fp8' is not a gradient storage: fp32, bf16 or fp16",
                         new String[] {"--grad-storage", "fp8"}))) {
             Path dir = tmp.resolve("x");
