@@ -27,9 +27,9 @@ final class PipelineOptions {
             + "(default: 1f1b).")
     String schedule;
 
-    /** Whether a pipeline was asked for. */
+    /** Whether a pipeline was asked for: from the flag itself, so it is right before {@link #check} too. */
     boolean requested() {
-        return stages > 1;
+        return pp != null && pp > 1;
     }
 
     /** The grad-accum the run was given (or restored from the run it resumes). */

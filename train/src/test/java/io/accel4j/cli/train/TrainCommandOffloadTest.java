@@ -70,6 +70,8 @@ class TrainCommandOffloadTest {
         record Case(String other, String[] flags) {}
         for (Case c : List.of(new Case("--zero 1", new String[] {"--ranks", "2", "--zero", "1"}),
                 new Case("--sync async", new String[] {"--ranks", "3", "--sync", "async"}),
+                new Case("--pp", new String[] {"--ranks", "2", "--pp", "2"}),
+                new Case("--tp", new String[] {"--ranks", "2", "--tp", "2"}),
                 new Case("--find-batch-size", new String[] {"--find-batch-size", "--memory-budget", "64m"}))) {
             String[] a = Stream.concat(Stream.of(args(tmp.resolve("x"), "--offload-optimizer")), Stream.of(c.flags()))
                     .toArray(String[]::new);
