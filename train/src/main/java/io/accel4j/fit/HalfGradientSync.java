@@ -16,9 +16,8 @@ import java.lang.foreign.MemorySegment;
  * ({@link OptimizerSpec#create(Ops, io.accel4j.nn.ParameterTable, MemorySegment, HalfGradients)}: AdamW). The
  * parameters, the loss and the other values cross as the inner strategy moves them.
  */
-final class HalfGradientSync implements GradientSync {
+final class HalfGradientSync extends ForwardingGradientSync {
 
-    private final GradientSync inner;
     private final HalfGradients grads;
 
     /**
@@ -27,23 +26,13 @@ final class HalfGradientSync implements GradientSync {
      * @throws IllegalArgumentException when {@code inner} shards the vector (ZeRO), which needs fp32 gradient shards
      */
     HalfGradientSync(GradientSync inner, Network net) {
-        this.inner = inner;
+        super(inner);
         this.grads = net.halfGradients();
         long count = net.table().count();
         if (inner.shard(count).length() != count) {
             throw new IllegalArgumentException("16-bit gradients (gradientStorage) do not go with "
                     + inner.getClass().getSimpleName() + "'s sharded update yet");
         }
-    }
-
-    @Override
-    public int rank() {
-        return inner.rank();
-    }
-
-    @Override
-    public int ranks() {
-        return inner.ranks();
     }
 
     /** Averages the gradients chunk by chunk over the ranks ({@code grads} is not read: the store is). */
@@ -67,52 +56,5 @@ final class HalfGradientSync implements GradientSync {
     @Override
     public Optimizer optimizer(OptimizerSpec spec, Network net) {
         return spec.create(net.ops(), net.table(), net.params(), grads);
-    }
-
-    @Override
-    public void gatherShards(MemorySegment shard, MemorySegment whole, long count,
-                             io.accel4j.core.memory.DeviceMemory memory) {
-        inner.gatherShards(shard, whole, count, memory);
-    }
-
-    @Override
-    public void scatterShard(MemorySegment whole, MemorySegment shard, long count,
-                             io.accel4j.core.memory.DeviceMemory memory) {
-        inner.scatterShard(whole, shard, count, memory);
-    }
-
-    @Override
-    public void setParameters(Network net, MemorySegment host) {
-        inner.setParameters(net, host);
-    }
-
-    @Override
-    public void copyParameters(Network net, MemorySegment host) {
-        inner.copyParameters(net, host);
-    }
-
-    @Override
-    public void afterUpdate(MemorySegment params, long count) {
-        inner.afterUpdate(params, count);
-    }
-
-    @Override
-    public double mean(double value) {
-        return inner.mean(value);
-    }
-
-    @Override
-    public boolean any(boolean local) {
-        return inner.any(local);
-    }
-
-    @Override
-    public float[] max(float[] values) {
-        return inner.max(values);
-    }
-
-    @Override
-    public void close() {
-        inner.close();
     }
 }

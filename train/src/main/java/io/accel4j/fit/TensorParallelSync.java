@@ -7,7 +7,6 @@ import io.accel4j.nn.Network;
 import io.accel4j.nn.ParameterTable;
 import io.accel4j.train.parallel.ValueExchange;
 import java.lang.foreign.MemorySegment;
-import java.util.Objects;
 
 /**
  * A data-parallel strategy ({@code inner}, over this rank's data-parallel group) composed with tensor parallelism:
@@ -17,28 +16,17 @@ import java.util.Objects;
  * Everything else (the gradient average over the replicas, ZeRO's shards, the loss's mean) is {@code inner}'s. Needs
  * the whole averaged gradient on every rank after {@link #reduce} (DDP, ZeRO-1).
  */
-final class TensorParallelSync implements GradientSync {
+final class TensorParallelSync extends ForwardingGradientSync {
 
-    private final GradientSync inner;
     private final Network net;
     private final ValueExchange tensor;
     private final int T;
 
     TensorParallelSync(GradientSync inner, Communicator tensorGroup, Network net, DeviceMemory memory) {
-        this.inner = Objects.requireNonNull(inner, "inner");
+        super(inner);
         this.net = net;
         this.T = tensorGroup.size();
         this.tensor = new ValueExchange(tensorGroup, memory, 2 * T);
-    }
-
-    @Override
-    public int rank() {
-        return inner.rank();
-    }
-
-    @Override
-    public int ranks() {
-        return inner.ranks();
     }
 
     @Override
@@ -76,11 +64,6 @@ final class TensorParallelSync implements GradientSync {
     }
 
     @Override
-    public void gatherShards(MemorySegment shard, MemorySegment whole, long count, DeviceMemory memory) {
-        inner.gatherShards(shard, whole, count, memory);
-    }
-
-    @Override
     public io.accel4j.optim.Optimizer optimizer(io.accel4j.optim.OptimizerSpec spec, Network n) {
         return inner.optimizer(spec, n);
     }
@@ -93,38 +76,8 @@ final class TensorParallelSync implements GradientSync {
     }
 
     @Override
-    public void scatterShard(MemorySegment whole, MemorySegment shard, long count, DeviceMemory memory) {
-        inner.scatterShard(whole, shard, count, memory);
-    }
-
-    @Override
-    public void setParameters(Network n, MemorySegment host) {
-        inner.setParameters(n, host);
-    }
-
-    @Override
-    public void copyParameters(Network n, MemorySegment host) {
-        inner.copyParameters(n, host);
-    }
-
-    @Override
-    public void afterUpdate(MemorySegment params, long count) {
-        inner.afterUpdate(params, count);
-    }
-
-    @Override
-    public double mean(double value) {
-        return inner.mean(value);
-    }
-
-    @Override
     public boolean any(boolean local) {
         return inner.any(tensor.any(local));
-    }
-
-    @Override
-    public float[] max(float[] values) {
-        return inner.max(values);
     }
 
     @Override
