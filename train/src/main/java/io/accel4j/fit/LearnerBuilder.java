@@ -32,6 +32,7 @@ public final class LearnerBuilder {
     LrSchedule schedule = LrSchedule.constant(1e-3f);
     float gradClip;
     DType precision = DType.FP32;
+    DType storage = DType.FP32;
     DelayedScaling fp8;
     Recompute recompute = Recompute.NONE;
     ParameterTable.Order order = ParameterTable.Order.declaration();
@@ -120,6 +121,16 @@ public final class LearnerBuilder {
     /** The matmuls' operand precision: FP32, BF16, or FP16 (with dynamic loss scaling). */
     public LearnerBuilder precision(DType operands) {
         this.precision = Objects.requireNonNull(operands, "precision");
+        return this;
+    }
+
+    /**
+     * How the blocks store the activations they save for backward: FP32 (default), or BF16/FP16 — a 16-bit store per
+     * block and one fp32 working set ({@link io.accel4j.nn.NetworkSpec#activationStorage}), for one rank, tensor
+     * ranks and pipeline stages alike (a stage's micro-batches in flight share its working set).
+     */
+    public LearnerBuilder activationStorage(DType storage) {
+        this.storage = Objects.requireNonNull(storage, "storage");
         return this;
     }
 
