@@ -147,7 +147,8 @@ public final class Learner implements AutoCloseable {
                 + cfg.tensorParallel + " tensor)" : "")
                 + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "")
                 + ", " + (cfg.fp8 != null ? "FP8 linear layers (" + cfg.fp8.format() + ")" : cfg.precision
-                + " matmul operands") + ", " + network().table().count() + " parameters"
+                + " matmul operands") + (cfg.storage != io.accel4j.core.DType.FP32 ? ", saved activations in "
+                + cfg.storage : "") + ", " + network().table().count() + " parameters"
                 + (cfg.tensorParallel > 1 ? " per rank (" + wholeTable().count() + " in all)" : "");
     }
 

@@ -33,6 +33,7 @@ public final class LearnerBuilder {
     float gradClip;
     DType precision = DType.FP32;
     DType gradients = DType.FP32;
+    DType storage = DType.FP32;
     DelayedScaling fp8;
     Recompute recompute = Recompute.NONE;
     ParameterTable.Order order = ParameterTable.Order.declaration();
@@ -132,6 +133,16 @@ public final class LearnerBuilder {
      */
     public LearnerBuilder gradientStorage(DType storage) {
         this.gradients = Objects.requireNonNull(storage, "storage");
+        return this;
+    }
+
+    /**
+     * How the blocks store the activations they save for backward: FP32 (default), or BF16/FP16 — a 16-bit store per
+     * block and one fp32 working set ({@link io.accel4j.nn.NetworkSpec#activationStorage}), for one rank, tensor
+     * ranks and pipeline stages alike (a stage's micro-batches in flight share its working set).
+     */
+    public LearnerBuilder activationStorage(DType storage) {
+        this.storage = Objects.requireNonNull(storage, "storage");
         return this;
     }
 

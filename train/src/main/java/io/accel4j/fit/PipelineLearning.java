@@ -93,14 +93,15 @@ final class PipelineLearning implements AutoCloseable {
                     + (replicas > 1 ? " × " + replicas + " data-parallel "
                     + "replicas" : "") + ", " + layout.micro() + " micro-batches, " + layout.schedule().name()
                     + " (bubble (P-1)/(M+P-1) = " + String.format(java.util.Locale.ROOT, "%.3f",
-                    io.accel4j.pipeline.Timeline.bubbleFormula(P, layout.micro())) + ")");
+                    io.accel4j.pipeline.Timeline.bubbleFormula(P, layout.micro())) + ")"
+                    + (b.storage != io.accel4j.core.DType.FP32 ? ", saved activations in " + b.storage : ""));
             for (String line : split.describe(model::layerName, "parameters")) {
                 b.progress.println("  " + line);
             }
             b.progress.flush();
         }
         PipelineRank.Options o = new PipelineRank.Options(b.B, b.T, layout.micro(), b.tokens, b.classes, b.precision,
-                b.recompute, b.optimizer, b.schedule, b.gradClip, b.seed);
+                b.recompute, b.optimizer, b.schedule, b.gradClip, b.seed, b.storage);
         if (b.progress != null && (b.comm == null || b.comm.rank() == 0)) { // planned before anything is allocated
             b.progress.println("memory per rank (tensor rank 0, replica 0 of each stage):");
             for (int st = 0; st < P; st++) {
@@ -381,7 +382,8 @@ final class PipelineLearning implements AutoCloseable {
                 + layout.micro() + " micro-batches, " + layout.schedule().name() + ")"
                 + (tensor > 1 ? " × " + tensor + " tensor ranks" : "")
                 + (replicas > 1 ? " × " + replicas + " data-parallel replicas" : "")
-                + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "");
+                + (cfg.zero > 0 ? " (ZeRO-" + cfg.zero + ")" : "")
+                + (cfg.storage != io.accel4j.core.DType.FP32 ? ", saved activations in " + cfg.storage : "");
     }
 
     private void closeRest() {

@@ -35,7 +35,8 @@ final class RankAssembly {
         Module body = b.model.get();
         ShardedModel sharded = b.zero == 3 && !alone ? new ShardedModel(data, ops, body) : null;
         NetworkSpec spec = Network.of(sharded != null ? sharded.scoped() : body).classes(b.classes).batch(b.B, b.T)
-                .recompute(b.recompute).matmulOperands(b.precision).parameterOrder(b.order).fp8(b.fp8)
+                .recompute(b.recompute).matmulOperands(b.precision).activationStorage(b.storage)
+                .parameterOrder(b.order).fp8(b.fp8)
                 .gradientStorage(b.gradients)
                 .tensorParallel(grid == null ? null : grid.tensor());
         spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);

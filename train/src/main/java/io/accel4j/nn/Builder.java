@@ -110,6 +110,25 @@ public final class Builder {
         storeRequests.declare(acts, storage);
     }
 
+    /**
+     * For a pipeline stage: declares a store for every request, the last one's too when {@code topStored}
+     * ({@link HalfStore.Requests#declareEvery}; else as {@link #declareStores}), and says whether there were any
+     * requests: the stage's slots then share the regions held for one layer ({@link SlotLayout}). Once, after the
+     * tree's build, instead of {@link #declareStores}.
+     */
+    boolean declareStageStores(boolean topStored) {
+        boolean any = storeRequests.any();
+        if (topStored) {
+            storeRequests.declareEvery(acts, storage);
+        } else {
+            storeRequests.declare(acts, storage);
+        }
+        return any;
+    }
+
+    /** The start of the key of every region held for one layer ({@link #childHeldForOneLayer}, the blocks'). */
+    static final String HELD_PREFIX = "held-for-one-layer.";
+
     /** How many held declarations were made so far (a mark for {@link #heldSince}). */
     int heldCount() {
         return held.size();

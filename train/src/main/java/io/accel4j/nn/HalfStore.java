@@ -52,6 +52,22 @@ final class HalfStore {
             }
             requests.clear();
         }
+
+        /**
+         * {@link #declare}, a store for every request, the last one's too: for a pipeline stage, whose next
+         * micro-batch's forward may overwrite the held regions before the top block's backward.
+         */
+        void declareEvery(ActivationPlan.Declarations acts, DType type) {
+            for (Request r : requests) {
+                r.sink().accept(HalfStore.declare(acts, r.path(), type, r.held()));
+            }
+            requests.clear();
+        }
+
+        /** Whether a block asked for a store (16-bit storage without layer recomputation). */
+        boolean any() {
+            return !requests.isEmpty();
+        }
     }
 
     /** {@code storage} if it is FP32, BF16 or FP16. */

@@ -15,6 +15,9 @@ import java.util.function.IntConsumer;
  * {@link #act} ({@code rows × perRow} floats of an activation region). Made once by the {@link Network}, begun anew by each
  * forward; its only other state is which module's activations a region shared by recomputing
  * blocks holds now ({@link #holder}, {@link #hold}), so that a block recomputes exactly when another overwrote them.
+ * A pipeline stage's micro-batch slots each have a pass; under 16-bit storage they share the stage's working set
+ * (the regions held for one layer, {@link SlotLayout}) and then one {@link Holders}, whose entries name the pass too,
+ * so that another micro-batch's forward counts as another module's.
  */
 public final class Pass {
 
@@ -23,16 +26,35 @@ public final class Pass {
     private final Units units;
     private final MemorySegment acts;
     private final long[] actOffset;
+    /** The stage's working set shared by its slots' passes (null: every region is in {@link #acts}). */
+    private final MemorySegment common;
+    /** Whether region i is in {@link #common} (null with it). */
+    private final boolean[] inCommon;
     private final DType matmul;
     private final Fp8State fp8;
     private int B;
     private int T;
-    private final java.util.Map<String, Object> holders = new java.util.HashMap<>();
+    private final Holders holders;
 
     private IntConsumer gradientsDone;
 
     Pass(Ops ops, ParameterSource source, Units units, MemorySegment acts, long[] actOffset, DType matmul,
          Fp8State fp8) {
+        this(ops, source, units, acts, actOffset, matmul, fp8, null, null, new Holders());
+    }
+
+    /**
+     * A pass whose regions {@code inCommon} marks are at their offset in {@code common} (memory other passes share),
+     * the others in {@code acts}; who holds a shared region is recorded in {@code holders}, which those passes share.
+     */
+    Pass(Ops ops, ParameterSource source, Units units, MemorySegment acts, long[] actOffset, DType matmul,
+         Fp8State fp8, MemorySegment common, boolean[] inCommon, Holders holders) {
+        if ((common == null) != (inCommon == null)) {
+            throw new IllegalArgumentException("common and inCommon come together");
+        }
+        this.common = common;
+        this.inCommon = inCommon;
+        this.holders = java.util.Objects.requireNonNull(holders, "holders");
         this.ops = ops;
         this.source = source;
         this.units = units;
@@ -42,11 +64,29 @@ public final class Pass {
         this.fp8 = fp8;
     }
 
-    /** Starts a forward of B sequences of T positions: nothing is held in a shared region yet. */
+    /** Starts a forward of B sequences of T positions: nothing is held in a shared region for this pass yet. */
     void begin(int B, int T) {
         this.B = B;
         this.T = T;
-        holders.clear();
+        releaseHolds();
+    }
+
+    /**
+     * Forgets what this pass holds in shared regions: its modules' next backward refills them (a pipeline stage that
+     * hands its output on, so that its blocks read what they would on one rank, whose later blocks overwrite them).
+     */
+    void releaseHolds() {
+        holders.byKey.values().removeIf(h -> h.pass() == this);
+    }
+
+    /**
+     * Who holds each shared region: a module of a pass. One per network; a pipeline stage's slots share one when
+     * they share the stage's working set.
+     */
+    static final class Holders {
+        private record Held(Pass pass, Object module) {}
+
+        private final java.util.Map<String, Held> byKey = new java.util.HashMap<>();
     }
 
     /** Sets who is told, during the coming backward, that a unit's gradients are final (null: nobody). */
@@ -107,14 +147,22 @@ public final class Pass {
         return fp8 == null ? null : fp8.linear(slot);
     }
 
-    /** The module whose activations the shared region {@code key} holds now (null: none yet). */
+    /**
+     * The module whose activations the shared region {@code key} holds now (null: none yet; when another pass's
+     * module holds it, an object that is no module).
+     */
     public Object holder(String key) {
-        return holders.get(key);
+        Holders.Held h = holders.byKey.get(key);
+        return h == null ? null : h.pass() == this ? h.module() : h;
     }
 
-    /** Records that the shared region {@code key} now holds {@code module}'s activations. */
+    /** Records that the shared region {@code key} now holds {@code module}'s activations (this pass's). */
     public void hold(String key, Object module) {
-        holders.put(key, module);
+        holders.byKey.put(key, new Holders.Held(this, module));
+    }
+
+    private MemorySegment base(int region) {
+        return inCommon != null && inCommon[region] ? common : acts;
     }
 
     /** The parameter tensor of {@code ref}. */
@@ -129,7 +177,8 @@ public final class Pass {
 
     /** {@code rows × ref.perRow()} floats of the activation region of {@code ref}. */
     public MemorySegment act(ActRef ref) {
-        return acts.asSlice(actOffset[ref.index()] * Float.BYTES, (long) rows() * ref.perRow() * Float.BYTES);
+        return base(ref.index()).asSlice(actOffset[ref.index()] * Float.BYTES,
+                (long) rows() * ref.perRow() * Float.BYTES);
     }
 
     /**
@@ -140,7 +189,7 @@ public final class Pass {
         if (perRow > ref.perRow()) {
             throw new IllegalArgumentException(ref + " is declared " + ref.perRow() + " wide, asked for " + perRow);
         }
-        return acts.asSlice(actOffset[ref.index()] * Float.BYTES, (long) rows() * perRow * Float.BYTES);
+        return base(ref.index()).asSlice(actOffset[ref.index()] * Float.BYTES, (long) rows() * perRow * Float.BYTES);
     }
 
     /**
@@ -153,7 +202,7 @@ public final class Pass {
             throw new IllegalArgumentException(ref + " holds " + most + " bytes for " + rows() + " rows, asked for "
                     + bytes);
         }
-        return acts.asSlice(actOffset[ref.index()] * Float.BYTES, bytes);
+        return base(ref.index()).asSlice(actOffset[ref.index()] * Float.BYTES, bytes);
     }
 
     /** {@link #act}, zeroed first (for gradients that backward calls add into). */

@@ -22,7 +22,12 @@ import java.util.Objects;
  * (a pipeline schedule runs forwards ahead of backwards): each lives in a {@link Slot} (the activations laid out by the
  * {@link ActivationPlan}, the input, output and their gradients), allocated on first need and reused once released, so
  * {@link #slotsAllocated()} is the most micro-batches the schedule kept alive at once — what 1F1B bounds by the number
- * of stages. Not thread-safe.
+ * of stages. Under 16-bit activation storage ({@link NetworkSpec#activationStorage}) the slots share the stage's fp32
+ * working set, the regions the blocks hold for one layer ({@link SlotLayout}), and each slot keeps a 16-bit store for
+ * every block — the top one's too, but on a last stage whose every backward follows its own forward (1F1B's last
+ * stage: {@code backwardNext}), whose top block then finds its fp32 values in place, as a network's top block does; a
+ * stage that is not the last forgets, after each forward, that its blocks hold the working set, so that every block
+ * but the model's top one reads its 16-bit copy, as on one rank. Not thread-safe.
  */
 public final class StageNetwork implements AutoCloseable {
 
@@ -32,8 +37,14 @@ public final class StageNetwork implements AutoCloseable {
     private final Ops ops;
     private final DeviceMemory memory;
     private final ParameterTable table;
-    private final ActivationPlan plan;
-    private final long[] actOffset;
+    /** Which regions are each slot's and which the stage's (its working set under 16-bit storage). */
+    private final SlotLayout layout;
+    /** The stage's working set (null when every region is the slot's). */
+    private final MemorySegment working;
+    /** Who holds the working set's regions: shared by the slots' passes with it. */
+    private final Pass.Holders holders = new Pass.Holders();
+    /** Whether a forward forgets its holds (16-bit storage on a stage other than the last). */
+    private final boolean handsOn;
     private final Loss loss;
     private final TensorParallel tensor;
     private final java.util.Map<String, Sharding> shardings;
@@ -74,12 +85,13 @@ public final class StageNetwork implements AutoCloseable {
             long rows = (long) maxB * maxT;
             this.mem = memory.arena();
             try {
-                MemorySegment acts = mem.allocate(plan.bytes());
+                MemorySegment acts = mem.allocate(layout.slotBytes());
                 input = mem.allocate(rows * inWidth * Float.BYTES);
                 dout = loss == null ? mem.allocate(rows * outWidth * Float.BYTES) : null;
                 din = !inputGradient ? null : mem.allocate(rows * inWidth * Float.BYTES);
                 targets = loss != null ? mem.allocate(rows * Integer.BYTES) : null;
-                pass = new Pass(ops, source, Units.NONE, acts, actOffset, operands, null);
+                pass = new Pass(ops, source, Units.NONE, acts, layout.offset(), operands, null, working,
+                        layout.common(), working != null ? holders : new Pass.Holders());
             } catch (RuntimeException | Error e) {
                 mem.close();
                 throw e;
@@ -117,7 +129,7 @@ public final class StageNetwork implements AutoCloseable {
         }
     }
 
-    StageNetwork(NetworkSpec s, boolean first, boolean last, Ops ops) {
+    StageNetwork(NetworkSpec s, boolean first, boolean last, boolean backwardNext, Ops ops) {
         if (s.inWidth < 0) {
             throw new ShapeException("say what the stage takes: tokens(V) or features(D)");
         }
@@ -137,6 +149,7 @@ public final class StageNetwork implements AutoCloseable {
         this.maxT = s.maxT;
         this.operands = s.operands;
         Builder b = new Builder(ops, s.operands, false, s.recompute, s.maxB, s.maxT);
+        b.storage(s.storage);
         this.tensor = TensorParallel.over(s.tensor, memory);
         b.tensor(tensor);
         this.outWidth = b.child(body, inWidth, inputGradient);
@@ -149,17 +162,15 @@ public final class StageNetwork implements AutoCloseable {
         this.order = s.order;
         this.out = b.activation(last ? "logits" : "stage.out", outWidth);
         this.losses = last ? b.activation("losses", 1) : null;
+        boolean stored = b.declareStageStores(topStored(last, backwardNext));
         this.table = new ParameterTable(b.params(), s.order);
-        this.plan = b.activations().plan((long) s.maxB * s.maxT);
-        List<ActivationPlan.Region> regions = plan.regions();
-        this.actOffset = new long[regions.size()];
-        for (int i = 0; i < actOffset.length; i++) {
-            actOffset[i] = regions.get(i).offset();
-        }
+        this.layout = SlotLayout.of(b.activations().plan((long) s.maxB * s.maxT), stored);
+        this.handsOn = stored && !last;
         this.arena = memory.arena();
         try {
             params = arena.allocate(table.fp32Bytes());
             grads = arena.allocate(table.fp32Bytes());
+            working = stored ? arena.allocate(layout.commonBytes()) : null;
         } catch (RuntimeException | Error e) {
             arena.close();
             throw e;
@@ -175,7 +186,21 @@ public final class StageNetwork implements AutoCloseable {
      * @throws ShapeException when the tree does not fit together (nothing is allocated then)
      */
     public static StageNetwork build(NetworkSpec spec, boolean first, boolean last, Ops ops) {
-        return new StageNetwork(spec, first, last, ops);
+        return build(spec, first, last, false, ops);
+    }
+
+    /**
+     * {@link #build(NetworkSpec, boolean, boolean, Ops)}; {@code backwardNext}: the schedule runs each micro-batch's
+     * backward on this stage before the next forward (1F1B's last stage), so that a last stage keeps no 16-bit store
+     * for its top block (a backward that finds another forward ran after its own then fails, saying so).
+     */
+    public static StageNetwork build(NetworkSpec spec, boolean first, boolean last, boolean backwardNext, Ops ops) {
+        return new StageNetwork(spec, first, last, backwardNext, ops);
+    }
+
+    /** Whether the top block needs a 16-bit store: unless it is the model's and its backward follows its forward. */
+    private static boolean topStored(boolean last, boolean backwardNext) {
+        return !(last && backwardNext);
     }
 
     /** Where each parameter tensor lives in {@link #params()} and {@link #grads()}. */
@@ -234,9 +259,17 @@ public final class StageNetwork implements AutoCloseable {
         return inputGradient;
     }
 
-    /** Bytes of one slot: the activation plan, the input, output gradient, input gradient and targets. */
+    /**
+     * Bytes of one slot: its activation regions (the whole plan under fp32 storage; without the working set under
+     * 16-bit storage), the input, output gradient, input gradient and targets.
+     */
     public long slotBytes() {
-        return slotBytes(plan.bytes(), (long) maxB * maxT, inWidth, outWidth, loss != null, inputGradient);
+        return slotBytes(layout.slotBytes(), (long) maxB * maxT, inWidth, outWidth, loss != null, inputGradient);
+    }
+
+    /** Bytes of the fp32 working set the slots share under 16-bit storage ({@link SlotLayout}); 0 under fp32. */
+    public long workingBytes() {
+        return layout.commonBytes();
     }
 
     private static long slotBytes(long planBytes, long rows, int inWidth, int outWidth, boolean last,
@@ -245,8 +278,11 @@ public final class StageNetwork implements AutoCloseable {
                 + (inputGradient ? rows * inWidth * Float.BYTES : 0) + (last ? rows * Integer.BYTES : 0);
     }
 
-    /** What a stage holds, planned from its spec: its parameter table (a tensor rank's shards) and a slot's bytes. */
-    public record Plan(ParameterTable table, long slotBytes) {}
+    /**
+     * What a stage holds, planned from its spec: its parameter table (a tensor rank's shards), a slot's bytes and the
+     * working set its slots share ({@link #workingBytes()}: 0 under fp32 storage).
+     */
+    public record Plan(ParameterTable table, long slotBytes, long workingBytes) {}
 
     /**
      * The {@link #table()} and {@link #slotBytes()} of the stage {@code spec} builds ({@link #build}'s {@code first},
@@ -254,7 +290,13 @@ public final class StageNetwork implements AutoCloseable {
      * group. Builds the spec's tree: a spec is planned or built once.
      */
     public static Plan plan(NetworkSpec s, boolean first, boolean last, int tensorRanks) {
+        return plan(s, first, last, tensorRanks, false);
+    }
+
+    /** {@link #plan(NetworkSpec, boolean, boolean, int)} of the stage {@link #build} makes with {@code backwardNext}. */
+    public static Plan plan(NetworkSpec s, boolean first, boolean last, int tensorRanks, boolean backwardNext) {
         Builder b = new Builder(Network.PLANNING, s.operands, false, s.recompute, s.maxB, s.maxT);
+        b.storage(s.storage);
         b.tensor(TensorParallel.planning(0, tensorRanks));
         int out = b.child(s.body, s.inWidth, !first);
         if (last) {
@@ -264,9 +306,11 @@ public final class StageNetwork implements AutoCloseable {
         if (last) {
             b.activation("losses", 1);
         }
+        boolean stored = b.declareStageStores(topStored(last, backwardNext));
         long rows = (long) s.maxB * s.maxT;
+        SlotLayout layout = SlotLayout.of(b.activations().plan(rows), stored);
         return new Plan(new ParameterTable(b.params(), s.order),
-                slotBytes(b.activations().plan(rows).bytes(), rows, s.inWidth, out, last, !first));
+                slotBytes(layout.slotBytes(), rows, s.inWidth, out, last, !first), layout.commonBytes());
     }
 
     /** Slots allocated so far: the most micro-batches alive at once on this stage. */
@@ -339,6 +383,9 @@ public final class StageNetwork implements AutoCloseable {
         checkShape(B, T);
         s.pass.begin(B, T);
         body.forward(s.pass, inputOf(s), s.output());
+        if (handsOn) { // the next blocks are another stage's: on one rank they would overwrite the working set
+            s.pass.releaseHolds();
+        }
         s.forwarded = true;
     }
 

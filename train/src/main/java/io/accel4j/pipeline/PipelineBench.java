@@ -93,7 +93,7 @@ public final class PipelineBench {
             long most = 0;
             for (PipelineRank r : l.stages()) {
                 long b = 2 * r.network().parameterBytes() + 2 * r.network().parameterBytes()
-                        + r.network().slotsAllocated() * r.network().slotBytes();
+                        + r.network().slotsAllocated() * r.network().slotBytes() + r.network().workingBytes();
                 most = Math.max(most, b);
             }
             bytes = String.format(Locale.ROOT, "%.2f MiB", most / 1048576.0);

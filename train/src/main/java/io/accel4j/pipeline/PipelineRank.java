@@ -36,14 +36,31 @@ import java.util.Objects;
  */
 public final class PipelineRank implements AutoCloseable {
 
-    /** What every stage is built and trained with. */
+    /**
+     * What every stage is built and trained with; {@code storage}: how the blocks store the activations they save for
+     * backward (FP32, or BF16/FP16: {@link io.accel4j.nn.NetworkSpec#activationStorage}).
+     */
     public record Options(int B, int T, int micro, int vocabulary, int classes, DType operands, Recompute recompute,
-                          OptimizerSpec optimizer, LrSchedule schedule, float gradClip, long seed) {
+                          OptimizerSpec optimizer, LrSchedule schedule, float gradClip, long seed, DType storage) {
         public Options {
             Objects.requireNonNull(operands, "operands");
             Objects.requireNonNull(recompute, "recompute");
             Objects.requireNonNull(optimizer, "optimizer");
             Objects.requireNonNull(schedule, "schedule");
+            Objects.requireNonNull(storage, "storage");
+        }
+
+        /** The options with the saved activations in fp32. */
+        public Options(int B, int T, int micro, int vocabulary, int classes, DType operands, Recompute recompute,
+                       OptimizerSpec optimizer, LrSchedule schedule, float gradClip, long seed) {
+            this(B, T, micro, vocabulary, classes, operands, recompute, optimizer, schedule, gradClip, seed,
+                    DType.FP32);
+        }
+
+        /** These options with the saved activations stored in {@code storage}. */
+        public Options storing(DType storage) {
+            return new Options(B, T, micro, vocabulary, classes, operands, recompute, optimizer, schedule, gradClip,
+                    seed, storage);
         }
     }
 
@@ -103,14 +120,15 @@ public final class PipelineRank implements AutoCloseable {
         boolean first = stage == 0, last = stage == stages - 1;
         int from = split.from(stage), to = split.to(stage);
         NetworkSpec spec = Network.of(model.stage(from, to)).batch(o.B(), o.T()).recompute(o.recompute())
-                .matmulOperands(o.operands()).parameterOrder(model.order()).tensorParallel(tensor);
+                .matmulOperands(o.operands()).activationStorage(o.storage()).parameterOrder(model.order())
+                .tensorParallel(tensor);
         spec = first && o.vocabulary() > 0 ? spec.tokens(o.vocabulary()) : spec.features(model.inputWidth(from));
         if (last) {
             spec = spec.classes(o.classes());
         }
         StageNetwork n;
         try {
-            n = StageNetwork.build(spec, first, last, ops);
+            n = StageNetwork.build(spec, first, last, StagePlan.backwardNext(timeline, stage), ops);
         } catch (io.accel4j.nn.ShapeException e) {
             throw new io.accel4j.nn.ShapeException("pipeline stage " + stage + " (layers " + from + "-" + (to - 1)
                     + "): " + e.getMessage());

@@ -11,7 +11,8 @@ import java.util.Locale;
  * What one rank of a pipeline holds in its backend's memory, from the shapes alone (nothing allocated): its stage's
  * parameters and gradients (its tensor rank's shards), the optimizer state (over its ZeRO-1 chunk when the replicas
  * shard it), the micro-batch slots the schedule keeps alive at once ({@link Timeline}: at most P under 1F1B, M under
- * GPipe) and the scratch of a tied tensor's gradient on the first and last stage. What {@link PipelineRank} then
+ * GPipe), under 16-bit storage the fp32 working set those slots share ({@link StageNetwork#workingBytes}), and the
+ * scratch of a tied tensor's gradient on the first and last stage. What {@link PipelineRank} then
  * allocates is the same ({@code StagePlanTest}, on a counting allocator).
  *
  * @param stage          the stage
@@ -21,9 +22,10 @@ import java.util.Locale;
  * @param slotBytes      one micro-batch slot (activations, input, output gradient, input gradient, targets)
  * @param slots          the slots alive at once under the schedule
  * @param tieBytes       the tied tensor's gradient scratch (first and last stage of a model with ties), else 0
+ * @param workingBytes   the fp32 working set the slots share under 16-bit activation storage, else 0
  */
 public record StagePlan(int stage, long parameterBytes, long gradientBytes, long optimizerBytes, long slotBytes,
-                        int slots, long tieBytes) {
+                        int slots, long tieBytes, long workingBytes) {
 
     /**
      * The plan of stage {@code stage} of {@code model} cut by {@code split}, trained with {@code o} under
@@ -36,12 +38,14 @@ public record StagePlan(int stage, long parameterBytes, long gradientBytes, long
         boolean first = stage == 0, last = stage == P - 1;
         int from = split.from(stage), to = split.to(stage);
         NetworkSpec spec = Network.of(model.stage(from, to)).batch(o.B(), o.T()).recompute(o.recompute())
-                .matmulOperands(o.operands()).parameterOrder(model.order());
+                .matmulOperands(o.operands()).activationStorage(o.storage()).parameterOrder(model.order());
         spec = first && o.vocabulary() > 0 ? spec.tokens(o.vocabulary()) : spec.features(model.inputWidth(from));
         if (last) {
             spec = spec.classes(o.classes());
         }
-        StageNetwork.Plan p = StageNetwork.plan(spec, first, last, tensorRanks);
+        Timeline timeline = Timeline.of(schedule, P, o.micro());
+        int slots = slotsAlive(timeline, stage);
+        StageNetwork.Plan p = StageNetwork.plan(spec, first, last, tensorRanks, backwardNext(timeline, stage));
         long count = p.table().count();
         long shard = zero == 1 ? io.accel4j.collectives.Chunks.length(count, replicas, replica) : count;
         long tie = 0;
@@ -60,7 +64,24 @@ public record StagePlan(int stage, long parameterBytes, long gradientBytes, long
         }
         return new StagePlan(stage, count * Float.BYTES, count * Float.BYTES,
                 (long) o.optimizer().stateFloatsPerParameter() * shard * Float.BYTES, p.slotBytes(),
-                slotsAlive(Timeline.of(schedule, P, o.micro()), stage), tie);
+                slots, tie, p.workingBytes());
+    }
+
+    /**
+     * Whether every backward of the stage comes before its next forward (1F1B's last stage), so that what a forward
+     * left in the stage's working set is still there for its backward ({@link StageNetwork#build}'s
+     * {@code backwardNext}).
+     */
+    static boolean backwardNext(Timeline timeline, int stage) {
+        int pending = 0;
+        for (Timeline.Event e : timeline.events(stage)) {
+            if (e.kind() == Timeline.Kind.FORWARD && pending++ > 0) {
+                return false;
+            } else if (e.kind() == Timeline.Kind.BACKWARD) {
+                pending--;
+            }
+        }
+        return true;
     }
 
     /** The most micro-batches a stage holds at once: taken at its forward (or receive), given back after backward. */
@@ -80,14 +101,16 @@ public record StagePlan(int stage, long parameterBytes, long gradientBytes, long
 
     /** Every byte of the rank. */
     public long total() {
-        return parameterBytes + gradientBytes + optimizerBytes + slotBytes * slots + tieBytes;
+        return parameterBytes + gradientBytes + optimizerBytes + slotBytes * slots + tieBytes + workingBytes;
     }
 
     /** One line: the parts in MiB. */
     public void print(PrintWriter w) {
         w.printf(Locale.ROOT, "  stage %d per rank: parameters %.1f MiB, gradients %.1f MiB, optimizer state %.1f MiB, "
-                        + "activations %d × %.1f MiB%s; %.1f MiB in all%n", stage, mib(parameterBytes),
+                        + "activations %d × %.1f MiB%s%s; %.1f MiB in all%n", stage, mib(parameterBytes),
                 mib(gradientBytes), mib(optimizerBytes), slots, mib(slotBytes),
+                workingBytes > 0 ? String.format(Locale.ROOT, " (16-bit) + %.1f MiB fp32 working set",
+                        mib(workingBytes)) : "",
                 tieBytes > 0 ? String.format(Locale.ROOT, ", tied gradient %.1f MiB", mib(tieBytes)) : "",
                 mib(total()));
     }

@@ -1,6 +1,7 @@
 package io.accel4j.cli.plan;
 
 import io.accel4j.cli.train.TensorParallelPlan;
+import io.accel4j.core.DType;
 import io.accel4j.optim.AdamW;
 import io.accel4j.pipeline.Gpt2Stages;
 import io.accel4j.pipeline.Partition;
@@ -30,9 +31,26 @@ import java.util.List;
  * backward of B·T·C fp32, ring: {@code 2(T−1)/T} of it sent) for each micro-batch over the largest stage's blocks;
  * the stage boundary's activation and gradient (B·T·C fp32 each way per micro-batch); the replicas' gradient
  * collectives over the rank's parameters ({@link StepTime#commBytes}) — all at the cluster's bandwidth, nothing
- * overlapped, recompute's repeated all-reduces not priced.
+ * overlapped, recompute's repeated all-reduces not priced. With BF16 storage ({@code train --precision bf16}, rows
+ * named {@code …+bf16}) the same layouts without recomputation (under {@code layer} recomputation wins and the
+ * memory is fp32's), the saved activations in 16 bits in both plans, the fp32 FLOP rate kept.
  */
 final class ModelParallelLayouts implements LayoutSource {
+
+    private final DType storage;
+
+    /** The fp32 layouts. */
+    ModelParallelLayouts() {
+        this(DType.FP32);
+    }
+
+    /** The layouts with the blocks' saved activations stored in {@code storage} (FP32 or BF16). */
+    ModelParallelLayouts(DType storage) {
+        if (storage != DType.FP32 && storage != DType.BF16) {
+            throw new IllegalArgumentException("the planner's storage is fp32 or bf16, got " + storage);
+        }
+        this.storage = storage;
+    }
 
     @Override
     public List<Layout> layouts(GptConfig model, int globalBatch, int T, Cluster cluster) {
@@ -48,7 +66,7 @@ final class ModelParallelLayouts implements LayoutSource {
                     continue;
                 }
                 for (int zero = 0; zero <= (d >= 2 ? 1 : 0); zero++) {
-                    for (Recompute r : p == 1 ? List.of(Recompute.NONE) : List.of(Recompute.NONE, Recompute.LAYER)) {
+                    for (Recompute r : recomputes(p)) {
                         Layout l = largestFitting(model, globalBatch / d, T, cluster, t, p, zero, r);
                         if (l != null) {
                             out.add(l);
@@ -60,14 +78,19 @@ final class ModelParallelLayouts implements LayoutSource {
         return out;
     }
 
+    /** none (and layer for a pipeline) in fp32; none in 16 bits, where layer recomputation stores nothing. */
+    private List<Recompute> recomputes(int p) {
+        return p == 1 || storage != DType.FP32 ? List.of(Recompute.NONE) : List.of(Recompute.NONE, Recompute.LAYER);
+    }
+
     /** Whether {@code t} divides the heads, C, 4C and the padded vocabulary (what --tp checks). */
     static boolean splits(GptConfig model, int t) {
         return model.NH() % t == 0 && model.C() % t == 0 && (4L * model.C()) % t == 0 && model.Vp() % t == 0;
     }
 
     /** The largest B that fits, else the smallest B's layout; null when no B gives M ≥ P. */
-    private static Layout largestFitting(GptConfig model, int perReplica, int T, Cluster cluster, int t, int p,
-                                         int zero, Recompute r) {
+    private Layout largestFitting(GptConfig model, int perReplica, int T, Cluster cluster, int t, int p, int zero,
+                                  Recompute r) {
         Layout last = null;
         for (int b = perReplica; b >= 1; b--) {
             int k = perReplica / b;
@@ -82,8 +105,7 @@ final class ModelParallelLayouts implements LayoutSource {
         return last;
     }
 
-    static Layout layout(GptConfig model, int T, Cluster cluster, int t, int p, int zero, Recompute r, int B,
-                         int K) {
+    Layout layout(GptConfig model, int T, Cluster cluster, int t, int p, int zero, Recompute r, int B, int K) {
         int n = cluster.devices(), d = n / (t * p);
         MemoryPlan mem = p == 1 ? tensorPlan(model, T, t, n, zero, B) : stagePlan(model, T, t, p, d, zero, r, B, K);
         double bubble = (K + p - 1.0) / K;
@@ -95,6 +117,9 @@ final class ModelParallelLayouts implements LayoutSource {
         double replicaBytes = StepTime.commBytes(mem.parameters() / Float.BYTES, d, zero, K);
         double comm = (tensorBytes + pipeBytes + replicaBytes) / cluster.bandwidth();
         List<String> args = new ArrayList<>();
+        if (storage == DType.BF16) {
+            args.addAll(List.of("--precision", "bf16"));
+        }
         if (t > 1) {
             args.addAll(List.of("--tp", String.valueOf(t)));
         }
@@ -113,14 +138,14 @@ final class ModelParallelLayouts implements LayoutSource {
             args.addAll(List.of("--grad-accum", String.valueOf(K)));
         }
         String name = (t > 1 ? "TP" + t : "") + (t > 1 && p > 1 ? "×" : "") + (p > 1 ? "PP" + p : "")
-                + (zero > 0 ? "+Z1" : "");
+                + (zero > 0 ? "+Z1" : "") + (storage == DType.BF16 ? "+bf16" : "");
         return new Layout(name, d, t, p, zero, r, B, K, mem, new StepTime(compute, comm), List.copyOf(args));
     }
 
     /** {@link TensorParallelPlan}'s rank as a {@link MemoryPlan} (its activations hold the tokens too). */
-    private static MemoryPlan tensorPlan(GptConfig model, int T, int t, int n, int zero, int B) {
-        TrainConfig cfg = TrainConfig.builder().precision(Precision.FP32).batch(B).seq(T).steps(1).zeroStage(zero)
-                .build();
+    private MemoryPlan tensorPlan(GptConfig model, int T, int t, int n, int zero, int B) {
+        TrainConfig cfg = TrainConfig.builder().precision(Precision.of(storage)).batch(B).seq(T).steps(1)
+                .zeroStage(zero).build();
         TensorParallelPlan tp = TensorParallelPlan.of(model, cfg, t, n);
         return new MemoryPlan(tp.parameters(), tp.gradients(), tp.optimizerState(), 0, tp.activations(), 0);
     }
@@ -129,12 +154,12 @@ final class ModelParallelLayouts implements LayoutSource {
      * The largest stage's {@link StagePlan} as a {@link MemoryPlan}: the micro-batch slots alive under 1F1B as the
      * activations, a tied tensor's gradient scratch as working memory.
      */
-    private static MemoryPlan stagePlan(GptConfig model, int T, int t, int p, int d, int zero, Recompute r, int B,
-                                        int M) {
+    private MemoryPlan stagePlan(GptConfig model, int T, int t, int p, int d, int zero, Recompute r, int B,
+                                 int M) {
         Gpt2Stages stages = t > 1 ? Gpt2Stages.parallel(model) : Gpt2Stages.of(model);
         Partition split = Partition.balanced(stages.parameters(), p);
-        PipelineRank.Options o = new PipelineRank.Options(B, T, M, model.V(), model.V(), io.accel4j.core.DType.FP32,
-                r, new AdamW.Spec(0.9f, 0.95f, 1e-8f, 0f, false), step -> 0f, 1f, 0L);
+        PipelineRank.Options o = new PipelineRank.Options(B, T, M, model.V(), model.V(), storage, r,
+                new AdamW.Spec(0.9f, 0.95f, 1e-8f, 0f, false), step -> 0f, 1f, 0L, storage);
         StagePlan most = null;
         for (int s = 0; s < p; s++) {
             StagePlan sp = StagePlan.of(stages, split, Schedule.ONE_F_ONE_B, o, s, t, 0, d, zero);
@@ -143,6 +168,6 @@ final class ModelParallelLayouts implements LayoutSource {
             }
         }
         return new MemoryPlan(most.parameterBytes(), most.gradientBytes(), most.optimizerBytes(), most.tieBytes(),
-                most.slotBytes() * most.slots(), 0);
+                most.slotBytes() * most.slots() + most.workingBytes(), 0);
     }
 }

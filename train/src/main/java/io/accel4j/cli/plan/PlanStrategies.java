@@ -27,8 +27,9 @@ final class PlanStrategies {
             + "runs them on the CPU, so with --device cpu.")
     boolean modelParallel;
 
-    @Option(names = "--bf16", description = "Also plan DDP and ZeRO with train --precision bf16: the activations "
-            + "saved for backward stored in 16 bits (the FLOP rate kept at --tflops).")
+    @Option(names = "--bf16", description = "Also plan DDP and ZeRO (and, with --model-parallel, the tensor and "
+            + "pipeline layouts) with train --precision bf16: the activations saved for backward stored in 16 bits "
+            + "(the FLOP rate kept at --tflops).")
     boolean bf16;
 
     @Option(names = "--bf16-grads", description = "Also plan DDP with train --precision bf16 --grad-storage bf16: "
@@ -57,6 +58,9 @@ final class PlanStrategies {
         if (modelParallel) {
             sources.add(new ModelParallelLayouts());
         }
+        if (modelParallel && bf16) {
+            sources.add(new ModelParallelLayouts(DType.BF16));
+        }
         return new Planner(sources);
     }
 
@@ -71,8 +75,8 @@ final class PlanStrategies {
                     + "recompute's repeated all-reduces not priced. ");
         }
         if (bf16) {
-            sb.append("+bf16: train --precision bf16, the saved activations in 16 bits; the 16-bit matmuls' "
-                    + "speed-up not priced. ");
+            sb.append("+bf16: train --precision bf16, the saved activations in 16 bits (" + (modelParallel
+                    ? "TP/PP rows without recompute; " : "") + "the 16-bit matmuls' speed-up not priced). ");
         }
         if (bf16Grads) {
             sb.append("+bf16-grads: train --precision bf16 --grad-storage bf16, the blocks' gradients in 16 bits too; "

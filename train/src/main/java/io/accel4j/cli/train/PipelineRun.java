@@ -55,6 +55,7 @@ final class PipelineRun {
         String no = cmd.device == Backend.Device.CUDA ? "--device cuda"
                 : cmd.zero > 1 ? "--zero " + cmd.zero + " (it takes --zero 1)"
                 : cfg.precision().fp8() != null ? "--precision fp8"
+                : customLossScale(cfg.precision()) ? "--loss-scale or --loss-scale-window (fp16's defaults only)"
                 : cmd.memory.findBatchSize ? "--find-batch-size"
                 : cmd.profile ? "--profile"
                 : cmd.metricsOut != null ? "--metrics-out (the metrics go to the run directory)"
@@ -87,8 +88,13 @@ final class PipelineRun {
                     + "its data-parallel replicas, but " + world + " ranks make " + world / group + ": it needs "
                     + "--ranks " + 2 * group + " or more");
         }
-        cmd.tensor.check(model, world, false, 0, cfg.precision().equals(io.accel4j.train.precision.Precision.FP32),
-                usage::apply);
+        cmd.tensor.check(model, world, false, 0, cfg.precision(), usage::apply);
+    }
+
+    /** Whether fp16's loss scaling was given other than its defaults (the Learner takes the defaults). */
+    private static boolean customLossScale(io.accel4j.train.precision.Precision p) {
+        return p.scalesLoss() && (p.initialLossScale() != io.accel4j.train.precision.Precision.DEFAULT_LOSS_SCALE
+                || p.lossScaleWindow() != io.accel4j.train.precision.Precision.DEFAULT_LOSS_SCALE_WINDOW);
     }
 
     /**
@@ -166,6 +172,7 @@ final class PipelineRun {
                     .optimizer(new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(),
                             !cfg.decayMatricesOnly()))
                     .schedule(cfg::learningRate).gradClip(cfg.gradClip()).precision(cfg.precision().operands())
+                    .activationStorage(cfg.precision().activationStorage())
                     .recompute(cmd.memory.recompute).seed(cfg.seed()).threads(threads).data(data)
                     .pipeline(cmd.tensor.active() ? Gpt2Stages.parallel(c) : Gpt2Stages.of(c), pp.stages, M,
                             pp.schedule()).tensorParallel(cmd.tensor.tp()).zero(cmd.zero)

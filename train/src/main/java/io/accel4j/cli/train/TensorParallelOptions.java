@@ -1,6 +1,7 @@
 package io.accel4j.cli.train;
 
 import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.precision.Precision;
 import java.util.function.Function;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
@@ -16,7 +17,8 @@ public final class TensorParallelOptions {
             + "block's attention heads and MLP, and the vocabulary of the embedding, head and loss, over T ranks "
             + "(T must divide the heads NH, C, 4C and the padded vocabulary Vp); --ranks (or mpirun's -np) is then "
             + "D·T, data parallelism over the D replicas; runs on the CPU through the Java API's Learner, from a "
-            + "preset's initialisation or a --model file (default: ${DEFAULT-VALUE}: not split).")
+            + "preset's initialisation or a --model file; --precision bf16|fp16 stores the activations saved for "
+            + "backward in 16 bits there too (default: ${DEFAULT-VALUE}: not split).")
     int tp = 1;
 
     /** Whether the run is split. */
@@ -34,7 +36,7 @@ public final class TensorParallelOptions {
      *
      * @throws ParameterException (from {@code usage}) naming --tp and the numbers
      */
-    public void check(GptConfig model, int world, boolean cuda, int zero, boolean fp32,
+    public void check(GptConfig model, int world, boolean cuda, int zero, Precision precision,
                       Function<String, ? extends RuntimeException> usage) {
         if (tp < 1) {
             throw usage.apply("--tp must be >= 1, got " + tp);
@@ -64,8 +66,13 @@ public final class TensorParallelOptions {
             throw usage.apply("--zero 1 with --tp " + tp + " shards over the " + world / tp + " data-parallel "
                     + "replica(s): it needs --ranks " + 2 * tp + " or more");
         }
-        if (!fp32) {
-            throw usage.apply("--tp trains in fp32 so far: drop --precision");
+        if (precision.fp8() != null) {
+            throw usage.apply("--tp has no fp8 path: use --precision fp32, bf16 or fp16");
+        }
+        if (precision.scalesLoss() && (precision.initialLossScale() != Precision.DEFAULT_LOSS_SCALE
+                || precision.lossScaleWindow() != Precision.DEFAULT_LOSS_SCALE_WINDOW)) {
+            throw usage.apply("--tp trains fp16 with the default loss scaling so far: drop --loss-scale and "
+                    + "--loss-scale-window");
         }
     }
 }

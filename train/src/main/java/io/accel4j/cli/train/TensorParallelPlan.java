@@ -10,7 +10,8 @@ import java.io.PrintWriter;
 /**
  * What one rank of a {@code --tp T} run holds, from the shapes alone (nothing allocated): its shards of the
  * parameters and their gradients, AdamW's two moments (over the replicas' ZeRO-1 shard), the activations of one
- * micro-batch; beside what one unsplit rank would hold. Printed at the start of the run; what the Learner then
+ * micro-batch (their saved activations in 16 bits under {@code --precision bf16|fp16}); beside what one unsplit rank
+ * would hold. Printed at the start of the run; what the Learner then
  * allocates is the same ({@code TensorParallelPlanTest}).
  *
  * @param parameters      bytes of this rank's parameters (fp32)
@@ -54,7 +55,8 @@ public record TensorParallelPlan(int tp, int dp, long parameters, long gradients
     }
 
     private static NetworkSpec spec(GptConfig model, TrainConfig cfg) {
-        return Gpt2Blocks.parallelSpec(model, null).batch(cfg.batch(), cfg.seq());
+        return Gpt2Blocks.parallelSpec(model, null).batch(cfg.batch(), cfg.seq())
+                .activationStorage(cfg.precision().activationStorage());
     }
 
     /** Every byte of the rank. */

@@ -49,7 +49,8 @@ final class TensorParallelRun {
                 .parameterOrder(Gpt2Blocks.LLMC_ORDER).batch(cfg.batch(), cfg.seq()).gradAccum(cfg.gradAccum())
                 .optimizer(new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(),
                         !cfg.decayMatricesOnly()))
-                .schedule(schedule).gradClip(cfg.gradClip()).tensorParallel(tp).zero(cfg.zeroStage())
+                .schedule(schedule).gradClip(cfg.gradClip()).precision(cfg.precision().operands())
+                .activationStorage(cfg.precision().activationStorage()).tensorParallel(tp).zero(cfg.zeroStage())
                 .threads(threads).seed(cfg.seed()).data(windows(train)).collectiveTimeout(timeout);
         return world != null ? b.communicator(world) : b.ranks(ranks);
     }

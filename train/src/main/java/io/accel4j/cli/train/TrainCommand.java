@@ -272,8 +272,8 @@ public final class TrainCommand implements Callable<Integer> {
             pp.run(asked, modelConfig, modelFile, launch, nThreads, timeout(), spec.commandLine().getOut());
             return 0;
         }
-        tensor.check(modelConfig, worldRanks, device == Backend.Device.CUDA, asked.zeroStage(),
-                asked.precision().equals(Precision.FP32), this::usage);
+        tensor.check(modelConfig, worldRanks, device == Backend.Device.CUDA, asked.zeroStage(), asked.precision(),
+                this::usage);
         if (tensor.active() && launch.perProcess() && launch.rendezvous() != null) {
             throw usage("--tp " + tensor.tp() + " splits the ranks into tensor groups, which the launcher's TCP "
                     + "communicator cannot do yet: use --ranks or mpirun");

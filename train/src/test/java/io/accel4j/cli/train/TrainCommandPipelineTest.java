@@ -229,7 +229,7 @@ class TrainCommandPipelineTest {
                 {"--pp", "2", "--schedule-pp", "zigzag"}, {"--pp", "2", "--grad-accum", "2", "--micro-batches", "4"},
                 {"--pp", "2", "--zero", "1", "--ranks", "2"}, {"--pp", "2", "--ranks", "3"},
                 {"--tp", "2", "--pp", "2", "--ranks", "6"}, {"--tp", "3", "--pp", "2"},
-                {"--tp", "2", "--pp", "2", "--precision", "bf16"}, {"--tp", "2", "--pp", "2", "--device", "cuda"}};
+                {"--tp", "2", "--pp", "2", "--precision", "fp8"}, {"--tp", "2", "--pp", "2", "--device", "cuda"}};
         String[] messages = {
                 "--pp 3 is larger than the model's 2 layers (transformer blocks): each stage needs at least one",
                 "--micro-batches 1 is fewer than --pp 2: 1F1B needs at least as many micro-batches as stages",
@@ -241,7 +241,7 @@ class TrainCommandPipelineTest {
                 "--ranks 3 is not a multiple of --pp 2: the ranks are D·P",
                 "--ranks 6 is not a multiple of --tp 2 × --pp 2 = 4: the ranks are D·T·P",
                 "--tp 3 must divide the attention heads NH = 4 of the model",
-                "--tp trains in fp32 so far: drop --precision",
+                "--pp 2 does not take --precision fp8 yet",
                 "--pp 2 does not take --device cuda yet"};
         for (int i = 0; i < cases.length; i++) {
             Result r = TrainCommandTest.run(TrainCommandTest.quick(dir, cases[i]));

@@ -131,13 +131,13 @@ class TrainCommandTensorParallelTest {
     void layoutsThatDoNotFitAreUsageErrors() throws IOException {
         String[][] cases = {
             {"--tp", "3", "--ranks", "3"}, {"--tp", "2", "--ranks", "3"}, {"--tp", "2", "--ranks", "2", "--zero", "2"},
-            {"--tp", "0"}, {"--tp", "2", "--ranks", "2", "--precision", "bf16"}};
+            {"--tp", "0"}, {"--tp", "2", "--ranks", "2", "--precision", "fp8"}};
         String[] want = {
             "--tp 3 must divide the attention heads NH = 4 of the model",
             "--tp 2 does not divide the 3 ranks (--ranks or mpirun's -np): the ranks are D·T",
             "--tp composes with --zero 0 or 1 so far, got --zero 2",
             "--tp must be >= 1, got 0",
-            "--tp trains in fp32 so far"};
+            "--tp has no fp8 path: use --precision fp32, bf16 or fp16"};
         for (int i = 0; i < cases.length; i++) {
             Path dir = tmp.resolve("bad" + i);
             Result r = run(Stream.concat(Stream.of(args(dir)), Stream.of(cases[i])).toArray(String[]::new));
