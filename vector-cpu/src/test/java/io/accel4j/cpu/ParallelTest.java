@@ -123,7 +123,13 @@ class ParallelTest {
                     if (i == 3) {
                         throw new IllegalStateException("task 3 failed");
                     }
-                    Thread.onSpinWait();
+                    // each other task takes ~1 ms, so the pool cannot finish all of them in the moment between task
+                    // 3's throw and the pool seeing it (with a bare spin the other thread once ran all 996 in 30 ms
+                    // while the failing one was descheduled on a loaded machine)
+                    long until = System.nanoTime() + 1_000_000;
+                    while (System.nanoTime() < until) {
+                        Thread.onSpinWait();
+                    }
                 } finally {
                     running.decrementAndGet();
                 }
