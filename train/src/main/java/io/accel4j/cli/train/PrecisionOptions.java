@@ -85,10 +85,11 @@ public final class PrecisionOptions {
 
     /**
      * Refuses, with one line naming both flags, 16-bit gradient storage with what cannot take it yet: ZeRO (its
-     * stages hold fp32 gradient shards), --sync async, --pp, --tp, --offload-optimizer.
+     * stages hold fp32 gradient shards), --sync async, --pp, --tp, --offload-optimizer, and an explicit --bucket-mb
+     * ({@code bucketsAsked}: 16-bit gradients are all-reduced after backward, not in buckets).
      */
     static void checkGradients(TrainConfig cfg, boolean async, boolean pipeline, boolean tensor, boolean offload,
-                               Function<String, ? extends RuntimeException> usage) {
+                               boolean bucketsAsked, Function<String, ? extends RuntimeException> usage) {
         DType g = cfg.precision().gradients();
         if (g == DType.FP32) {
             return;
@@ -98,6 +99,10 @@ public final class PrecisionOptions {
         if (other != null) {
             throw usage.apply("--grad-storage " + Precisions.label(g) + " does not go with " + other + " yet: drop "
                     + "one of them");
+        }
+        if (bucketsAsked) {
+            throw usage.apply("--bucket-mb does not go with --grad-storage " + Precisions.label(g) + ": 16-bit "
+                    + "gradients are all-reduced after backward, chunk by chunk, not in buckets; drop --bucket-mb");
         }
     }
 

@@ -257,14 +257,9 @@ public final class TrainCommand implements Callable<Integer> {
             throw usage("--tp does not go with --sync async yet: choose one");
         }
         pipeline.check(modelConfig, asked.gradAccum(), this::usage);
+        boolean bucketsAsked = bucketMb > 0 && spec.commandLine().getParseResult().hasMatchedOption("--bucket-mb");
         PrecisionOptions.checkGradients(asked, async.async(), pipeline.requested(), tensor.active(), offload.enabled,
-                this::usage); // after pipeline.check, which sets the stages
-        if (asked.precision().gradients() != io.accel4j.core.DType.FP32 && bucketMb > 0
-                && spec.commandLine().getParseResult().hasMatchedOption("--bucket-mb")) {
-            throw usage("--bucket-mb does not go with --grad-storage " + PrecisionOptions.Precisions.label(asked.precision().gradients())
-                    + ": 16-bit gradients are all-reduced after backward, chunk by chunk, not in buckets; drop "
-                    + "--bucket-mb");
-        }
+                bucketsAsked, this::usage);
         if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
             PipelineRun pp = new PipelineRun(this, pipeline, restored, this::usage);
             pp.checkSupported(asked, modelConfig, launch);

@@ -6,7 +6,6 @@ import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.nn.HalfGradients;
-import io.accel4j.optim.AdamW;
 import io.accel4j.optim.Optimizer;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.TrainState;
@@ -38,10 +37,8 @@ final class HalfGradStates extends ModelStates {
     HalfGradStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
         super(checkStage(comm, cfg), model, values);
         this.grads = model.halfGradients();
-        boolean decayAll = !cfg.decayMatricesOnly() || cfg.weightDecay() == 0;
         try {
-            this.adamw = new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(), decayAll)
-                    .create(model.ops(), model.network().table(), model.params(), grads);
+            this.adamw = adamw(cfg).create(model.ops(), model.network().table(), model.params(), grads);
         } catch (RuntimeException | Error e) {
             super.close();
             throw e;
