@@ -172,7 +172,22 @@ final class Packing {
                     for (int k0 = 0; k0 < kc; k0 += TRANSPOSE_ROWS) {
                         int kn = Math.min(TRANSPOSE_ROWS, kc - k0);
                         int row0 = base + k0 * NR;
-                        for (int c = 0; c < NR; c++) {
+                        int c = 0;
+                        if (Transpose.AVAILABLE) { // whole L×L blocks of columns inside the matrix, in registers
+                            int kBlocks = kn - kn % Transpose.L;
+                            for (; c + Transpose.L <= NR && j + c + Transpose.L <= nc; c += Transpose.L) {
+                                long src = (long) (j0 + j + c) * ldb + pc + k0;
+                                for (int k = 0; k < kBlocks; k += Transpose.L) {
+                                    Transpose.block(b, src + k, ldb, bp, row0 + k * NR + c, NR);
+                                }
+                                for (int r = 0; r < Transpose.L; r++) { // the rows past the last whole block
+                                    for (int k = kBlocks, o = row0 + kBlocks * NR + c + r; k < kn; k++, o += NR) {
+                                        bp[o] = b.getAtIndex(F32, src + (long) r * ldb + k);
+                                    }
+                                }
+                            }
+                        }
+                        for (; c < NR; c++) {
                             long src = (long) (j0 + j + c) * ldb + pc + k0;
                             if (j + c < nc) {
                                 for (int k = 0, o = row0 + c; k < kn; k++, o += NR) {

@@ -1,0 +1,102 @@
+package io.accel4j.cpu.gemm;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Simd;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Arrays;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * {@link Transpose} and the transposed-B pack that uses it: both are copies, so every element is compared exactly
+ * (no tolerance) against the layout written as a formula, on random values at odd sizes and offsets, the destination
+ * poisoned with NaN first so that an element left unwritten fails.
+ */
+class TransposeTest {
+
+    private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
+
+    @Test
+    void aBlockIsTransposedExactly() {
+        if (!Transpose.AVAILABLE) {
+            assertThat(Simd.SCALAR || Transpose.L > 16).as("only scalar mode lacks a transpose").isTrue();
+            return;
+        }
+        int L = Transpose.L;
+        long seed = System.nanoTime();
+        SplittableRandom rnd = new SplittableRandom(seed);
+        for (int trial = 0; trial < 20; trial++) {
+            int ld = L + rnd.nextInt(0, 40), ldd = L + rnd.nextInt(0, 40);
+            int srcIndex = rnd.nextInt(0, 17), dstIndex = rnd.nextInt(0, 17);
+            try (Arena arena = Arena.ofConfined()) {
+                float[] values = new float[srcIndex + L * ld];
+                for (int i = 0; i < values.length; i++) {
+                    values[i] = (float) rnd.nextGaussian();
+                }
+                MemorySegment src = arena.allocate((long) values.length * Float.BYTES);
+                MemorySegment.copy(values, 0, src, F32, 0, values.length);
+                float[] dst = new float[dstIndex + L * ldd];
+                Arrays.fill(dst, Float.NaN);
+                Transpose.block(src, srcIndex, ld, dst, dstIndex, ldd);
+                for (int k = 0; k < L; k++) {
+                    for (int r = 0; r < L; r++) {
+                        assertThat(dst[dstIndex + k * ldd + r]).as("seed %d: element (%d, %d)", seed, r, k)
+                                .isEqualTo(values[srcIndex + r * ld + k]);
+                    }
+                }
+                for (int i = 0; i < dst.length; i++) { // nothing outside the block written
+                    int off = i - dstIndex;
+                    if (off < 0 || off % ldd >= L) {
+                        assertThat(dst[i]).as("seed %d: dst[%d] outside the block", seed, i).isNaN();
+                    }
+                }
+            }
+        }
+    }
+
+    /**
+     * {@link Packing#packB} of a transposed fp32 B (stored N×K): panels of NR columns, K blocks of {@code kcBlock}
+     * rows, columns nc…roundUp(nc, NR) zero; sizes that leave partial vector blocks in both directions, and a packed
+     * block wider than the columns packed (bpCol0 &gt; 0).
+     */
+    @ParameterizedTest(name = "nc={0} K={1} kcBlock={2} j0={3} bpCol0={4}")
+    @CsvSource({"1, 1, 1, 0, 0", "37, 100, 48, 0, 0", "64, 512, 512, 3, 0", "70, 300, 256, 5, 32",
+        "33, 17, 512, 0, 64", "128, 1030, 512, 1, 0", "16, 64, 33, 2, 0"})
+    void transposedPackMatchesItsLayout(int nc, int K, int kcBlock, int j0, int bpCol0) {
+        int NR = MicroKernel.NR;
+        int ncPad = Packing.roundUp(nc, NR);
+        int bpCols = bpCol0 + ncPad + NR; // a block wider than this call's columns
+        int ldb = K + 3;
+        int rows = j0 + nc;
+        long seed = System.nanoTime();
+        SplittableRandom rnd = new SplittableRandom(seed);
+        try (Arena arena = Arena.ofConfined()) {
+            float[] values = new float[rows * ldb];
+            for (int i = 0; i < values.length; i++) {
+                values[i] = (float) rnd.nextGaussian();
+            }
+            MemorySegment b = arena.allocate((long) values.length * Float.BYTES);
+            MemorySegment.copy(values, 0, b, F32, 0, values.length);
+            float[] bp = new float[K * bpCols];
+            Arrays.fill(bp, Float.NaN);
+            float[] run = new float[Math.max(NR * K, ncPad)];
+            Packing.packB(true, b, DType.FP32, ldb, K, kcBlock, j0, nc, bp, bpCols, bpCol0, run, DType.FP32);
+            for (int pc = 0; pc < K; pc += kcBlock) {
+                int kc = Math.min(kcBlock, K - pc);
+                for (int j = 0; j < ncPad; j++) {
+                    for (int k = pc; k < pc + kc; k++) {
+                        int at = pc * bpCols + (bpCol0 + j / NR * NR) * kc + (k - pc) * NR + j % NR;
+                        float want = j < nc ? values[(j0 + j) * ldb + k] : 0f;
+                        assertThat(bp[at]).as("seed %d: op(B)[%d][%d] at %d", seed, k, j, at).isEqualTo(want);
+                    }
+                }
+            }
+        }
+    }
+}
