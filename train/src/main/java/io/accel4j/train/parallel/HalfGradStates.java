@@ -1,5 +1,6 @@
 package io.accel4j.train.parallel;
 
+import io.accel4j.collectives.Chunks;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
@@ -16,19 +17,34 @@ import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 
 /**
- * Stage 0 (one rank, or DDP) for a model whose gradients are stored in 16 bits ({@link Gpt2#halfGradients()},
- * {@code --grad-storage bf16|fp16}): every consumer of the gradients reads them in fp32 chunks of at most
- * {@link HalfGradients#CHUNK} elements ({@link HalfGradients#chunks}), so no second, fp32 gradient buffer exists. The
- * average over the ranks is an all-reduce per chunk after backward (widened, averaged in fp32, rounded back into the
- * store; no buckets overlapped with backward); the overflow check and the norm are the chunks' (the norm's sum in
- * double over the chunks in order); AdamW ({@code optim.HalfGradAdamW}, its moments fp32 as {@link SyncStates}')
- * runs once per chunk of each decay range, each element updated exactly as the whole-vector kernel updates it from
- * the same fp32 gradient.
- * Checkpoints are stage 0's: the moments whole, so a run resumes with either gradient storage.
+ * Stage 0 (one rank, or DDP) and ZeRO-1 for a model whose gradients are stored in 16 bits ({@link
+ * Gpt2#halfGradients()}, {@code --grad-storage bf16|fp16}): every consumer of the gradients reads them in fp32 chunks
+ * of at most {@link HalfGradients#CHUNK} elements ({@link HalfGradients#chunks}), so no second, fp32 gradient buffer
+ * exists. The average over the ranks is an all-reduce per chunk after backward (widened, averaged in fp32, rounded
+ * back into the store; no buckets overlapped with backward); the overflow check and the norm are the chunks' (the
+ * norm's sum in double over the chunks in order); AdamW ({@code optim.HalfGradAdamW}, its moments fp32 as {@link
+ * SyncStates}') runs once per chunk of each decay range, each element updated exactly as the whole-vector kernel
+ * updates it from the same fp32 gradient.
+ *
+ * <p>ZeRO-1 ({@code --zero 1}) is the same all-reduce, so every rank holds the whole averaged 16-bit gradients, their
+ * norm and overflow flag the same bits as DDP's; AdamW's moments are rank r's chunk of the vector only
+ * ({@link Chunks}, as {@code fit.ZeroSharding}'s), updated from the fp32-widened chunks of the store at their offsets,
+ * then an in-place all-gather gives every rank the others' updated parameters: bit for bit DDP over 16-bit
+ * gradients. (A reduce-scatter would halve the gradients' traffic, but each rank would then see only its shard of
+ * them, and the norm, summed over other chunk boundaries, would no longer be DDP's bits.)
+ *
+ * <p>Checkpoints hold the moments whole, so a run resumes with either gradient storage and at either stage: under
+ * ZeRO-1 rank 0 collects each rank's chunk, broadcast from it piece by piece through the gradients' fp32 working
+ * region ({@link HalfGradients#idleWorkingRegion}, free between steps), and {@link #readMoments} reads this rank's
+ * chunk back.
  */
 final class HalfGradStates extends ModelStates {
 
+    private final int stage;
     private final HalfGradients grads;
+    /** This rank's elements of the vector: all of them at stage 0, chunk r at stage 1. */
+    private final long shardOffset;
+    private final long shardLength;
     /** AdamW over the 16-bit gradients: decay on the matrices only, or on everything ({@link TrainConfig}). */
     private final Optimizer adamw;
     private final MemorySegment m;
@@ -36,9 +52,14 @@ final class HalfGradStates extends ModelStates {
 
     HalfGradStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
         super(checkStage(comm, cfg), model, values);
+        this.stage = cfg.zeroStage();
         this.grads = model.halfGradients();
+        int n = comm == null ? 1 : comm.size(), r = comm == null ? 0 : comm.rank();
+        this.shardOffset = stage == 0 ? 0 : Chunks.start(count, n, r);
+        this.shardLength = stage == 0 ? count : Chunks.length(count, n, r);
         try {
-            this.adamw = adamw(cfg).create(model.ops(), model.network().table(), model.params(), grads);
+            this.adamw = adamw(cfg).create(model.ops(), model.network().table(), slice(model.params(), shardOffset,
+                    shardLength), grads, shardOffset, shardLength);
         } catch (RuntimeException | Error e) {
             super.close();
             throw e;
@@ -48,12 +69,20 @@ final class HalfGradStates extends ModelStates {
     }
 
     private static Communicator checkStage(Communicator comm, TrainConfig cfg) {
-        if (cfg.zeroStage() != 0) {
+        if (cfg.zeroStage() > 1) {
             throw new IllegalArgumentException("--grad-storage " + cfg.precision().gradients().name()
                     .toLowerCase(java.util.Locale.ROOT) + " does not go with --zero " + cfg.zeroStage()
-                    + " yet: ZeRO's stages keep fp32 gradients; drop one of them");
+                    + " yet: ZeRO-2/3 keep fp32 gradient shards; drop one of them");
+        }
+        if (cfg.zeroStage() == 1 && (comm == null || comm.size() < 2)) {
+            throw new IllegalArgumentException("ZeRO stage 1 shards over the ranks: it needs a communicator of more "
+                    + "than one rank (got 1)");
         }
         return comm;
+    }
+
+    private static MemorySegment slice(MemorySegment s, long offset, long n) {
+        return s.asSlice(offset * Float.BYTES, n * Float.BYTES);
     }
 
     @Override
@@ -77,6 +106,9 @@ final class HalfGradStates extends ModelStates {
     @Override
     public void update(AdamWConfig decay, int t, float gradScale) {
         adamw.step(t, decay.lr(), gradScale); // decay's other fields are the spec's, as SyncStates'
+        if (stage == 1) { // in place: this rank's chunk is already there
+            comm.allGather(slice(model.params(), shardOffset, shardLength), model.params(), count, DType.FP32);
+        }
     }
 
     @Override
@@ -93,7 +125,7 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public int zeroStage() {
-        return 0;
+        return stage;
     }
 
     @Override
@@ -113,7 +145,7 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public ZeroMemory accounting() {
-        return ZeroMemory.fp32(0, ranks(), count);
+        return ZeroMemory.fp32(stage, ranks(), count);
     }
 
     @Override
@@ -126,7 +158,39 @@ final class HalfGradStates extends ModelStates {
     @Override
     public Saved gatherForCheckpoint(Arena staging) {
         boolean root = comm == null || comm.rank() == 0;
-        return root ? new Saved(memory.readableOnHost(m, staging), memory.readableOnHost(v, staging), null) : null;
+        if (stage == 0) {
+            return root ? new Saved(memory.readableOnHost(m, staging), memory.readableOnHost(v, staging), null)
+                    : null;
+        }
+        MemorySegment hm = root ? staging.allocate(count * Float.BYTES, 64) : null;
+        MemorySegment hv = root ? staging.allocate(count * Float.BYTES, 64) : null;
+        gather(m, hm);
+        gather(v, hv);
+        return root ? new Saved(hm, hv, null) : null;
+    }
+
+    /**
+     * A collective: {@code host} (rank 0's, else null) receives every rank's chunk of a moment ({@code mine}, this
+     * rank's), each broadcast from its rank in pieces as large as the gradients' idle fp32 working region.
+     */
+    private void gather(MemorySegment mine, MemorySegment host) {
+        MemorySegment spare = grads.idleWorkingRegion();
+        long room = spare.byteSize() / Float.BYTES;
+        if (room == 0) {
+            throw new IllegalStateException("the 16-bit gradients have no fp32 working region to gather through");
+        }
+        int n = comm.size();
+        for (int r = 0; r < n; r++) {
+            long start = Chunks.start(count, n, r), length = Chunks.length(count, n, r);
+            for (long d = 0; d < length; d += room) {
+                long k = Math.min(room, length - d);
+                MemorySegment buf = comm.rank() == r ? slice(mine, d, k) : slice(spare, 0, k);
+                comm.broadcast(buf, k, DType.FP32, r);
+                if (host != null) {
+                    memory.copyToHost(buf, slice(host, start + d, k));
+                }
+            }
+        }
     }
 
     @Override
@@ -134,7 +198,8 @@ final class HalfGradStates extends ModelStates {
         try (Arena staging = Arena.ofConfined()) {
             DeviceMemory mem = memory;
             MemorySegment hm = mem.writableOnHost(m, staging), hv = mem.writableOnHost(v, staging);
-            TrainState.Header h = TrainState.read(stateFile, model.config(), hm, hv);
+            TrainState.Header h = stage == 0 ? TrainState.read(stateFile, model.config(), hm, hv)
+                    : TrainState.read(stateFile, model.config(), hm, hv, shardOffset, shardLength);
             mem.writeBack(hm, m);
             mem.writeBack(hv, v);
             return h;

@@ -20,7 +20,7 @@ import java.util.function.IntConsumer;
  * and parameters) and how the ranks agree on a step: the strategy the trainer's step is written against, the same in
  * every mode. {@link SyncStates} is one rank, plain data parallelism ("stage 0": every rank holds everything,
  * gradients averaged whole or in buckets overlapped with backward) and ZeRO-1, on the Java API's
- * {@code fit.GradientSync} strategies; {@link ShardedStates} is ZeRO 2–3; {@link HalfGradStates} is stage 0 over
+ * {@code fit.GradientSync} strategies; {@link ShardedStates} is ZeRO 2–3; {@link HalfGradStates} is stages 0–1 over
  * 16-bit gradients. After the
  * K micro-batches' backward: {@link #reduceGradients}, then {@link #meanLoss}, {@link #anyNonFinite} and
  * {@link #sumOfSquares} of the averaged gradient, then {@link #update}. Every rank calls the same methods in the same

@@ -89,11 +89,43 @@ class TrainCommandGradStorageTest {
     }
 
     @Test
+    void zeroOneResumesBitForBitAndItsCheckpointResumesUnderDdp() throws IOException {
+        String[] common = {"--steps", "4", "--val-every", "0", "--save-every", "2", "--samples", "0",
+            "--eval-problems", "0", "--precision", "bf16", "--grad-storage", "bf16", "--ranks", "2"};
+        Path whole = tmp.resolve("z1-whole"), split = tmp.resolve("z1-split"), ddp = tmp.resolve("z1-ddp"),
+                handed = tmp.resolve("z1-handed");
+        Result a = run(quick(whole, concat(common, "--zero", "1")));
+        assertThat(a.code()).as(a.err()).isZero();
+        assertThat(a.out()).contains("gradients stored in bf16");
+        Result u = run(quick(ddp, common)); // DDP over the same 16-bit gradients: the same bits
+        assertThat(u.code()).as(u.err()).isZero();
+        for (Path dir : new Path[] {split, handed}) {
+            String[] half = quick(dir, concat(common, "--zero", "1"));
+            half[java.util.Arrays.asList(half).indexOf("--steps") + 1] = "2";
+            Result b = run(half);
+            assertThat(b.code()).as(b.err()).isZero();
+        }
+        Result c = run("train", "--resume", split.toString(), "--steps", "4", "--threads", "2");
+        assertThat(c.code()).as(c.err()).isZero();
+        Result d = run("train", "--resume", handed.toString(), "--steps", "4", "--threads", "2", "--zero", "0");
+        assertThat(d.code()).as(d.err()).isZero();
+        for (String f : new String[] {"model_00000004.bin", "state_00000004.bin"}) {
+            byte[] want = java.nio.file.Files.readAllBytes(whole.resolve(f));
+            assertThat(java.nio.file.Files.readAllBytes(split.resolve(f))).as("resumed: %s", f).isEqualTo(want);
+            assertThat(java.nio.file.Files.readAllBytes(ddp.resolve(f))).as("DDP: %s", f).isEqualTo(want);
+            assertThat(java.nio.file.Files.readAllBytes(handed.resolve(f))).as("resumed under DDP: %s", f)
+                    .isEqualTo(want);
+        }
+    }
+
+    @Test
     void whatItDoesNotComposeWithYetExitsTwoNamingBoth() {
         record Case(String message, String[] flags) {}
         for (Case c : List.of(
-                new Case("--grad-storage bf16 does not go with --zero 1 yet: drop one of them",
-                        new String[] {"--grad-storage", "bf16", "--ranks", "2", "--zero", "1"}),
+                new Case("--grad-storage bf16 does not go with --zero 2 yet: drop one of them",
+                        new String[] {"--grad-storage", "bf16", "--ranks", "2", "--zero", "2"}),
+                new Case("--grad-storage bf16 does not go with --zero 3 yet: drop one of them",
+                        new String[] {"--grad-storage", "bf16", "--ranks", "2", "--zero", "3"}),
                 new Case("--grad-storage bf16 does not go with --offload-optimizer yet",
                         new String[] {"--grad-storage", "bf16", "--offload-optimizer"}),
                 new Case("--grad-storage bf16 does not go with --pp yet",
