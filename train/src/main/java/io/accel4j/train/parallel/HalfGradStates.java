@@ -6,6 +6,11 @@ import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.AdamWConfig;
+import io.accel4j.core.ops.Ops;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.optim.Offload;
+import io.accel4j.optim.OptimizerSpec;
 import io.accel4j.nn.HalfGradients;
 import io.accel4j.optim.Optimizer;
 import io.accel4j.train.TrainConfig;
@@ -37,6 +42,11 @@ import java.nio.file.Path;
  * ZeRO-1 rank 0 collects each rank's chunk, broadcast from it piece by piece through the gradients' fp32 working
  * region ({@link HalfGradients#idleWorkingRegion}, free between steps), and {@link #readMoments} reads this rank's
  * chunk back.
+ *
+ * <p>With {@code offload} (stage 0 only, {@code --offload-optimizer}) AdamW runs on the host ({@link Offload}): each
+ * step the store is widened chunk by chunk on the device and the fp32 chunks copied into the host's landing buffer,
+ * where the CPU kernels update an fp32 master copy and the moments, and the parameters go back up; the device then
+ * holds parameters, 16-bit gradients and activations only.
  */
 final class HalfGradStates extends ModelStates {
 
@@ -49,18 +59,31 @@ final class HalfGradStates extends ModelStates {
     private final Optimizer adamw;
     private final MemorySegment m;
     private final MemorySegment v;
+    /** Whether AdamW runs on the host ({@link Offload}); its pool when the model's backend is not the host's. */
+    private final boolean offload;
+    private Parallel hostPool;
 
     HalfGradStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
-        super(checkStage(comm, cfg), model, values);
+        this(comm, model, cfg, values, false);
+    }
+
+    /** With {@code offload}: AdamW on the host ({@link Offload}), stage 0 only. */
+    HalfGradStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload) {
+        super(checkStage(comm, cfg, offload), model, values);
+        this.offload = offload;
         this.stage = cfg.zeroStage();
         this.grads = model.halfGradients();
         int n = comm == null ? 1 : comm.size(), r = comm == null ? 0 : comm.rank();
         this.shardOffset = stage == 0 ? 0 : Chunks.start(count, n, r);
         this.shardLength = stage == 0 ? count : Chunks.length(count, n, r);
         try {
-            this.adamw = adamw(cfg).create(model.ops(), model.network().table(), slice(model.params(), shardOffset,
+            OptimizerSpec spec = offload ? new Offload(adamw(cfg), hostOps(model.ops())) : adamw(cfg);
+            this.adamw = spec.create(model.ops(), model.network().table(), slice(model.params(), shardOffset,
                     shardLength), grads, shardOffset, shardLength);
         } catch (RuntimeException | Error e) {
+            if (hostPool != null) {
+                hostPool.close();
+            }
             super.close();
             throw e;
         }
@@ -68,7 +91,20 @@ final class HalfGradStates extends ModelStates {
         this.v = adamw.state().get("v");
     }
 
-    private static Communicator checkStage(Communicator comm, TrainConfig cfg) {
+    /** The model's backend when it computes in host memory (the CPU's), else the Vector API on a pool of its own. */
+    private Ops hostOps(Ops ops) {
+        if (ops.memory().hostAccessible()) {
+            return ops;
+        }
+        hostPool = new Parallel(Parallel.defaultThreads());
+        return new CpuOps(hostPool);
+    }
+
+    private static Communicator checkStage(Communicator comm, TrainConfig cfg, boolean offload) {
+        if (offload && cfg.zeroStage() != 0) {
+            throw new IllegalArgumentException("the offloaded optimizer does not go with ZeRO stage "
+                    + cfg.zeroStage() + " in the trainer yet");
+        }
         if (cfg.zeroStage() > 1) {
             throw new IllegalArgumentException("--grad-storage " + cfg.precision().gradients().name()
                     .toLowerCase(java.util.Locale.ROOT) + " does not go with --zero " + cfg.zeroStage()
@@ -130,7 +166,12 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public long stateBytes() {
-        return momentBytes();
+        return offload ? 0 : momentBytes();
+    }
+
+    @Override
+    public long hostBytes() {
+        return offload ? momentBytes() + adamw.hostScratchBytes() : 0;
     }
 
     @Override
@@ -159,8 +200,8 @@ final class HalfGradStates extends ModelStates {
     public Saved gatherForCheckpoint(Arena staging) {
         boolean root = comm == null || comm.rank() == 0;
         if (stage == 0) {
-            return root ? new Saved(memory.readableOnHost(m, staging), memory.readableOnHost(v, staging), null)
-                    : null;
+            DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
+            return root ? new Saved(mem.readableOnHost(m, staging), mem.readableOnHost(v, staging), null) : null;
         }
         MemorySegment hm = root ? staging.allocate(count * Float.BYTES, 64) : null;
         MemorySegment hv = root ? staging.allocate(count * Float.BYTES, 64) : null;
@@ -196,7 +237,7 @@ final class HalfGradStates extends ModelStates {
     @Override
     public TrainState.Header readMoments(Path stateFile) throws IOException {
         try (Arena staging = Arena.ofConfined()) {
-            DeviceMemory mem = memory;
+            DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
             MemorySegment hm = mem.writableOnHost(m, staging), hv = mem.writableOnHost(v, staging);
             TrainState.Header h = stage == 0 ? TrainState.read(stateFile, model.config(), hm, hv)
                     : TrainState.read(stateFile, model.config(), hm, hv, shardOffset, shardLength);
@@ -209,6 +250,7 @@ final class HalfGradStates extends ModelStates {
     @Override
     public void setParameters(MemorySegment host) {
         model.copyParamsFromHost(host);
+        adamw.parametersReplaced();
     }
 
     @Override
@@ -219,6 +261,9 @@ final class HalfGradStates extends ModelStates {
     public void close() {
         try {
             adamw.close();
+            if (hostPool != null) {
+                hostPool.close();
+            }
         } finally {
             super.close();
         }

@@ -119,6 +119,18 @@ class TrainCommandGradStorageTest {
     }
 
     @Test
+    void anOffloadedOptimizerTrainsTheSameBitsOverSixteenBitGradients() throws IOException {
+        String[] common = concat(QUIET, "--precision", "bf16", "--grad-storage", "bf16");
+        Path device = tmp.resolve("on-device"), host = tmp.resolve("offloaded");
+        Result a = run(quick(device, common));
+        assertThat(a.code()).as(a.err()).isZero();
+        Result b = run(quick(host, concat(common, "--offload-optimizer")));
+        assertThat(b.code()).as(b.err()).isZero();
+        assertThat(b.out()).contains("gradients stored in bf16");
+        assertThat(trainLosses(host)).hasSize(3).containsExactlyElementsOf(trainLosses(device));
+    }
+
+    @Test
     void whatItDoesNotComposeWithYetExitsTwoNamingBoth() {
         record Case(String message, String[] flags) {}
         for (Case c : List.of(
@@ -126,8 +138,6 @@ class TrainCommandGradStorageTest {
                         new String[] {"--grad-storage", "bf16", "--ranks", "2", "--zero", "2"}),
                 new Case("--grad-storage bf16 does not go with --zero 3 yet: drop one of them",
                         new String[] {"--grad-storage", "bf16", "--ranks", "2", "--zero", "3"}),
-                new Case("--grad-storage bf16 does not go with --offload-optimizer yet",
-                        new String[] {"--grad-storage", "bf16", "--offload-optimizer"}),
                 new Case("--grad-storage bf16 does not go with --pp yet",
                         new String[] {"--grad-storage", "bf16", "--ranks", "2", "--pp", "2"}),
                 new Case("--grad-storage bf16 does not go with --tp yet",
