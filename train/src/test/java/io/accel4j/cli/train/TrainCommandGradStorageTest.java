@@ -53,6 +53,21 @@ class TrainCommandGradStorageTest {
     }
 
     @Test
+    void findBatchSizePlansZeroOneWithSixteenBitGradients() throws IOException {
+        // ZeRO-1 over 2 ranks: AdamW's moments halved, the 16-bit gradients whole; a budget of exactly 20 sequences
+        long budget = MemoryPlan.of(GptConfig.TINY, 20, 16, Recompute.NONE, 1, 2, DType.BF16, DType.BF16).total();
+        assertThat(MemoryPlan.largestBatch(GptConfig.TINY, 16, Recompute.NONE, 1, 2, DType.BF16, DType.BF16, budget,
+                1024)).isEqualTo(20);
+        Path dir = tmp.resolve("zero1-fit");
+        Result r = run(quick(dir, concat(QUIET, "--precision", "bf16", "--grad-storage", "bf16", "--ranks", "2",
+                "--zero", "1", "--find-batch-size", "--memory-budget", Long.toString(budget))));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("gradients in bf16: at most 20 sequences of 16 tokens fit").contains("as planned")
+                .contains("ZeRO-1 over 2 ranks");
+        assertThat(trainLosses(dir)).hasSize(3);
+    }
+
+    @Test
     void fp16GradientsTrainWithLossScalingOverTwoRanks() throws IOException {
         Path dir = tmp.resolve("fp16");
         Result r = run(quick(dir, concat(QUIET, "--precision", "fp16", "--grad-storage", "fp16", "--ranks", "2")));
