@@ -32,9 +32,9 @@ final class PlanStrategies {
             + "(the FLOP rate kept at --tflops).")
     boolean bf16;
 
-    @Option(names = "--bf16-grads", description = "Also plan DDP and ZeRO-1 with train --precision bf16 "
-            + "--grad-storage bf16: the saved activations and the blocks' gradients stored in 16 bits (one rank, DDP "
-            + "or ZeRO-1 only).")
+    @Option(names = "--bf16-grads", description = "Also plan DDP and ZeRO-1 (and, with --offload, the offloaded "
+            + "layouts) with train --precision bf16 --grad-storage bf16: the saved activations and the blocks' "
+            + "gradients stored in 16 bits (one rank, DDP, ZeRO-1 or offload only).")
     boolean bf16Grads;
 
     /** Refuses --model-parallel with CUDA devices, where train does not run --tp and --pp yet. */
@@ -55,6 +55,9 @@ final class PlanStrategies {
         }
         if (offload) {
             sources.add(new OffloadLayouts());
+        }
+        if (offload && bf16Grads) {
+            sources.add(new OffloadLayouts(DType.BF16, DType.BF16));
         }
         if (modelParallel) {
             sources.add(new ModelParallelLayouts());

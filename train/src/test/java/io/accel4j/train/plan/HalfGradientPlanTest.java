@@ -135,6 +135,38 @@ class HalfGradientPlanTest {
     }
 
     @Test
+    void theOffloadedRowsWithSixteenBitGradientsAreTheTrainersDeviceSide() {
+        GptConfig gpt2 = new GptConfig(1024, 50257, 50304, 12, 12, 768);
+        Cluster cluster = new Cluster(2, 24L << 30, 25e9, 50e12);
+        List<Layout> half = new OffloadLayouts(DType.BF16, DType.BF16).layouts(gpt2, 32, 1024, cluster);
+        List<Layout> fp32 = new OffloadLayouts().layouts(gpt2, 32, 1024, cluster);
+        long psi = new io.accel4j.train.model.ParameterLayout(gpt2).count();
+        assertThat(half).hasSameSizeAs(fp32).allSatisfy(l -> {
+            assertThat(l.strategy()).isEqualTo("DDP+off+bf16+bf16-grads");
+            assertThat(l.trainArgs()).containsSubsequence("--offload-optimizer", "--precision", "bf16",
+                    "--grad-storage", "bf16");
+            MemoryPlan device = OffloadPlan.of(gpt2, l.microBatch(), 1024, l.recompute(), DType.BF16, DType.BF16)
+                    .device();
+            assertThat(l.memory()).isEqualTo(device);
+            assertThat(device.optimizer()).isZero();
+            assertThat(device.total()).isEqualTo(MemoryPlan.of(gpt2, l.microBatch(), 1024, l.recompute(), 0, 2,
+                    DType.BF16, DType.BF16).total() - 8 * psi);
+        });
+        // the device's gradients: 16-bit blocks, fp32 embeddings, against 4 bytes a parameter
+        assertThat(half.get(0).memory().gradients()).isLessThan(fp32.get(0).memory().gradients());
+        assertThatThrownBy(() -> new OffloadLayouts(DType.FP16, DType.BF16)).isInstanceOf(
+                IllegalArgumentException.class);
+        java.io.StringWriter out = new java.io.StringWriter(), err = new java.io.StringWriter();
+        picocli.CommandLine cl = io.accel4j.cli.Main.commandLine();
+        cl.setOut(new java.io.PrintWriter(out, true));
+        cl.setErr(new java.io.PrintWriter(err, true));
+        int code = cl.execute("plan", "--model", "gpt2", "--global-batch", "32", "--devices", "2",
+                "--device-memory", "24g", "--offload", "--bf16-grads");
+        assertThat(code).as(err.toString()).isZero();
+        assertThat(out.toString()).contains("DDP+off+bf16+bf16-grads");
+    }
+
+    @Test
     void aBudgetFitsALargerBatchWithSixteenBitGradients() {
         // GPT-2 XL (1.5B), whose blocks hold 97 % of the parameters, at T = 1024 in 80 GiB (docs/PERFORMANCE.md)
         GptConfig gpt2 = new GptConfig(1024, 50257, 50304, 48, 25, 1600);
