@@ -129,7 +129,8 @@ public final class LearnerBuilder {
      * How the gradient buffer is stored ({@link io.accel4j.nn.NetworkSpec#gradientStorage}): FP32 (default), BF16, or
      * FP16 (with {@code precision(FP16)}'s loss scaling only). 16-bit storage keeps the gradients of the model's
      * {@link io.accel4j.nn.UnitScope}s that open and close in one backward (wrap the blocks, e.g.
-     * {@link io.accel4j.nn.UnitScope#perChild}) in 16 bits; with one rank or DDP and AdamW only, yet.
+     * {@link io.accel4j.nn.UnitScope#perChild}) in 16 bits; with one rank, DDP or {@code zero(1)}, offloaded or
+     * not, and AdamW only, yet.
      */
     public LearnerBuilder gradientStorage(DType storage) {
         this.gradients = Objects.requireNonNull(storage, "storage");
@@ -361,9 +362,9 @@ public final class LearnerBuilder {
             throw new IllegalArgumentException(g + " needs precision(FP16), whose loss scaling keeps small gradients "
                     + "representable (this learner is " + precision + "): store them in BF16");
         }
-        String other = zero > 0 ? "zero(" + zero + ")" : tensorParallel > 1 ? "tensorParallel(" + tensorParallel
-                + ")" : pipeline != null ? "pipeline(" + pipeline.stages() + ", …)" : offloadOptimizer
-                ? "offloadOptimizer()" : !(optimizer instanceof AdamW.Spec) ? "optimizer(" + name(optimizer) + ")" : null;
+        String other = zero > 1 ? "zero(" + zero + ")" : tensorParallel > 1 ? "tensorParallel(" + tensorParallel
+                + ")" : pipeline != null ? "pipeline(" + pipeline.stages() + ", …)"
+                : !(optimizer instanceof AdamW.Spec) ? "optimizer(" + name(optimizer) + ")" : null;
         if (other != null) {
             throw new IllegalArgumentException(g + " does not go with " + other + " yet: drop one of them");
         }

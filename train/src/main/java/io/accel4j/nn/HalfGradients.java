@@ -283,6 +283,21 @@ public final class HalfGradients implements AutoCloseable {
     }
 
     /**
+     * The fp32 working region (as many floats as the largest half unit; none without one) while no unit's backward is
+     * open: its contents are dead between a unit's {@link #done} and the next {@link #begin}, which refills or zeroes
+     * it, so a caller may pass values through it between steps (ZeRO-1's checkpoint gathers the moments through it,
+     * as the fp32 trainer passes them through its gradient buffer).
+     *
+     * @throws IllegalStateException while a unit is open
+     */
+    public MemorySegment idleWorkingRegion() {
+        if (open >= 0) {
+            throw new IllegalStateException("the working region holds unit " + open + "'s gradients");
+        }
+        return work;
+    }
+
+    /**
      * Hands {@code fn} elements {@code [from, from + length)} of the vector in order, as fp32 chunks: a wide piece's
      * own gradients (any length), a half piece's cast into the chunk scratch, {@link #CHUNK} at a time, and with
      * {@code write} rounded back into the store after {@code fn} (which may then change the chunk in place).

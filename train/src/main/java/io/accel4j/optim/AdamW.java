@@ -48,8 +48,8 @@ public final class AdamW extends FusedOptimizer {
         /** AdamW over 16-bit gradients, one fused call per fp32 chunk ({@link HalfGradAdamW}). */
         @Override
         public Optimizer create(Ops ops, ParameterTable table, MemorySegment params,
-                                io.accel4j.nn.HalfGradients grads) {
-            return new HalfGradAdamW(this, ops, table, params, grads);
+                                io.accel4j.nn.HalfGradients grads, long offset, long length) {
+            return new HalfGradAdamW(this, ops, table, params, grads, offset, length);
         }
     }
 

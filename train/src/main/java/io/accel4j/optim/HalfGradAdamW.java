@@ -17,7 +17,8 @@ import java.util.Map;
  * chunk of each range of each learning-rate group ({@link HalfGradients#chunks}), so no second, fp32 gradient buffer
  * is needed. The update is element-wise, so every element is updated exactly as {@link AdamW} would update it from
  * the same fp32 gradient; the moments {@code m}, {@code v} are fp32, one per parameter, as {@link AdamW}'s (a
- * checkpoint of either resumes into the other). The whole vector only (no ZeRO shard).
+ * checkpoint of either resumes into the other). Over the whole vector, or a ZeRO-1 shard {@code [offset, offset +
+ * length)}: the parameters and moments of the shard only, the gradients read from the whole store at their offsets.
  */
 final class HalfGradAdamW implements Optimizer {
 
@@ -25,27 +26,36 @@ final class HalfGradAdamW implements Optimizer {
     private final Ops ops;
     private final MemorySegment params;
     private final HalfGradients grads;
+    /** Where the shard starts in the vector (0 for the whole vector). */
+    private final long offset;
     private final Groups groups;
     private final DeviceArena arena;
     private final Map<String, MemorySegment> state = new LinkedHashMap<>();
 
     /**
-     * AdamW of {@code spec} over {@code params} ({@code table.count()} fp32) from {@code grads}.
+     * AdamW of {@code spec} over the elements {@code [offset, offset + length)} of the vector laid out by
+     * {@code table}: {@code params} holds those {@code length} fp32, {@code grads} the whole vector.
      *
-     * @throws IllegalArgumentException when the buffers are not the table's size
+     * @throws IllegalArgumentException when the buffers are not the table's and the shard's sizes
      */
-    HalfGradAdamW(AdamW.Spec spec, Ops ops, ParameterTable table, MemorySegment params, HalfGradients grads) {
-        long n = table.count();
-        if (params.byteSize() != n * Float.BYTES || grads.count() != n) {
-            throw new IllegalArgumentException("the optimizer's params hold " + params.byteSize() / Float.BYTES
-                    + " fp32 values and its 16-bit gradients " + grads.count() + ", the parameter table covers " + n
-                    + ": pass the buffers of the network whose table it is");
+    HalfGradAdamW(AdamW.Spec spec, Ops ops, ParameterTable table, MemorySegment params, HalfGradients grads,
+                  long offset, long length) {
+        long count = table.count(), n = length;
+        if (offset < 0 || length < 0 || offset + length > count) {
+            throw new IllegalArgumentException("shard [" + offset + ", " + (offset + length) + ") is outside the "
+                    + count + " parameters");
         }
+        if (params.byteSize() != n * Float.BYTES || grads.count() != count) {
+            throw new IllegalArgumentException("the optimizer's params hold " + params.byteSize() / Float.BYTES
+                    + " fp32 values (its shard has " + n + ") and its 16-bit gradients " + grads.count()
+                    + ", the parameter table covers " + count + ": pass the buffers of the network whose table it is");
+        }
+        this.offset = offset;
         this.spec = spec;
         this.ops = ops;
         this.params = params;
         this.grads = grads;
-        this.groups = Groups.of(table, spec.decayAll(), 0, n);
+        this.groups = Groups.of(table, spec.decayAll(), offset, n);
         this.arena = ops.memory().arena();
         try {
             state.put("m", arena.allocate(n * Float.BYTES));
@@ -64,8 +74,8 @@ final class HalfGradAdamW implements Optimizer {
                     spec.weightDecay());
             for (AdamWRange r : groups.ranges().get(i)) {
                 AdamWConfig rc = r.decays() ? c : c.withWeightDecay(0);
-                grads.chunks(r.offset(), r.length(), false, (o, f, n) -> ops.adamw(slice(params, o, n), f,
-                        slice(m, o, n), slice(v, o, n), o, n, rc, t, gradScale));
+                grads.chunks(r.offset(), r.length(), false, (o, f, n) -> ops.adamw(slice(params, o - offset, n),
+                        f, slice(m, o - offset, n), slice(v, o - offset, n), o, n, rc, t, gradScale));
             }
         }
     }

@@ -56,6 +56,17 @@ public record Offload(OptimizerSpec inner, Ops host) implements OptimizerSpec {
     }
 
     /**
+     * Over gradients stored in 16 bits ({@link io.accel4j.nn.HalfGradients}): each step widens the range's gradients
+     * on the device chunk by chunk and copies the fp32 chunks into the host landing buffer, so {@code inner} — any
+     * optimizer, not only AdamW — runs on the host over fp32 gradients as without 16-bit storage.
+     */
+    @Override
+    public Optimizer create(Ops ops, ParameterTable table, MemorySegment params, io.accel4j.nn.HalfGradients grads,
+                            long offset, long length) {
+        return new OffloadedOptimizer(this, ops.memory(), table, params, grads, offset, length);
+    }
+
+    /**
      * One run at the start of the buffers (a whole vector or a ZeRO-1/2 chunk) is offloaded; the scattered runs of a
      * ZeRO-3 shard are not yet.
      *

@@ -12,7 +12,9 @@ import java.util.Map;
  * them (its state allocated by the host backend, so in host memory too). A step is three moves, each a real copy
  * through the backend's {@link DeviceMemory}:
  * <ol>
- *   <li>gradients device → host ({@link DeviceMemory#copyToHost}),</li>
+ *   <li>gradients device → host ({@link DeviceMemory#copyToHost}; gradients stored in 16 bits,
+ *       {@link io.accel4j.nn.HalfGradients}, are widened on the device chunk by chunk and each fp32 chunk copied
+ *       down, so the host optimizer reads fp32 gradients as ever),</li>
  *   <li>the inner optimizer's step on the host (master, state),</li>
  *   <li>master → device parameters ({@link DeviceMemory#copyToDevice}).</li>
  * </ol>
@@ -27,7 +29,8 @@ final class OffloadedOptimizer implements Optimizer {
 
     private final DeviceMemory device;
     private final MemorySegment params;
-    private final MemorySegment grads;
+    /** Copies the gradients of the range into the host landing buffer (fp32, or widened from 16 bits). */
+    private final java.util.function.Consumer<MemorySegment> gradientsDown;
     /** The master and the gradients' landing buffer: pinned where the backend's memory has it. */
     private final DeviceArena arena;
     private final MemorySegment master;
@@ -39,10 +42,28 @@ final class OffloadedOptimizer implements Optimizer {
 
     OffloadedOptimizer(Offload spec, DeviceMemory device, ParameterTable table, MemorySegment params,
                        MemorySegment grads, long offset, long length) {
+        this(spec, device, table, params, grads.byteSize(), host -> device.copyToHost(grads, host), offset, length);
+    }
+
+    /**
+     * Over gradients stored in 16 bits: elements {@code [offset, offset + length)} of {@code grads}, widened on the
+     * device in chunks of at most {@link io.accel4j.nn.HalfGradients#CHUNK}, each copied into its place on the host.
+     */
+    OffloadedOptimizer(Offload spec, DeviceMemory device, ParameterTable table, MemorySegment params,
+                       io.accel4j.nn.HalfGradients grads, long offset, long length) {
+        this(spec, device, table, params, Math.multiplyExact(length, (long) Float.BYTES),
+                host -> grads.chunks(offset, length, false, (o, f, n) -> device.copyToHost(f,
+                        host.asSlice((o - offset) * Float.BYTES, n * Float.BYTES))), offset, length);
+    }
+
+    private OffloadedOptimizer(Offload spec, DeviceMemory device, ParameterTable table, MemorySegment params,
+                               long gradBytes, java.util.function.Consumer<MemorySegment> gradientsDown, long offset,
+                               long length) {
         this.device = device;
         this.arena = device.hostArena();
         this.params = params;
-        this.grads = grads;
+        this.gradientsDown = gradientsDown;
+        long grads = gradBytes;
         try {
             long bytes = Math.multiplyExact(length, (long) Float.BYTES);
             this.master = arena.allocate(bytes);
@@ -52,10 +73,10 @@ final class OffloadedOptimizer implements Optimizer {
             arena.close();
             throw e;
         }
-        if (params.byteSize() != master.byteSize() || grads.byteSize() != master.byteSize()) {
+        if (params.byteSize() != master.byteSize() || grads != master.byteSize()) {
             close();
             throw new IllegalArgumentException("the offloaded optimizer's params/grads hold " + params.byteSize()
-                    + "/" + grads.byteSize() + " bytes, its " + length + " parameters are " + master.byteSize());
+                    + "/" + grads + " bytes, its " + length + " parameters are " + master.byteSize());
         }
     }
 
@@ -66,7 +87,7 @@ final class OffloadedOptimizer implements Optimizer {
             bytesDown += master.byteSize();
             stale = false;
         }
-        device.copyToHost(grads, hostGrads);
+        gradientsDown.accept(hostGrads);
         bytesDown += hostGrads.byteSize();
         inner.step(t, lr, gradScale);
         device.copyToDevice(master, params);

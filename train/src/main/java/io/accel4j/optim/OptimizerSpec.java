@@ -69,6 +69,19 @@ public interface OptimizerSpec {
      * @throws IllegalArgumentException for an optimizer that reads fp32 gradients only
      */
     default Optimizer create(Ops ops, ParameterTable table, MemorySegment params, io.accel4j.nn.HalfGradients grads) {
+        return create(ops, table, params, grads, 0, table.count());
+    }
+
+    /**
+     * {@link #create(Ops, ParameterTable, MemorySegment, io.accel4j.nn.HalfGradients)} for the elements
+     * {@code [offset, offset + length)} of the vector only (ZeRO-1's shard): {@code params} holds just those
+     * {@code length} elements, the state is allocated for them, and the gradients are read from the whole 16-bit
+     * store at their offsets. Each element is updated as the whole-vector optimizer would update it.
+     *
+     * @throws IllegalArgumentException for an optimizer that reads fp32 gradients only
+     */
+    default Optimizer create(Ops ops, ParameterTable table, MemorySegment params, io.accel4j.nn.HalfGradients grads,
+                             long offset, long length) {
         Class<?> c = getClass().getEnclosingClass() != null ? getClass().getEnclosingClass() : getClass();
         throw new IllegalArgumentException("16-bit gradients are read by AdamW only yet, not by " + c.getSimpleName()
                 + ": store the gradients in fp32 or use AdamW");

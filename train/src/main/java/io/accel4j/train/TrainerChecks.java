@@ -49,8 +49,8 @@ final class TrainerChecks {
     }
 
     /**
-     * Refuses a model whose gradient storage is not the run's, and 16-bit gradients with ZeRO (whose stages hold
-     * fp32 gradient shards).
+     * Refuses a model whose gradient storage is not the run's, and 16-bit gradients with ZeRO-2/3 (whose stages hold
+     * fp32 gradient shards; ZeRO-1 takes them).
      *
      * @throws IllegalArgumentException naming both
      */
@@ -60,9 +60,9 @@ final class TrainerChecks {
             throw new IllegalArgumentException("the model stores its gradients in " + label(model.gradientStorage())
                     + ", the run asks for " + label(g) + ": build it with the run's precision");
         }
-        if (g != io.accel4j.core.DType.FP32 && cfg.zeroStage() > 0) {
+        if (g != io.accel4j.core.DType.FP32 && cfg.zeroStage() > 1) {
             throw new IllegalArgumentException("--grad-storage " + label(g) + " does not go with --zero "
-                    + cfg.zeroStage() + " yet: ZeRO's stages keep fp32 gradients; drop one of them");
+                    + cfg.zeroStage() + " yet: ZeRO-2/3 keep fp32 gradient shards; drop one of them");
         }
     }
 

@@ -18,8 +18,9 @@ import org.junit.jupiter.api.Test;
 /**
  * The Java API with 16-bit gradient storage ({@link LearnerBuilder#gradientStorage}): LearnerTest's model, each layer
  * in a unit of its own ({@link UnitScope#perChild}), trains to within a stated distance of fp32 gradients' loss; two
- * DDP ranks train as one rank with twice the batch within the roundings' tolerance; the combinations not supported
- * yet are refused naming both options.
+ * DDP ranks train as one rank with twice the batch within the roundings' tolerance; ZeRO-1 over 16-bit gradients is
+ * DDP over them bit for bit and resumes bit for bit; the combinations not supported yet are refused naming both
+ * options.
  */
 class HalfGradientLearnerTest {
 
@@ -73,6 +74,70 @@ class HalfGradientLearnerTest {
     }
 
     @Test
+    void zeroOneIsDdpBitForBitAndResumesBitForBit(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws java.io.IOException {
+        List<StepMetrics> ddp, zero;
+        float[] pd, pz;
+        try (Learner a = learner(2, 16, DType.BF16).build()) {
+            ddp = a.fit(STEPS, null);
+            pd = LearnerTest.params(a);
+        }
+        try (Learner b = learner(2, 16, DType.BF16).zero(1).build()) {
+            assertThat(b.describe()).contains("ZeRO-1").contains("AdamW over bf16 gradients");
+            long count = b.network().table().count();
+            assertThat(b.optimizerStateBytes()).as("the moments of rank 0's chunk only")
+                    .isEqualTo(8 * io.accel4j.collectives.Chunks.length(count, 2, 0));
+            zero = b.fit(STEPS, null);
+            pz = LearnerTest.params(b);
+        }
+        assertThat(pz).containsExactly(pd);
+        for (int s = 0; s < STEPS; s++) {
+            assertThat(zero.get(s).trainLoss()).as("step %d", s).isEqualTo(ddp.get(s).trainLoss());
+            assertThat(zero.get(s).gradNorm()).as("step %d", s).isEqualTo(ddp.get(s).gradNorm());
+        }
+        java.nio.file.Path ckpt = dir.resolve("zero1");
+        try (Learner a = learner(2, 16, DType.BF16).zero(1).build()) {
+            a.fit(11, null);
+            a.save(ckpt);
+        }
+        try (Learner c = learner(2, 16, DType.BF16).zero(1).seed(99).build()) { // the checkpoint's parameters win
+            c.resume(ckpt);
+            List<StepMetrics> rest = c.fit(STEPS - 11, null);
+            for (int s = 0; s < rest.size(); s++) {
+                assertThat(rest.get(s).trainLoss()).as("step %d", 11 + s).isEqualTo(zero.get(11 + s).trainLoss());
+            }
+            assertThat(LearnerTest.params(c)).containsExactly(pz);
+        }
+        try (Learner d = learner(2, 16, DType.BF16).seed(99).build()) { // and DDP resumes ZeRO-1's checkpoint
+            d.resume(ckpt);
+            d.fit(STEPS - 11, null);
+            assertThat(LearnerTest.params(d)).containsExactly(pz);
+        }
+    }
+
+    @Test
+    void anOffloadedOptimizerReadsTheWidenedGradientsBitForBit() {
+        for (int zero = 0; zero <= 1; zero++) { // DDP and ZeRO-1 over 2 ranks
+            List<StepMetrics> device, host;
+            float[] pd, ph;
+            try (Learner a = learner(2, 16, DType.BF16).zero(zero).build()) {
+                device = a.fit(STEPS, null);
+                pd = LearnerTest.params(a);
+            }
+            try (Learner b = learner(2, 16, DType.BF16).zero(zero).offloadOptimizer().build()) {
+                assertThat(b.describe()).contains("offloaded to host memory");
+                host = b.fit(STEPS, null);
+                ph = LearnerTest.params(b);
+            }
+            assertThat(ph).as("ZeRO %d", zero).containsExactly(pd);
+            for (int s = 0; s < STEPS; s++) {
+                assertThat(host.get(s).trainLoss()).as("ZeRO %d, step %d", zero, s)
+                        .isEqualTo(device.get(s).trainLoss());
+            }
+        }
+    }
+
+    @Test
     void fp16GradientsTrainWithLossScalingLikeFp32Ones() {
         List<StepMetrics> fp32, fp16;
         try (Learner a = learner(2, 16, DType.FP32).precision(DType.FP16).build()) {
@@ -93,10 +158,10 @@ class HalfGradientLearnerTest {
     void whatCannotTakeSixteenBitGradientsIsRefusedNamingBoth() {
         record Case(LearnerBuilder b, String message) {}
         for (Case c : List.of(
-                new Case(learner(2, 8, DType.BF16).zero(1), "gradientStorage(BF16) does not go with zero(1) yet: "
+                new Case(learner(2, 8, DType.BF16).zero(2), "gradientStorage(BF16) does not go with zero(2) yet: "
                         + "drop one of them"),
-                new Case(learner(1, 8, DType.BF16).offloadOptimizer(), "gradientStorage(BF16) does not go with "
-                        + "offloadOptimizer() yet: drop one of them"),
+                new Case(learner(2, 8, DType.BF16).zero(3), "gradientStorage(BF16) does not go with zero(3) yet: "
+                        + "drop one of them"),
                 new Case(learner(1, 8, DType.BF16).optimizer(Sgd.of(0.9f, 0f)), "gradientStorage(BF16) does not go "
                         + "with optimizer(Sgd) yet: drop one of them"),
                 new Case(learner(1, 8, DType.FP16), "gradientStorage(FP16) needs precision(FP16), whose loss scaling "

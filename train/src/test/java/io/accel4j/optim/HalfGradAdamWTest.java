@@ -85,6 +85,64 @@ class HalfGradAdamWTest {
     }
 
     @Test
+    void shardsUpdateTheirElementsAsTheWholeVectorDoes() {
+        long seed = System.nanoTime() & 0xffffffffL;
+        Random r = new Random(seed);
+        try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32, DType.BF16);
+             Gpt2 whole = new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32, DType.BF16)) {
+            half.initialise(seed);
+            whole.copyParamsFromHost(half.params());
+            ParameterTable table = half.network().table();
+            long n = table.count();
+            long[] cuts = {0, 1 + r.nextInt((int) n / 3), n / 2 + r.nextInt((int) n / 3), n}; // inside ranges
+            AdamW.Spec spec = new AdamW.Spec(0.9f, 0.95f, 1e-6f, 0.1f, false);
+            Optimizer[] parts = new Optimizer[cuts.length - 1];
+            try (Optimizer w = spec.create(ops, table, whole.params(), whole.halfGradients())) {
+                for (int i = 0; i < parts.length; i++) {
+                    long len = cuts[i + 1] - cuts[i];
+                    parts[i] = spec.create(ops, table, half.params().asSlice(cuts[i] * Float.BYTES,
+                            len * Float.BYTES), half.halfGradients(), cuts[i], len);
+                    assertThat(parts[i].stateBytes()).isEqualTo(8 * len);
+                }
+                for (int t = 1; t <= 3; t++) {
+                    for (HalfGradients g : new HalfGradients[] {half.halfGradients(), whole.halfGradients()}) {
+                        Random same = new Random(seed + t);
+                        g.chunks(0, n, true, (o, c, m) -> {
+                            for (long i = 0; i < m; i++) {
+                                c.setAtIndex(F32, i, (float) (same.nextGaussian() * 1e-2));
+                            }
+                        });
+                    }
+                    for (Optimizer p : parts) {
+                        p.step(t, 1e-2f, 0.5f);
+                    }
+                    w.step(t, 1e-2f, 0.5f);
+                }
+                assertThat(half.params().toArray(F32)).as("seed %d: parameters", seed)
+                        .containsExactly(whole.params().toArray(F32));
+                for (String s : new String[] {"m", "v"}) {
+                    float[] all = w.state().get(s).toArray(F32);
+                    for (int i = 0; i < parts.length; i++) {
+                        assertThat(parts[i].state().get(s).toArray(F32)).as("seed %d: %s of part %d", seed, s, i)
+                                .containsExactly(java.util.Arrays.copyOfRange(all, (int) cuts[i], (int) cuts[i + 1]));
+                    }
+                }
+            } finally {
+                for (Optimizer p : parts) {
+                    if (p != null) {
+                        p.close();
+                    }
+                }
+            }
+        }
+        assertThatThrownBy(() -> {
+            try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32, DType.BF16)) {
+                AdamW.of(0f).create(ops, half.network().table(), half.params(), half.halfGradients(), 4, 10);
+            }
+        }).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("(its shard has 10)");
+    }
+
+    @Test
     void optimizersThatReadFp32GradientsOnlyAreRefused() {
         try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32, DType.BF16)) {
             assertThatThrownBy(() -> Sgd.of(0.9f, 0f).create(ops, half.network().table(), half.params(),

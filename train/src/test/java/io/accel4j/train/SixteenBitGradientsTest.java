@@ -199,11 +199,11 @@ class SixteenBitGradientsTest {
             assertThatThrownBy(() -> new Trainer(m, fp32, small, null)).isInstanceOf(IllegalArgumentException.class)
                     .hasMessage("the model stores its gradients in bf16, the run asks for fp32: build it with the "
                             + "run's precision");
-            TrainConfig zero = fp32.toBuilder().zeroStage(1).precision(Precision.FP32.withGradients(DType.BF16))
+            TrainConfig zero = fp32.toBuilder().zeroStage(2).precision(Precision.FP32.withGradients(DType.BF16))
                     .build();
             assertThatThrownBy(() -> TrainerChecks.checkGradients(m, zero))
-                    .hasMessage("--grad-storage bf16 does not go with --zero 1 yet: ZeRO's stages keep fp32 "
-                            + "gradients; drop one of them");
+                    .hasMessage("--grad-storage bf16 does not go with --zero 2 yet: ZeRO-2/3 keep fp32 gradient "
+                            + "shards; drop one of them");
         }
         assertThatThrownBy(() -> Precision.of(DType.BF16).withGradients(DType.FP16))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("fp16 gradient storage needs");

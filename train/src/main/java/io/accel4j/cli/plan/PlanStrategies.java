@@ -13,7 +13,7 @@ import picocli.CommandLine.Option;
 /**
  * {@code plan}'s choice of strategy families beyond DDP and ZeRO 1–3: the optimizer offloaded ({@code --offload}),
  * tensor and pipeline parallelism ({@code --model-parallel}), 16-bit saved activations ({@code --bf16}) and 16-bit
- * gradients too ({@code --bf16-grads}); composed
+ * gradients too ({@code --bf16-grads}: DDP and ZeRO-1); composed
  * into the {@link Planner}'s sources.
  */
 final class PlanStrategies {
@@ -32,8 +32,9 @@ final class PlanStrategies {
             + "(the FLOP rate kept at --tflops).")
     boolean bf16;
 
-    @Option(names = "--bf16-grads", description = "Also plan DDP with train --precision bf16 --grad-storage bf16: "
-            + "the saved activations and the blocks' gradients stored in 16 bits (one rank or DDP only).")
+    @Option(names = "--bf16-grads", description = "Also plan DDP and ZeRO-1 (and, with --offload, the offloaded "
+            + "layouts) with train --precision bf16 --grad-storage bf16: the saved activations and the blocks' "
+            + "gradients stored in 16 bits (one rank, DDP, ZeRO-1 or offload only).")
     boolean bf16Grads;
 
     /** Refuses --model-parallel with CUDA devices, where train does not run --tp and --pp yet. */
@@ -54,6 +55,9 @@ final class PlanStrategies {
         }
         if (offload) {
             sources.add(new OffloadLayouts());
+        }
+        if (offload && bf16Grads) {
+            sources.add(new OffloadLayouts(DType.BF16, DType.BF16));
         }
         if (modelParallel) {
             sources.add(new ModelParallelLayouts());

@@ -41,7 +41,8 @@ final class OffloadOptions {
     /** With the option: one line for the log, each side's bytes per rank ({@link OffloadPlan}). */
     void print(TrainConfig cfg, GptConfig model, Recompute recompute, PrintWriter w) {
         if (enabled) {
-            OffloadPlan p = OffloadPlan.of(model, cfg.batch(), cfg.seq(), recompute);
+            OffloadPlan p = OffloadPlan.of(model, cfg.batch(), cfg.seq(), recompute,
+                    cfg.precision().activationStorage(), cfg.precision().gradients());
             w.printf(Locale.ROOT, "optimizer offloaded to host memory: %.1f MiB on the device (parameters, gradients, "
                     + "activations), %.1f MiB on the host (master, gradients, AdamW m, v) per rank%n",
                     p.device().total() / 1048576.0, p.host() / 1048576.0);

@@ -28,8 +28,8 @@ public final class PrecisionOptions {
             converter = GradientStorages.class, description = "How the gradient buffers are stored: fp32; bf16; or "
             + "fp16 (with --precision fp16 only: its loss scaling keeps small gradients representable). 16-bit "
             + "storage keeps the blocks' and the final LayerNorm's gradients in 16 bits (each block's backward "
-            + "accumulates into one layer's fp32 region, rounded back after it), the embeddings' in fp32; one rank "
-            + "or DDP (default: ${DEFAULT-VALUE}).")
+            + "accumulates into one layer's fp32 region, rounded back after it), the embeddings' in fp32; one rank, "
+            + "DDP, --zero 1 or --offload-optimizer (default: ${DEFAULT-VALUE}).")
     DType gradStorage;
     @Option(names = "--fp8-history", paramLabel = "N", description = "fp8: steps of amax each tensor's scale is "
             + "computed from (the window's maximum) (default: " + FP8_HISTORY + ", Transformer Engine's).")
@@ -84,9 +84,10 @@ public final class PrecisionOptions {
     }
 
     /**
-     * Refuses, with one line naming both flags, 16-bit gradient storage with what cannot take it yet: ZeRO (its
-     * stages hold fp32 gradient shards), --sync async, --pp, --tp, --offload-optimizer, and an explicit --bucket-mb
-     * ({@code bucketsAsked}: 16-bit gradients are all-reduced after backward, not in buckets).
+     * Refuses, with one line naming both flags, 16-bit gradient storage with what cannot take it yet: ZeRO-2/3
+     * (they hold fp32 gradient shards; ZeRO-1 takes them), --sync async, --pp, --tp, and an explicit --bucket-mb
+     * ({@code bucketsAsked}: 16-bit gradients are all-reduced after backward, not in buckets). {@code offload}
+     * (--offload-optimizer) goes with them: the gradients are widened chunk by chunk on their way to the host.
      */
     static void checkGradients(TrainConfig cfg, boolean async, boolean pipeline, boolean tensor, boolean offload,
                                boolean bucketsAsked, Function<String, ? extends RuntimeException> usage) {
@@ -94,8 +95,8 @@ public final class PrecisionOptions {
         if (g == DType.FP32) {
             return;
         }
-        String other = cfg.zeroStage() > 0 ? "--zero " + cfg.zeroStage() : async ? "--sync async"
-                : pipeline ? "--pp" : tensor ? "--tp" : offload ? "--offload-optimizer" : null;
+        String other = cfg.zeroStage() > 1 ? "--zero " + cfg.zeroStage() : async ? "--sync async"
+                : pipeline ? "--pp" : tensor ? "--tp" : null;
         if (other != null) {
             throw usage.apply("--grad-storage " + Precisions.label(g) + " does not go with " + other + " yet: drop "
                     + "one of them");

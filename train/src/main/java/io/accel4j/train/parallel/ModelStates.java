@@ -20,7 +20,7 @@ import java.util.function.IntConsumer;
  * and parameters) and how the ranks agree on a step: the strategy the trainer's step is written against, the same in
  * every mode. {@link SyncStates} is one rank, plain data parallelism ("stage 0": every rank holds everything,
  * gradients averaged whole or in buckets overlapped with backward) and ZeRO-1, on the Java API's
- * {@code fit.GradientSync} strategies; {@link ShardedStates} is ZeRO 2–3; {@link HalfGradStates} is stage 0 over
+ * {@code fit.GradientSync} strategies; {@link ShardedStates} is ZeRO 2–3; {@link HalfGradStates} is stages 0–1 over
  * 16-bit gradients. After the
  * K micro-batches' backward: {@link #reduceGradients}, then {@link #meanLoss}, {@link #anyNonFinite} and
  * {@link #sumOfSquares} of the averaged gradient, then {@link #update}. Every rank calls the same methods in the same
@@ -54,7 +54,8 @@ public abstract class ModelStates implements AutoCloseable {
 
     /**
      * Stage 0 (one rank, or DDP) with AdamW offloaded to the host ({@link io.accel4j.optim.Offload}): moments and
-     * master weights in host memory, updated by the CPU kernels; the model's memory keeps parameters and gradients.
+     * master weights in host memory, updated by the CPU kernels; the model's memory keeps parameters and gradients
+     * (16-bit ones too: {@link HalfGradStates} widens them chunk by chunk on the way down).
      *
      * @throws IllegalArgumentException at creation with a ZeRO stage (its optimizer updates shards itself)
      */
@@ -64,9 +65,8 @@ public abstract class ModelStates implements AutoCloseable {
                 throw new IllegalArgumentException("the offloaded optimizer does not go with ZeRO stage "
                         + cfg.zeroStage() + " in the trainer yet");
             }
-            if (model.gradientStorage() != io.accel4j.core.DType.FP32) {
-                throw new IllegalArgumentException("the offloaded optimizer does not go with 16-bit gradients "
-                        + "(--grad-storage) yet: it copies fp32 gradients down");
+            if (model.gradientStorage() != io.accel4j.core.DType.FP32) { // widened chunk by chunk on the way down
+                return new HalfGradStates(comm, model, cfg, values, true);
             }
             return new SyncStates(0, comm, model, cfg, values, true);
         };

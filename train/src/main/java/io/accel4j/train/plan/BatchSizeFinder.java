@@ -121,11 +121,11 @@ public final class BatchSizeFinder {
 
     /**
      * {@link #trialStep(GptConfig, Ops, int, int, Recompute, DType, int, int)} with the gradients stored in
-     * {@code gradients} (16-bit: stage 0 only; the update reads them in fp32 chunks, as the trainer's).
+     * {@code gradients} (16-bit: stages 0 and 1; the update reads them in fp32 chunks, as the trainer's).
      */
     public static long trialStep(GptConfig config, Ops ops, int B, int T, Recompute recompute, DType storage,
                                  DType gradients, int zeroStage, int ranks) {
-        if (gradients != DType.FP32 && zeroStage > 0) {
+        if (gradients != DType.FP32 && zeroStage > 1) {
             throw new IllegalArgumentException("16-bit gradients do not go with ZeRO stage " + zeroStage + " yet");
         }
         ParameterLayout layout = new ParameterLayout(config);

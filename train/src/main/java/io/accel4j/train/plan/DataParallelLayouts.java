@@ -35,7 +35,7 @@ public final class DataParallelLayouts implements LayoutSource {
     /**
      * {@link #DataParallelLayouts(DType)} with the gradients stored in {@code gradients}: BF16 is
      * {@code train --grad-storage bf16} ({@link MemoryPlan#of(GptConfig, int, int, Recompute, int, int, DType, DType)}),
-     * which runs with one rank or DDP only, so its layouts are stage 0's.
+     * which runs with one rank, DDP or ZeRO-1, so its layouts are stages 0 and 1.
      */
     public DataParallelLayouts(DType storage, DType gradients) {
         if (storage != DType.FP32 && storage != DType.BF16) {
@@ -56,8 +56,8 @@ public final class DataParallelLayouts implements LayoutSource {
                     + n + " devices");
         }
         int perRank = globalBatch / n;
-        int maxStage = n == 1 || gradients != DType.FP32 ? 0 : 3; // ZeRO shards nothing on one device, nor 16-bit
-        // gradients yet
+        // ZeRO shards nothing on one device; 16-bit gradients go up to ZeRO-1 (ZeRO-2/3 hold fp32 gradient shards)
+        int maxStage = n == 1 ? 0 : gradients != DType.FP32 ? 1 : 3;
         List<Layout> out = new ArrayList<>();
         for (int stage = 0; stage <= maxStage; stage++) {
             for (Recompute r : modes(model)) {

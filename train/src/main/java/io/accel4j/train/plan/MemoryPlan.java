@@ -69,14 +69,15 @@ public record MemoryPlan(long parameters, long gradients, long optimizer, long w
 
     /**
      * {@link #of(GptConfig, int, int, Recompute, int, int, DType)} with the gradients stored in {@code gradients}:
-     * FP32, or BF16/FP16 at stage 0 ({@link HalfWeights#gradientBytes}: 2 bytes a parameter of the blocks and the
-     * final LayerNorm, 4 of the embeddings, one layer's fp32 working region and the consumers' chunk).
+     * FP32, or BF16/FP16 at stages 0 and 1 ({@link HalfWeights#gradientBytes}: 2 bytes a parameter of the blocks
+     * and the final LayerNorm, 4 of the embeddings, one layer's fp32 working region and the consumers' chunk; whole on
+     * every rank, as ZeRO-1's fp32 gradients are; the moments 8Ψ/N at stage 1).
      *
-     * @throws IllegalArgumentException for 16-bit gradients with a ZeRO stage
+     * @throws IllegalArgumentException for 16-bit gradients with ZeRO stage 2 or 3
      */
     public static MemoryPlan of(GptConfig config, int B, int T, Recompute recompute, int zeroStage, int ranks,
                                 DType storage, DType gradients) {
-        if (gradients != DType.FP32 && zeroStage > 0) {
+        if (gradients != DType.FP32 && zeroStage > 1) {
             throw new IllegalArgumentException("16-bit gradients do not go with ZeRO stage " + zeroStage + " yet");
         }
         ParameterLayout layout = new ParameterLayout(config);

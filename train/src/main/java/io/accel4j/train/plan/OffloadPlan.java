@@ -1,5 +1,6 @@
 package io.accel4j.train.plan;
 
+import io.accel4j.core.DType;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
@@ -24,6 +25,21 @@ public record OffloadPlan(MemoryPlan device, long master, long gradients, long o
     /** The plan of one rank (stage 0: one rank or DDP) training {@code config} on {@code B × T} micro-batches. */
     public static OffloadPlan of(GptConfig config, int B, int T, Recompute recompute) {
         MemoryPlan whole = MemoryPlan.of(config, B, T, recompute);
+        long psi = new ParameterLayout(config).count();
+        MemoryPlan device = new MemoryPlan(whole.parameters(), whole.gradients(), 0, whole.working(),
+                whole.activations(), whole.batch());
+        return new OffloadPlan(device, 4 * psi, 4 * psi, whole.optimizer());
+    }
+
+    /**
+     * {@link #of(GptConfig, int, int, Recompute)} with the saved activations stored in {@code storage} and the
+     * gradients in {@code gradients} on the device ({@link MemoryPlan#of(GptConfig, int, int, Recompute, int, int,
+     * DType, DType)}: 16-bit gradients are widened chunk by chunk on their way down); the host side is the same (its
+     * landing buffer is fp32).
+     */
+    public static OffloadPlan of(GptConfig config, int B, int T, Recompute recompute, DType storage,
+                                 DType gradients) {
+        MemoryPlan whole = MemoryPlan.of(config, B, T, recompute, 0, 1, storage, gradients);
         long psi = new ParameterLayout(config).count();
         MemoryPlan device = new MemoryPlan(whole.parameters(), whole.gradients(), 0, whole.working(),
                 whole.activations(), whole.batch());

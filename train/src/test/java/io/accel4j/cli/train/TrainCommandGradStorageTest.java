@@ -53,6 +53,21 @@ class TrainCommandGradStorageTest {
     }
 
     @Test
+    void findBatchSizePlansZeroOneWithSixteenBitGradients() throws IOException {
+        // ZeRO-1 over 2 ranks: AdamW's moments halved, the 16-bit gradients whole; a budget of exactly 20 sequences
+        long budget = MemoryPlan.of(GptConfig.TINY, 20, 16, Recompute.NONE, 1, 2, DType.BF16, DType.BF16).total();
+        assertThat(MemoryPlan.largestBatch(GptConfig.TINY, 16, Recompute.NONE, 1, 2, DType.BF16, DType.BF16, budget,
+                1024)).isEqualTo(20);
+        Path dir = tmp.resolve("zero1-fit");
+        Result r = run(quick(dir, concat(QUIET, "--precision", "bf16", "--grad-storage", "bf16", "--ranks", "2",
+                "--zero", "1", "--find-batch-size", "--memory-budget", Long.toString(budget))));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("gradients in bf16: at most 20 sequences of 16 tokens fit").contains("as planned")
+                .contains("ZeRO-1 over 2 ranks");
+        assertThat(trainLosses(dir)).hasSize(3);
+    }
+
+    @Test
     void fp16GradientsTrainWithLossScalingOverTwoRanks() throws IOException {
         Path dir = tmp.resolve("fp16");
         Result r = run(quick(dir, concat(QUIET, "--precision", "fp16", "--grad-storage", "fp16", "--ranks", "2")));
@@ -89,13 +104,55 @@ class TrainCommandGradStorageTest {
     }
 
     @Test
+    void zeroOneResumesBitForBitAndItsCheckpointResumesUnderDdp() throws IOException {
+        String[] common = {"--steps", "4", "--val-every", "0", "--save-every", "2", "--samples", "0",
+            "--eval-problems", "0", "--precision", "bf16", "--grad-storage", "bf16", "--ranks", "2"};
+        Path whole = tmp.resolve("z1-whole"), split = tmp.resolve("z1-split"), ddp = tmp.resolve("z1-ddp"),
+                handed = tmp.resolve("z1-handed");
+        Result a = run(quick(whole, concat(common, "--zero", "1")));
+        assertThat(a.code()).as(a.err()).isZero();
+        assertThat(a.out()).contains("gradients stored in bf16");
+        Result u = run(quick(ddp, common)); // DDP over the same 16-bit gradients: the same bits
+        assertThat(u.code()).as(u.err()).isZero();
+        for (Path dir : new Path[] {split, handed}) {
+            String[] half = quick(dir, concat(common, "--zero", "1"));
+            half[java.util.Arrays.asList(half).indexOf("--steps") + 1] = "2";
+            Result b = run(half);
+            assertThat(b.code()).as(b.err()).isZero();
+        }
+        Result c = run("train", "--resume", split.toString(), "--steps", "4", "--threads", "2");
+        assertThat(c.code()).as(c.err()).isZero();
+        Result d = run("train", "--resume", handed.toString(), "--steps", "4", "--threads", "2", "--zero", "0");
+        assertThat(d.code()).as(d.err()).isZero();
+        for (String f : new String[] {"model_00000004.bin", "state_00000004.bin"}) {
+            byte[] want = java.nio.file.Files.readAllBytes(whole.resolve(f));
+            assertThat(java.nio.file.Files.readAllBytes(split.resolve(f))).as("resumed: %s", f).isEqualTo(want);
+            assertThat(java.nio.file.Files.readAllBytes(ddp.resolve(f))).as("DDP: %s", f).isEqualTo(want);
+            assertThat(java.nio.file.Files.readAllBytes(handed.resolve(f))).as("resumed under DDP: %s", f)
+                    .isEqualTo(want);
+        }
+    }
+
+    @Test
+    void anOffloadedOptimizerTrainsTheSameBitsOverSixteenBitGradients() throws IOException {
+        String[] common = concat(QUIET, "--precision", "bf16", "--grad-storage", "bf16");
+        Path device = tmp.resolve("on-device"), host = tmp.resolve("offloaded");
+        Result a = run(quick(device, common));
+        assertThat(a.code()).as(a.err()).isZero();
+        Result b = run(quick(host, concat(common, "--offload-optimizer")));
+        assertThat(b.code()).as(b.err()).isZero();
+        assertThat(b.out()).contains("gradients stored in bf16");
+        assertThat(trainLosses(host)).hasSize(3).containsExactlyElementsOf(trainLosses(device));
+    }
+
+    @Test
     void whatItDoesNotComposeWithYetExitsTwoNamingBoth() {
         record Case(String message, String[] flags) {}
         for (Case c : List.of(
-                new Case("--grad-storage bf16 does not go with --zero 1 yet: drop one of them",
-                        new String[] {"--grad-storage", "bf16", "--ranks", "2", "--zero", "1"}),
-                new Case("--grad-storage bf16 does not go with --offload-optimizer yet",
-                        new String[] {"--grad-storage", "bf16", "--offload-optimizer"}),
+                new Case("--grad-storage bf16 does not go with --zero 2 yet: drop one of them",
+                        new String[] {"--grad-storage", "bf16", "--ranks", "2", "--zero", "2"}),
+                new Case("--grad-storage bf16 does not go with --zero 3 yet: drop one of them",
+                        new String[] {"--grad-storage", "bf16", "--ranks", "2", "--zero", "3"}),
                 new Case("--grad-storage bf16 does not go with --pp yet",
                         new String[] {"--grad-storage", "bf16", "--ranks", "2", "--pp", "2"}),
                 new Case("--grad-storage bf16 does not go with --tp yet",

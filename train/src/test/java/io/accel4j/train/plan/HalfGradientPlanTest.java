@@ -105,12 +105,22 @@ class HalfGradientPlanTest {
         Cluster cluster = new Cluster(8, 80L << 30, 25e9, 50e12);
         List<Layout> rows = new DataParallelLayouts(DType.BF16, DType.BF16).layouts(xl, 64, 1024, cluster);
         assertThat(rows).isNotEmpty().allSatisfy(l -> {
-            assertThat(l.zeroStage()).isZero();
+            assertThat(l.zeroStage()).isBetween(0, 1);
             assertThat(l.strategy()).endsWith("+bf16+bf16-grads");
             assertThat(l.trainArgs()).containsSubsequence("--precision", "bf16", "--grad-storage", "bf16");
-            assertThat(l.memory()).isEqualTo(MemoryPlan.of(xl, l.microBatch(), 1024, l.recompute(), 0, 8,
-                    DType.BF16, DType.BF16));
+            assertThat(l.memory()).isEqualTo(MemoryPlan.of(xl, l.microBatch(), 1024, l.recompute(), l.zeroStage(),
+                    8, DType.BF16, DType.BF16));
         });
+        // ZeRO-1 shards AdamW's moments (8Ψ → 8Ψ/8) and keeps DDP's whole 16-bit gradients
+        Layout ddp = rows.stream().filter(l -> l.zeroStage() == 0 && l.recompute() == Recompute.NONE).findFirst()
+                .orElseThrow();
+        Layout zero1 = rows.stream().filter(l -> l.zeroStage() == 1 && l.recompute() == Recompute.NONE).findFirst()
+                .orElseThrow();
+        assertThat(zero1.strategy()).isEqualTo("ZeRO-1+bf16+bf16-grads");
+        assertThat(zero1.trainArgs()).containsSubsequence("--zero", "1");
+        assertThat(zero1.memory().gradients()).isEqualTo(ddp.memory().gradients());
+        long psi = new io.accel4j.train.model.ParameterLayout(xl).count();
+        assertThat(zero1.memory().optimizer()).isEqualTo(8 * ((psi + 7) / 8));
         java.io.StringWriter out = new java.io.StringWriter(), err = new java.io.StringWriter();
         picocli.CommandLine cl = io.accel4j.cli.Main.commandLine();
         cl.setOut(new java.io.PrintWriter(out, true));
@@ -118,10 +128,42 @@ class HalfGradientPlanTest {
         int code = cl.execute("plan", "--model", "gpt2-xl", "--global-batch", "64", "--devices", "8",
                 "--device-memory", "80g", "--bf16-grads");
         assertThat(code).as(err.toString()).isZero();
-        assertThat(out.toString()).contains("DDP+bf16+bf16-grads", "+bf16-grads: train --precision bf16 "
-                + "--grad-storage bf16");
+        assertThat(out.toString()).contains("DDP+bf16+bf16-grads", "ZeRO-1+bf16+bf16-grads", "+bf16-grads: train "
+                + "--precision bf16 --grad-storage bf16");
         assertThatThrownBy(() -> new DataParallelLayouts(DType.BF16, DType.FP16))
                 .hasMessage("the planner's gradient storage is fp32 or bf16, got FP16");
+    }
+
+    @Test
+    void theOffloadedRowsWithSixteenBitGradientsAreTheTrainersDeviceSide() {
+        GptConfig gpt2 = new GptConfig(1024, 50257, 50304, 12, 12, 768);
+        Cluster cluster = new Cluster(2, 24L << 30, 25e9, 50e12);
+        List<Layout> half = new OffloadLayouts(DType.BF16, DType.BF16).layouts(gpt2, 32, 1024, cluster);
+        List<Layout> fp32 = new OffloadLayouts().layouts(gpt2, 32, 1024, cluster);
+        long psi = new io.accel4j.train.model.ParameterLayout(gpt2).count();
+        assertThat(half).hasSameSizeAs(fp32).allSatisfy(l -> {
+            assertThat(l.strategy()).isEqualTo("DDP+off+bf16+bf16-grads");
+            assertThat(l.trainArgs()).containsSubsequence("--offload-optimizer", "--precision", "bf16",
+                    "--grad-storage", "bf16");
+            MemoryPlan device = OffloadPlan.of(gpt2, l.microBatch(), 1024, l.recompute(), DType.BF16, DType.BF16)
+                    .device();
+            assertThat(l.memory()).isEqualTo(device);
+            assertThat(device.optimizer()).isZero();
+            assertThat(device.total()).isEqualTo(MemoryPlan.of(gpt2, l.microBatch(), 1024, l.recompute(), 0, 2,
+                    DType.BF16, DType.BF16).total() - 8 * psi);
+        });
+        // the device's gradients: 16-bit blocks, fp32 embeddings, against 4 bytes a parameter
+        assertThat(half.get(0).memory().gradients()).isLessThan(fp32.get(0).memory().gradients());
+        assertThatThrownBy(() -> new OffloadLayouts(DType.FP16, DType.BF16)).isInstanceOf(
+                IllegalArgumentException.class);
+        java.io.StringWriter out = new java.io.StringWriter(), err = new java.io.StringWriter();
+        picocli.CommandLine cl = io.accel4j.cli.Main.commandLine();
+        cl.setOut(new java.io.PrintWriter(out, true));
+        cl.setErr(new java.io.PrintWriter(err, true));
+        int code = cl.execute("plan", "--model", "gpt2", "--global-batch", "32", "--devices", "2",
+                "--device-memory", "24g", "--offload", "--bf16-grads");
+        assertThat(code).as(err.toString()).isZero();
+        assertThat(out.toString()).contains("DDP+off+bf16+bf16-grads");
     }
 
     @Test
@@ -135,8 +177,8 @@ class HalfGradientPlanTest {
         BatchSizeFinder.Choice c = BatchSizeFinder.choose(gpt2, 1024, Recompute.NONE, DType.BF16, DType.BF16, 0,
                 budget, 1, null, 1);
         assertThat(c.batch()).isEqualTo(both);
-        assertThatThrownBy(() -> MemoryPlan.of(gpt2, 1, 1024, Recompute.NONE, 1, 2, DType.BF16, DType.BF16))
+        assertThatThrownBy(() -> MemoryPlan.of(gpt2, 1, 1024, Recompute.NONE, 2, 2, DType.BF16, DType.BF16))
                 .isInstanceOf(IllegalArgumentException.class)
-                .hasMessage("16-bit gradients do not go with ZeRO stage 1 yet");
+                .hasMessage("16-bit gradients do not go with ZeRO stage 2 yet");
     }
 }

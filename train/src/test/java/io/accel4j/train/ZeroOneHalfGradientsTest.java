@@ -1,0 +1,204 @@
+package io.accel4j.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.offset;
+
+import io.accel4j.collectives.Chunks;
+import io.accel4j.collectives.Communicator;
+import io.accel4j.collectives.InProcessGroup;
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.data.SampleOrder;
+import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.ParameterLayout;
+import io.accel4j.train.model.Recompute;
+import io.accel4j.train.plan.BatchSizeFinder;
+import io.accel4j.train.plan.MemoryPlan;
+import io.accel4j.train.precision.Precision;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The trainer's ZeRO-1 over 16-bit gradients ({@code --zero 1 --grad-storage bf16}): bit for bit DDP over them
+ * (parameters, norms, losses and the checkpoint's bytes, at 2 and 3 ranks, whose chunks cut layers unevenly); one
+ * rank at twice the batch within the roundings' tolerance; its memory plan is what every rank allocates, counted by
+ * the allocator; ZeRO-2/3 are refused.
+ */
+class ZeroOneHalfGradientsTest {
+
+    private static final int STEPS = 4;
+    /** As {@link SixteenBitGradientsTest}'s NORM_REL (ZeRO-1 is DDP's bits, so DDP's bound): 3 bf16 roundings. */
+    private static final double NORM_REL = 3 * 0x1p-8;
+    /** As {@link SixteenBitGradientsTest}'s PARAM_REL: ‖p₂ − p₁‖ / ‖p₁ − p₀‖ under those roundings. */
+    private static final double PARAM_REL = 0.05;
+    /** The exchange of the loss, flags and checksums: ModelStates' 8 floats in the backend's memory, not planned. */
+    private static final long EXCHANGE = 8 * Float.BYTES;
+
+    @TempDir
+    static Path tmp;
+    private static Parallel pool;
+    private static CpuOps ops;
+    private static TokenFile small;
+
+    @BeforeAll
+    static void setUp() throws IOException {
+        pool = new Parallel(2);
+        ops = new CpuOps(pool);
+        small = TrainerTest.tokenFile(tmp.resolve("small.bin"), 400, new Random(11));
+    }
+
+    @AfterAll
+    static void tearDown() {
+        small.close();
+        pool.close();
+    }
+
+    private record Run(float[] params, double[] norms, double[] losses, byte[] state) {}
+
+    private static TrainConfig config(int batch, int zero) {
+        return TrainConfig.builder().batch(batch).seq(5).steps(STEPS).lr(1e-2f).eps(1e-5f).gradClip(0.5f)
+                .weightDecay(0.01f).dataOrder(SampleOrder.Mode.SEQUENTIAL).bucketBytes(0).zeroStage(zero)
+                .precision(Precision.of(DType.BF16).withGradients(DType.BF16)).build();
+    }
+
+    /** {@code STEPS} steps, then a checkpoint into {@code dir} (its state file's bytes returned, rank 0's). */
+    private static Run run(CpuOps o, int batch, int zero, Communicator comm, Path dir) throws IOException {
+        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, TrainerTest.TINY.maxT(), Recompute.NONE, DType.BF16,
+                null, DType.BF16, DType.BF16)) {
+            m.initialise(1);
+            try (Trainer t = new Trainer(m, config(batch, zero), small, null, comm)) {
+                assertThat(t.zeroStage()).isEqualTo(zero);
+                double[] norms = new double[STEPS], losses = new double[STEPS];
+                for (int s = 0; s < STEPS; s++) {
+                    StepMetrics sm = t.trainStep();
+                    norms[s] = sm.gradNorm();
+                    losses[s] = sm.trainLoss();
+                }
+                t.checkReplicas(); // every rank holds the very same parameters
+                Path model = t.save(dir);
+                byte[] state = comm == null || comm.rank() == 0
+                        ? Files.readAllBytes(model.resolveSibling(model.getFileName().toString()
+                        .replace("model_", "state_"))) : null;
+                return new Run(TrainerTest.floats(m.params()), norms, losses, state);
+            }
+        }
+    }
+
+    private static List<Run> ranks(int n, int batch, int zero, String dir) {
+        try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(60))) {
+            return g.run(comm -> {
+                try (Parallel p = new Parallel(1)) {
+                    return run(new CpuOps(p), batch, zero, comm, tmp.resolve(dir));
+                }
+            });
+        }
+    }
+
+    @ParameterizedTest(name = "{0} ranks")
+    @ValueSource(ints = {2, 3})
+    void zeroOneIsDdpBitForBitCheckpointIncluded(int n) {
+        Run ddp = ranks(n, 2, 0, "ddp" + n).get(0), zero = ranks(n, 2, 1, "zero" + n).get(0);
+        assertThat(zero.params()).as("parameters").containsExactly(ddp.params());
+        assertThat(zero.norms()).as("gradient norms").containsExactly(ddp.norms());
+        assertThat(zero.losses()).as("train losses").containsExactly(ddp.losses());
+        // the moments gathered from the ranks' chunks are DDP's whole ones, so the files are the same bytes
+        assertThat(java.util.Arrays.mismatch(zero.state(), ddp.state())).as("the state files' first differing byte")
+                .isEqualTo(-1);
+    }
+
+    @Test
+    void zeroOneIsOneRankWithTwiceTheBatch() throws IOException {
+        Run one = run(ops, 4, 0, null, tmp.resolve("one"));
+        Run zero = ranks(2, 2, 1, "zero-vs-one").get(0);
+        for (int s = 0; s < STEPS; s++) {
+            assertThat(zero.norms()[s]).as("grad norm of step %d", s).isCloseTo(one.norms()[s],
+                    offset(NORM_REL * one.norms()[s]));
+        }
+        float[] p0;
+        try (Gpt2 init = TrainerTest.model(ops, 4, 1)) {
+            p0 = TrainerTest.floats(init.params());
+        }
+        double diff2 = 0, move2 = 0;
+        for (int i = 0; i < p0.length; i++) {
+            double diff = zero.params()[i] - one.params()[i], move = one.params()[i] - p0[i];
+            diff2 += diff * diff;
+            move2 += move * move;
+        }
+        double rel = Math.sqrt(diff2 / move2);
+        System.out.printf("ZeRO-1 over 2 ranks vs 1 rank, bf16 gradients: ‖Δp‖/‖move‖ %.3g%n", rel);
+        assertThat(rel).isLessThanOrEqualTo(PARAM_REL);
+        assertThat(Math.sqrt(move2)).as("the steps moved the parameters").isGreaterThan(1e-2);
+    }
+
+    @ParameterizedTest(name = "{0} ranks")
+    @ValueSource(ints = {2, 3})
+    void thePlanIsWhatEveryRankAllocates(int n) throws IOException {
+        int B = 3, T = 5;
+        MemoryPlan plan = MemoryPlan.of(TrainerTest.TINY, B, T, Recompute.NONE, 1, n, DType.BF16, DType.BF16);
+        long psi = new ParameterLayout(TrainerTest.TINY).count();
+        MemoryPlan ddp = MemoryPlan.of(TrainerTest.TINY, B, T, Recompute.NONE, 0, n, DType.BF16, DType.BF16);
+        assertThat(plan.gradients()).as("whole 16-bit gradients on every rank").isEqualTo(ddp.gradients());
+        assertThat(plan.optimizer()).isEqualTo(8 * ((psi + n - 1) / n));
+        assertThat(plan.working()).isZero();
+        List<long[]> seen;
+        try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(60))) {
+            seen = g.run(comm -> {
+                CountingMemory counted = new CountingMemory();
+                try (Parallel p = new Parallel(1); TokenFile train = TokenFile.open(tmp.resolve("small.bin"));
+                     Gpt2 m = new Gpt2(TrainerTest.TINY, counted.ops(new CpuOps(p)), B, T, Recompute.NONE,
+                             DType.BF16, null, DType.BF16, DType.BF16)) {
+                    m.initialise(1);
+                    try (Trainer t = new Trainer(m, config(B, 1).toBuilder().seq(T).build(), train, null, comm)) {
+                        long live = counted.live.get();
+                        assertThat(t.trainStep().trainLoss()).isFinite();
+                        t.save(tmp.resolve("plan" + n)); // the moments pass through the gradients' working region
+                        return new long[] {live, counted.live.get(), counted.peak.get(),
+                            m.totalBytes() + t.stateBytes()};
+                    }
+                }
+            });
+        }
+        for (int r = 0; r < n; r++) {
+            long[] a = seen.get(r);
+            // the plan is the largest rank's: the others' chunks of the moments are an element shorter
+            long shorter = 8 * ((psi + n - 1) / n - Chunks.length(psi, n, r));
+            long want = plan.total() - plan.batch() - shorter + EXCHANGE;
+            assertThat(a[0]).as("rank %d: allocated before the first step", r).isEqualTo(want);
+            assertThat(a[1]).as("rank %d: after a step and a checkpoint", r).isEqualTo(want);
+            assertThat(a[2]).as("rank %d: peak", r).isEqualTo(want);
+            assertThat(a[3]).as("rank %d: the trainer's own count", r).isEqualTo(plan.total() - shorter);
+        }
+        assertThat(BatchSizeFinder.trialStep(TrainerTest.TINY, ops, B, T, Recompute.NONE, DType.BF16, DType.BF16, 1,
+                n)).as("the trial step").isEqualTo(plan.total());
+    }
+
+    @Test
+    void zeroTwoAndThreeAreRefusedNamingBoth() throws IOException {
+        try (Gpt2 m = new Gpt2(TrainerTest.TINY, ops, 2, 5, Recompute.NONE, DType.FP32, null, DType.FP32,
+                DType.BF16)) {
+            for (int stage = 2; stage <= 3; stage++) {
+                TrainConfig cfg = TrainConfig.builder().batch(2).seq(5).steps(1).zeroStage(stage)
+                        .precision(Precision.FP32.withGradients(DType.BF16)).build();
+                assertThatThrownBy(() -> TrainerChecks.checkGradients(m, cfg))
+                        .hasMessage("--grad-storage bf16 does not go with --zero " + stage + " yet: ZeRO-2/3 keep "
+                                + "fp32 gradient shards; drop one of them");
+                final int s = stage;
+                assertThatThrownBy(() -> MemoryPlan.of(TrainerTest.TINY, 1, 5, Recompute.NONE, s, 2, DType.FP32,
+                        DType.BF16)).hasMessage("16-bit gradients do not go with ZeRO stage " + stage + " yet");
+            }
+        }
+    }
+}
