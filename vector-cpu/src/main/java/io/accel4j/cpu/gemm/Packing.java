@@ -10,6 +10,7 @@ import io.accel4j.cpu.Casts;
 import io.accel4j.cpu.Simd;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
 import java.util.Arrays;
 import jdk.incubator.vector.FloatVector;
 
@@ -41,6 +42,7 @@ final class Packing {
     }
 
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
+    private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
     /**
      * Rows of a packed B panel that {@link #packB}'s transposing copy fills at a time (256·NR floats, 32 KiB at NR 32:
      * within L1); a whole panel of a 512-deep K block passes it. 64 and 128 were no better on gpt2-fwd, and slower on
@@ -151,7 +153,9 @@ final class Packing {
     static void packB(boolean transB, MemorySegment b, DType t, int ldb, int K, int kcBlock, int j0, int nc,
                       float[] bp, int bpCols, int bpCol0, float[] run, DType operands) {
         int ncPad = roundUp(nc, NR);
-        if (!transB) { // B stored K×N: a run is part of a row of op(B), along j; copy it NR at a time
+        if (!transB && plainFp32(t, operands)) {
+            packBRowsFp32(b, ldb, K, kcBlock, j0, nc, bp, bpCols, bpCol0);
+        } else if (!transB) { // B stored K×N: a run is part of a row of op(B), along j; copy it NR at a time
             for (int k = 0; k < K; k++) {
                 decodeRun(b, t, (long) k * ldb + j0, run, 0, nc, operands);
                 Arrays.fill(run, nc, ncPad, 0f);
@@ -220,6 +224,43 @@ final class Packing {
                 }
             }
         }
+    }
+
+    /**
+     * {@link #packB} for B stored K×N with fp32 values taken as they are: each NR values of a row of op(B) go straight
+     * from the segment into their panel as two vector copies, with no run buffer in between; the panel that holds
+     * column nc−1, if partial, is {@link #packBRowEdge}'s (every panel in scalar mode). (Through the run buffer and {@link #copyNr}, the copy
+     * cost 17–25 % of a 2-thread 256×1024×256 NN product in some JVMs, where C2 compiled the helper badly; this
+     * loop keeps its vectors in one method.)
+     */
+    private static void packBRowsFp32(MemorySegment b, int ldb, int K, int kcBlock, int j0, int nc, float[] bp,
+                                      int bpCols, int bpCol0) {
+        int full = Simd.SCALAR ? 0 : nc / NR * NR;
+        int half = NR / 2;
+        int ncPad = roundUp(nc, NR);
+        for (int k = 0; k < K; k++) {
+            int pc = k - k % kcBlock;
+            int kc = Math.min(kcBlock, K - pc);
+            int base = pc * bpCols + bpCol0 * kc + (k - pc) * NR;
+            long row = (long) k * ldb + j0;
+            for (int p = 0; p < full; p += NR) {
+                int o = base + p * kc;
+                FloatVector.fromMemorySegment(Simd.FLOAT, b, (row + p) * Float.BYTES, LE).intoArray(bp, o);
+                FloatVector.fromMemorySegment(Simd.FLOAT, b, (row + p + half) * Float.BYTES, LE)
+                        .intoArray(bp, o + half);
+            }
+            for (int p = full; p < ncPad; p += NR) { // the partial panel (every panel in scalar mode)
+                packBRowEdge(b, row + p, Math.min(NR, nc - p), bp, base + p * kc);
+            }
+        }
+    }
+
+    /** One panel's row of {@link #packBRowsFp32} in scalar code: {@code cols} ≤ NR values, then zeros up to NR. */
+    private static void packBRowEdge(MemorySegment b, long src, int cols, float[] bp, int o) {
+        for (int c = 0; c < cols; c++) {
+            bp[o + c] = b.getAtIndex(F32, src + c);
+        }
+        Arrays.fill(bp, o + cols, o + NR, 0f);
     }
 
     /** {@code dst[d…d+NR) = src[s…s+NR)}: two vectors, or a loop in scalar mode. */

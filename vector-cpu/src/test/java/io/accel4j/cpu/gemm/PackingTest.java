@@ -14,11 +14,12 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * {@link Transpose} and the transposed-B pack that uses it: both are copies, so every element is compared exactly
- * (no tolerance) against the layout written as a formula, on random values at odd sizes and offsets, the destination
- * poisoned with NaN first so that an element left unwritten fails.
+ * {@link Transpose} and {@link Packing#packB}'s fp32 paths (B stored transposed, through the in-register transposes,
+ * and B stored K×N, straight from the segment): all copies, so every element is compared exactly (no tolerance)
+ * against the layout written as a formula, on random values at odd sizes and offsets, the destination poisoned with
+ * NaN first so that an element left unwritten fails.
  */
-class TransposeTest {
+class PackingTest {
 
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
 
@@ -69,11 +70,23 @@ class TransposeTest {
     @CsvSource({"1, 1, 1, 0, 0", "37, 100, 48, 0, 0", "64, 512, 512, 3, 0", "70, 300, 256, 5, 32",
         "33, 17, 512, 0, 64", "128, 1030, 512, 1, 0", "16, 64, 33, 2, 0"})
     void transposedPackMatchesItsLayout(int nc, int K, int kcBlock, int j0, int bpCol0) {
+        packMatchesItsLayout(true, nc, K, kcBlock, j0, bpCol0);
+    }
+
+    @ParameterizedTest(name = "nc={0} K={1} kcBlock={2} j0={3} bpCol0={4}")
+    @CsvSource({"1, 1, 1, 0, 0", "37, 100, 48, 0, 0", "64, 512, 512, 3, 0", "70, 300, 256, 5, 32",
+        "33, 17, 512, 0, 64", "128, 1030, 512, 1, 0", "16, 64, 33, 2, 0"})
+    void rowPackMatchesItsLayout(int nc, int K, int kcBlock, int j0, int bpCol0) {
+        packMatchesItsLayout(false, nc, K, kcBlock, j0, bpCol0);
+    }
+
+    /** B stored N×K (transB) or K×N, row length ldb a little longer than the stored row. */
+    private static void packMatchesItsLayout(boolean transB, int nc, int K, int kcBlock, int j0, int bpCol0) {
         int NR = MicroKernel.NR;
         int ncPad = Packing.roundUp(nc, NR);
         int bpCols = bpCol0 + ncPad + NR; // a block wider than this call's columns
-        int ldb = K + 3;
-        int rows = j0 + nc;
+        int ldb = (transB ? K : j0 + nc) + 3;
+        int rows = transB ? j0 + nc : K;
         long seed = System.nanoTime();
         SplittableRandom rnd = new SplittableRandom(seed);
         try (Arena arena = Arena.ofConfined()) {
@@ -86,14 +99,15 @@ class TransposeTest {
             float[] bp = new float[K * bpCols];
             Arrays.fill(bp, Float.NaN);
             float[] run = new float[Math.max(NR * K, ncPad)];
-            Packing.packB(true, b, DType.FP32, ldb, K, kcBlock, j0, nc, bp, bpCols, bpCol0, run, DType.FP32);
+            Packing.packB(transB, b, DType.FP32, ldb, K, kcBlock, j0, nc, bp, bpCols, bpCol0, run, DType.FP32);
             for (int pc = 0; pc < K; pc += kcBlock) {
                 int kc = Math.min(kcBlock, K - pc);
                 for (int j = 0; j < ncPad; j++) {
                     for (int k = pc; k < pc + kc; k++) {
                         int at = pc * bpCols + (bpCol0 + j / NR * NR) * kc + (k - pc) * NR + j % NR;
-                        float want = j < nc ? values[(j0 + j) * ldb + k] : 0f;
-                        assertThat(bp[at]).as("seed %d: op(B)[%d][%d] at %d", seed, k, j, at).isEqualTo(want);
+                        float want = j >= nc ? 0f : values[transB ? (j0 + j) * ldb + k : k * ldb + j0 + j];
+                        assertThat(bp[at]).as("seed %d transB %b: op(B)[%d][%d] at %d", seed, transB, k, j, at)
+                                .isEqualTo(want);
                     }
                 }
             }
