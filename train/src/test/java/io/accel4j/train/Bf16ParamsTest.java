@@ -1,0 +1,285 @@
+package io.accel4j.train;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.accel4j.core.Bf16;
+import io.accel4j.core.DType;
+import io.accel4j.cpu.Casts;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.optim.Bf16AdamW;
+import io.accel4j.optim.Bf16StoreAdamW;
+import io.accel4j.optim.Optimizer;
+import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.ParameterLayout;
+import io.accel4j.train.model.ParameterLayout.Param;
+import io.accel4j.train.model.Recompute;
+import io.accel4j.train.plan.Bf16ParamsPlan;
+import io.accel4j.train.plan.MemoryPlan;
+import io.accel4j.train.precision.Precision;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Random;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * bf16 working weights ({@code --bf16-params}, {@link io.accel4j.train.model.Bf16ParamWeights} and
+ * {@link Bf16StoreAdamW}): the model and its optimizer are bit for bit the Java API's {@link Bf16AdamW} over an fp32
+ * buffer whose initial weights are rounded to bf16; what a layer computes with is the store's values exactly; a
+ * resumed run is the uninterrupted one bit for bit; the plan is every byte allocated.
+ */
+class Bf16ParamsTest {
+
+    /** An odd shape: C = 12 (3 heads of 4), V = 23 padded to 32, 3 layers, 9 positions. */
+    private static final GptConfig ODD = new GptConfig(9, 23, 32, 3, 3, 12);
+    private static final int B = 3;
+    private static final int T = 7;
+
+    @TempDir
+    static Path tmp;
+    private static Parallel pool;
+    private static CpuOps ops;
+    private static TokenFile small;
+
+    @BeforeAll
+    static void setUp() throws IOException {
+        pool = new Parallel(2);
+        ops = new CpuOps(pool);
+        small = TrainerTest.tokenFile(tmp.resolve("small.bin"), 600, new Random(11));
+    }
+
+    @AfterAll
+    static void tearDown() {
+        small.close();
+        pool.close();
+    }
+
+    private static Gpt2 model(GptConfig c, DType gradients, DType parameters) {
+        return new Gpt2(c, ops, B, T, Recompute.NONE, DType.BF16, null, DType.BF16, gradients, parameters);
+    }
+
+    @Test
+    void theStoreAndItsOptimizerAreBf16AdamWOverAnFp32BufferBitForBit() {
+        long seed = 20261206L;
+        Random r = new Random(seed);
+        // decay on the matrices only: several ranges and groups; a clipping scale below 1
+        Bf16AdamW.Spec spec = new Bf16AdamW.Spec(0.9f, 0.95f, 1e-8f, 0.1f, false, 77);
+        try (Gpt2 ref = model(ODD, DType.FP32, DType.FP32); Gpt2 store = model(ODD, DType.FP32, DType.BF16)) {
+            ref.initialise(5);
+            store.initialise(5);
+            long n = ref.layout().count();
+            MemorySegment p = ref.params(); // the reference's initial weights rounded to bf16, as the store's
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment h = a.allocate(n * 2);
+                Casts.f32ToBf16(h, 0, p, 0, n);
+                Casts.bf16ToF32(p, 0, h, 0, n);
+            }
+            try (Optimizer want = spec.create(ops, ref.network().table(), ref.params(), ref.grads());
+                 Bf16StoreAdamW got = new Bf16StoreAdamW(spec, ops, store.network().table(), store.halfParameters(),
+                         Bf16StoreAdamW.Gradients.of(store.grads()));
+                 Arena a = Arena.ofConfined()) {
+                MemorySegment in = a.allocate((long) B * T * 4), tg = a.allocate((long) B * T * 4);
+                MemorySegment widened = a.allocate(n * 4);
+                for (int t = 1; t <= 5; t++) {
+                    for (int i = 0; i < B * T; i++) {
+                        in.setAtIndex(ValueLayout.JAVA_INT, i, r.nextInt(ODD.V()));
+                        tg.setAtIndex(ValueLayout.JAVA_INT, i, r.nextInt(ODD.V()));
+                    }
+                    ref.zeroGrad();
+                    store.zeroGrad();
+                    double lw = ref.forwardBackward(in, tg, B, T, 1f / (B * T));
+                    double lg = store.forwardBackward(in, tg, B, T, 1f / (B * T));
+                    assertThat(lg).as("seed %d, step %d's loss", seed, t).isEqualTo(lw);
+                    assertThat(floats(store.grads())).as("step %d's gradients", t)
+                            .containsExactly(floats(ref.grads()));
+                    double norm = Math.sqrt(ops.sumOfSquares(ref.grads(), n));
+                    float scale = (float) Math.min(1, 0.5 / norm);
+                    want.step(t, 3e-2f, scale);
+                    got.step(t, 3e-2f, scale);
+                    assertThat(floats(got.state().get("master"))).as("step %d's master", t)
+                            .containsExactly(floats(want.state().get("master")));
+                    for (String s : new String[] {"m", "v"}) {
+                        assertThat(floats(got.state().get(s))).as("step %d's %s", t, s)
+                                .containsExactly(floats(want.state().get(s)));
+                    }
+                    store.copyParamsToHost(widened);
+                    assertThat(floats(widened)).as("step %d's working weights", t)
+                            .containsExactly(floats(ref.params()));
+                }
+                checkWorkingRegionsAreTheStore(store, floats(widened));
+            }
+        }
+    }
+
+    /** Every unit, acquired, reads exactly the store's values (each a bf16 value) through its tensors' slices. */
+    private static void checkWorkingRegionsAreTheStore(Gpt2 model, float[] store) {
+        ParameterLayout layout = model.layout();
+        for (float x : store) {
+            assertThat(Bf16.toFloat(Bf16.fromFloat(x))).isEqualTo(x);
+        }
+        for (int l = model.config().L() - 1; l >= -1; l--) { // a layer, then the embeddings and the final LayerNorm
+            for (Param p : Param.values()) {
+                boolean whole = p == Param.WTE || p == Param.WPE || p == Param.LNFW || p == Param.LNFB;
+                if (whole != (l < 0)) {
+                    continue;
+                }
+                int layer = Math.max(l, 0);
+                int unit = layout.unitOf(p, layer);
+                model.weights().acquire(unit);
+                float[] got = floats(model.weights().param(p, layer));
+                model.weights().release(unit);
+                ParameterLayout.Span s = layout.tensor(p);
+                long at = whole ? s.offset() : s.layerOffset(layer);
+                float[] want = java.util.Arrays.copyOfRange(store, (int) at, (int) at + got.length);
+                assertThat(got).as("%s of layer %d", p, layer).containsExactly(want);
+            }
+        }
+        assertThatThrownBy(() -> model.weights().param(Param.QKVW, 0)).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("outside an acquire");
+        assertThatThrownBy(model::params).isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("--bf16-params");
+    }
+
+    private static TrainConfig config(DType gradients, int steps) {
+        return TrainerTest.base().batch(B).seq(T).steps(steps).lr(2e-2f).gradClip(1f).weightDecay(0.05f)
+                .decayMatricesOnly(true).seed(9).precision(Precision.of(DType.BF16).withGradients(gradients))
+                .build();
+    }
+
+    private record Run(double[] losses, float[] master, float[] working) {}
+
+    private static Run steps(Trainer t, int from, int to, double[] losses) {
+        for (int s = from; s < to; s++) {
+            losses[s] = t.trainStep().trainLoss();
+        }
+        return null;
+    }
+
+    private static Run finish(Trainer t, Gpt2 m, double[] losses) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment master = a.allocate(m.layout().fp32Bytes()), working = a.allocate(m.layout().fp32Bytes());
+            t.copyParameters(master);
+            m.copyParamsToHost(working);
+            return new Run(losses, floats(master), floats(working));
+        }
+    }
+
+    @ParameterizedTest(name = "{0} gradients")
+    @EnumSource(value = DType.class, names = {"FP32", "BF16"})
+    void aResumedRunIsTheUninterruptedOneBitForBit(DType gradients) throws IOException {
+        int steps = 6;
+        Run whole;
+        try (Gpt2 m = model(TrainerTest.TINY, gradients, DType.BF16)) {
+            m.initialise(3);
+            try (Trainer t = new Trainer(m, config(gradients, steps), small, null)) {
+                double[] losses = new double[steps];
+                steps(t, 0, steps, losses);
+                whole = finish(t, m, losses);
+            }
+        }
+        Path dir = tmp.resolve("ckpt-" + gradients);
+        double[] losses = new double[steps];
+        try (Gpt2 m = model(TrainerTest.TINY, gradients, DType.BF16)) {
+            m.initialise(3);
+            try (Trainer t = new Trainer(m, config(gradients, steps), small, null)) {
+                steps(t, 0, 3, losses);
+                t.save(dir);
+            }
+        }
+        Run resumed;
+        try (Gpt2 m = model(TrainerTest.TINY, gradients, DType.BF16)) {
+            m.initialise(99); // overwritten by the resume
+            try (Trainer t = new Trainer(m, config(gradients, steps), small, null)) {
+                t.resume(dir);
+                assertThat(t.step()).isEqualTo(3);
+                steps(t, 3, steps, losses);
+                resumed = finish(t, m, losses);
+            }
+        }
+        assertThat(resumed.losses()).containsExactly(whole.losses());
+        assertThat(resumed.master()).containsExactly(whole.master());
+        assertThat(resumed.working()).containsExactly(whole.working());
+        assertThat(whole.master()).isNotEqualTo(whole.working()); // the master keeps what bf16 rounds away
+        // the llm.c model file is the fp32 master: it loads into an fp32 model and trains on from there
+        float[] saved;
+        try (Arena a = Arena.ofConfined()) {
+            io.accel4j.train.checkpoint.LlmcCheckpoint.Loaded l = io.accel4j.train.checkpoint.LlmcCheckpoint.read(
+                    io.accel4j.train.checkpoint.CheckpointFiles.latest(dir).model(), a);
+            saved = floats(l.params().asSlice(0, TrainerTest.TINY.parameterCount() * 4L));
+        }
+        assertThat(Files.exists(dir)).isTrue();
+        assertThat(saved).hasSize(whole.master().length);
+    }
+
+    @ParameterizedTest(name = "{0} gradients")
+    @EnumSource(value = DType.class, names = {"FP32", "BF16"})
+    void thePlanIsEveryByteAModelAndItsTrainerAllocate(DType gradients) throws IOException {
+        for (Recompute recompute : new Recompute[] {Recompute.NONE, Recompute.GELU, Recompute.LAYER}) {
+            MemoryPlan plan = Bf16ParamsPlan.of(ODD, B, T, recompute, DType.BF16, gradients);
+            CountingMemory counted = new CountingMemory();
+            try (Gpt2 m = new Gpt2(ODD, counted.ops(ops), B, T, recompute, DType.BF16, null, DType.BF16, gradients,
+                    DType.BF16)) {
+                m.initialise(1);
+                try (TokenFile f = odd(); Trainer t = new Trainer(m, config(gradients, 1), f, null)) {
+                    assertThat(m.totalBytes() + t.stateBytes()).as("recompute %s", recompute).isEqualTo(plan.total());
+                    assertThat(counted.live.get()).isEqualTo(plan.total() - plan.batch());
+                    assertThat(t.trainStep().trainLoss()).isFinite();
+                    assertThat(counted.peak.get()).isEqualTo(plan.total() - plan.batch());
+                }
+            }
+            assertThat(Bf16ParamsPlan.trialStep(ODD, ops, B, T, recompute, DType.BF16, gradients))
+                    .isEqualTo(plan.total());
+            MemoryPlan fp32Params = MemoryPlan.of(ODD, B, T, recompute, 0, 1, DType.BF16, gradients);
+            long psi = ODD.parameterCount();
+            // bf16 working weights: the parameters shrink, the optimizer gains the fp32 master (4Ψ)
+            assertThat(plan.parameters()).isLessThan(fp32Params.parameters());
+            assertThat(plan.optimizer()).isEqualTo(fp32Params.optimizer() + 4 * psi);
+            assertThat(plan.gradients()).isEqualTo(fp32Params.gradients());
+            assertThat(plan.activations()).isEqualTo(fp32Params.activations());
+        }
+    }
+
+    private static TokenFile odd() throws IOException {
+        Path p = tmp.resolve("odd.bin");
+        if (!Files.exists(p)) {
+            Random r = new Random(4);
+            int[] t = new int[300];
+            for (int i = 0; i < t.length; i++) {
+                t[i] = r.nextInt(ODD.V());
+            }
+            TokenFile.write(p, t);
+        }
+        return TokenFile.open(p);
+    }
+
+    @ParameterizedTest
+    @ValueSource(ints = {1, 2})
+    void whatCannotTakeBf16ParamsIsRefused(int zero) throws IOException {
+        try (Gpt2 m = model(TrainerTest.TINY, DType.FP32, DType.BF16)) {
+            assertThatThrownBy(() -> m.useWeights(new io.accel4j.train.model.FlatWeights(m.layout(), m.memory())))
+                    .isInstanceOf(IllegalStateException.class).hasMessageContaining("bf16");
+            TrainConfig cfg = TrainerTest.base().batch(B).seq(T).zeroStage(zero).precision(Precision.of(DType.BF16))
+                    .build();
+            assertThatThrownBy(() -> io.accel4j.train.parallel.ModelStates.of(null, m, cfg, 8))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("--bf16-params does not go with --zero " + zero);
+        }
+    }
+
+    static float[] floats(MemorySegment s) {
+        return TrainerTest.floats(s);
+    }
+}
