@@ -162,6 +162,8 @@ public final class TrainCommand implements Callable<Integer> {
     TensorParallelOptions tensor;
     @Mixin
     OffloadOptions offload;
+    @Mixin
+    Bf16ParamsOptions bf16Params;
     @Option(names = "--zero", paramLabel = "0|1|2|3", defaultValue = "0", description = "With --ranks: ZeRO "
             + "sharding of the model states over the ranks: 1 AdamW's moments, 2 also the averaged gradients "
             + "(reduce-scattered after backward, not bucketed), 3 also the parameters (gathered whole after each "
@@ -260,6 +262,9 @@ public final class TrainCommand implements Callable<Integer> {
         boolean bucketsAsked = bucketMb > 0 && spec.commandLine().getParseResult().hasMatchedOption("--bucket-mb");
         PrecisionOptions.checkGradients(asked, async.async(), pipeline.requested(), tensor.active(), offload.enabled,
                 bucketsAsked, this::usage);
+        bf16Params.check(asked, asked.precision().label(), async.async(), pipeline.requested(), tensor.active(),
+                offload.enabled, bucketsAsked, this::usage);
+        memory.bf16Params = bf16Params.enabled;
         if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
             PipelineRun pp = new PipelineRun(this, pipeline, restored, this::usage);
             pp.checkSupported(asked, modelConfig, launch);
