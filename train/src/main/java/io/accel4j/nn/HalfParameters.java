@@ -321,6 +321,32 @@ public final class HalfParameters implements AutoCloseable {
         }
     }
 
+    /**
+     * Writes every value widened to fp32 into {@code host} ({@code count} floats in host memory), staging each bf16
+     * piece on the host: no memory of this store's backend is allocated.
+     */
+    public void readToHost(MemorySegment host) {
+        if (host.byteSize() < count * Float.BYTES) {
+            throw new IllegalArgumentException("host has " + host.byteSize() + " bytes, the " + count
+                    + " parameters need " + count * Float.BYTES);
+        }
+        try (java.lang.foreign.Arena tmp = java.lang.foreign.Arena.ofConfined()) {
+            for (Span s : spans) {
+                MemorySegment d = host.asSlice(s.offset() * Float.BYTES, s.count() * Float.BYTES);
+                if (!s.half()) {
+                    memory.copyToHost(wide.asSlice(s.at() * Float.BYTES, s.count() * Float.BYTES), d);
+                    continue;
+                }
+                MemorySegment h = tmp.allocate(s.count() * 2, 64);
+                memory.copyToHost(narrowSlice(s.at(), s.count()), h);
+                for (long i = 0; i < s.count(); i++) {
+                    d.setAtIndex(java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED, i, io.accel4j.core.Bf16.toFloat(
+                            h.getAtIndex(java.lang.foreign.ValueLayout.JAVA_SHORT, i)));
+                }
+            }
+        }
+    }
+
     private void checkRange(long from, long length) {
         if (from < 0 || length < 0 || from + length > count) {
             throw new IllegalArgumentException("elements [" + from + ", " + (from + length) + ") are outside the "

@@ -251,6 +251,83 @@ class Bf16ParamsTest {
         }
     }
 
+    private record Trained(java.util.List<Double> losses, float[] master, float[] working) {}
+
+    /** {@code steps} steps (accumulation 2, clipping), saving at {@code saveStep}, or resuming {@code resume}. */
+    private static Trained train(io.accel4j.core.ops.Ops o, DType gradients, boolean offload, int steps, Path saveAt,
+                                 int saveStep, Path resume) throws IOException {
+        TrainConfig cfg = config(gradients, steps).toBuilder().gradAccum(2).build();
+        java.util.List<Double> losses = new java.util.ArrayList<>();
+        try (TokenFile f = odd();
+             Gpt2 m = new Gpt2(ODD, o, B, T, Recompute.NONE, DType.BF16, null, DType.BF16, gradients, DType.BF16)) {
+            m.initialise(resume == null ? 7 : 99);
+            try (Trainer t = new Trainer(m, cfg, f, null, null, offload
+                    ? io.accel4j.train.parallel.Bf16ParamStates.offloaded()
+                    : io.accel4j.train.parallel.ModelStates::of)) {
+                if (resume != null) {
+                    t.resume(resume);
+                }
+                while (!t.done()) {
+                    losses.add(t.trainStep().trainLoss());
+                    if (saveAt != null && t.step() == saveStep) {
+                        t.save(saveAt);
+                    }
+                }
+                Run r = finish(t, m, new double[0]);
+                return new Trained(losses, r.master(), r.working());
+            }
+        }
+    }
+
+    /**
+     * The offloaded optimizer ({@code --offload-optimizer}: master and moments on the host, the "device" a
+     * {@link StrictMemory} host code cannot touch) is the same bits as the device's, and a checkpoint of either
+     * resumes into the other bit for bit.
+     */
+    @ParameterizedTest(name = "{0} gradients")
+    @EnumSource(value = DType.class, names = {"FP32", "BF16"})
+    void theOffloadedOptimizerIsTheSameBitsAndResumesEitherWay(DType gradients, @TempDir Path dir)
+            throws IOException {
+        io.accel4j.core.ops.Ops device = new StrictMemory().ops(ops);
+        Trained plain = train(ops, gradients, false, 6, null, 0, null);
+        Trained off = train(device, gradients, true, 6, dir.resolve("ckpt"), 2, null);
+        assertThat(off.losses()).containsExactlyElementsOf(plain.losses());
+        assertThat(off.master()).containsExactly(plain.master());
+        assertThat(off.working()).containsExactly(plain.working());
+        for (boolean offload : new boolean[] {true, false}) {
+            Trained rest = train(offload ? device : ops, gradients, offload, 6, null, 0, dir.resolve("ckpt"));
+            assertThat(rest.losses()).as("offload %s", offload).containsExactlyElementsOf(plain.losses().subList(2, 6));
+            assertThat(rest.master()).as("offload %s", offload).containsExactly(plain.master());
+            assertThat(rest.working()).as("offload %s", offload).containsExactly(plain.working());
+        }
+    }
+
+    /** Offloaded: the device holds the bf16 parameters and the gradients only; the host what the plan says. */
+    @ParameterizedTest(name = "{0} gradients")
+    @EnumSource(value = DType.class, names = {"FP32", "BF16"})
+    void theOffloadedPlanIsWhatEachSideAllocates(DType gradients) throws IOException {
+        io.accel4j.train.plan.OffloadPlan plan = Bf16ParamsPlan.offloaded(ODD, B, T, Recompute.NONE, DType.BF16,
+                gradients);
+        long psi = ODD.parameterCount();
+        assertThat(plan.device().optimizer()).isZero();
+        assertThat(plan.host()).isEqualTo(12 * psi + 6 * Math.min(1 << 16, psi));
+        CountingMemory counted = new CountingMemory();
+        try (TokenFile f = odd();
+             Gpt2 m = new Gpt2(ODD, counted.ops(ops), B, T, Recompute.NONE, DType.BF16, null, DType.BF16,
+                     gradients, DType.BF16)) {
+            m.initialise(1);
+            try (Trainer t = new Trainer(m, config(gradients, 1), f, null, null,
+                    io.accel4j.train.parallel.Bf16ParamStates.offloaded())) {
+                assertThat(m.totalBytes() + t.stateBytes()).isEqualTo(plan.device().total());
+                assertThat(t.hostBytes()).isEqualTo(plan.host());
+                assertThat(t.trainStep().trainLoss()).isFinite();
+            }
+        }
+        // the ZeRO-Offload layout: the device's model states are the bf16 parameters and the gradients
+        MemoryPlan fp32Offload = io.accel4j.train.plan.OffloadPlan.of(ODD, B, T, Recompute.NONE).device();
+        assertThat(plan.device().modelStates()).isLessThan(fp32Offload.modelStates());
+    }
+
     private static TokenFile odd() throws IOException {
         Path p = tmp.resolve("odd.bin");
         if (!Files.exists(p)) {

@@ -2,6 +2,14 @@ package io.accel4j.cli.train;
 
 import io.accel4j.core.DType;
 import io.accel4j.train.TrainConfig;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.Recompute;
+import io.accel4j.train.parallel.Bf16ParamStates;
+import io.accel4j.train.parallel.ModelStates;
+import io.accel4j.train.plan.Bf16ParamsPlan;
+import io.accel4j.train.plan.OffloadPlan;
+import java.io.PrintWriter;
+import java.util.Locale;
 import java.util.function.Function;
 import picocli.CommandLine.Option;
 
@@ -16,15 +24,16 @@ final class Bf16ParamsOptions {
             + "blocks and the final LayerNorm, widened one layer at a time into fp32 for the kernels; the tied "
             + "embeddings as fp32 copies of bf16 values), written by AdamW from fp32 master weights with stochastic "
             + "rounding; the master, m and v are the optimizer's (12 bytes a parameter). Needs --precision bf16; "
-            + "one rank or DDP. The model file a checkpoint writes is the fp32 master.")
+            + "one rank or DDP; with --offload-optimizer the master and the moments live in host memory. The model "
+            + "file a checkpoint writes is the fp32 master.")
     boolean enabled;
 
     /**
      * Refuses, with one line naming both flags, what --bf16-params needs or does not go with yet: --precision other
-     * than bf16, ZeRO (its stages shard an fp32 parameter vector), --sync async, --pp, --tp, --offload-optimizer, and
-     * an explicit --bucket-mb ({@code bucketsAsked}: the gradients are averaged after backward).
+     * than bf16, ZeRO (its stages shard an fp32 parameter vector), --sync async, --pp, --tp, and an explicit
+     * --bucket-mb ({@code bucketsAsked}: the gradients are averaged after backward).
      */
-    void check(TrainConfig cfg, String precision, boolean async, boolean pipeline, boolean tensor, boolean offload,
+    void check(TrainConfig cfg, String precision, boolean async, boolean pipeline, boolean tensor,
                boolean bucketsAsked, Function<String, ? extends RuntimeException> usage) {
         if (!enabled) {
             return;
@@ -34,11 +43,28 @@ final class Bf16ParamsOptions {
                     + "weights are bf16 values, which only bf16 matmuls take without a further rounding");
         }
         String other = cfg.zeroStage() > 0 ? "--zero " + cfg.zeroStage() : async ? "--sync async"
-                : pipeline ? "--pp" : tensor ? "--tp" : offload ? "--offload-optimizer" : bucketsAsked ? "--bucket-mb"
-                : null;
+                : pipeline ? "--pp" : tensor ? "--tp" : bucketsAsked ? "--bucket-mb" : null;
         if (other != null) {
             throw usage.apply("--bf16-params does not go with " + other + " yet: drop one of them");
         }
+    }
+
+    /**
+     * The trainer strategy: with the flag and --offload-optimizer ({@code offload}) stage 0 with the master and the
+     * moments in host memory ({@link Bf16ParamStates#offloaded()}); otherwise {@code strategy} (whose
+     * {@link io.accel4j.train.parallel.ModelStates#of} chooses bf16 working weights' stage 0 from the model).
+     */
+    ModelStates.Factory strategy(ModelStates.Factory strategy, boolean offload) {
+        return enabled && offload ? Bf16ParamStates.offloaded() : strategy;
+    }
+
+    /** With the flag and --offload-optimizer: one line for the log, each side's bytes per rank. */
+    void print(TrainConfig cfg, GptConfig model, Recompute recompute, PrintWriter w) {
+        OffloadPlan p = Bf16ParamsPlan.offloaded(model, cfg.batch(), cfg.seq(), recompute,
+                cfg.precision().activationStorage(), cfg.precision().gradients());
+        w.printf(Locale.ROOT, "optimizer offloaded to host memory: %.1f MiB on the device (bf16 parameters, "
+                + "gradients, activations), %.1f MiB on the host (fp32 master, AdamW m, v, transfer chunks) per "
+                + "rank%n", p.device().total() / 1048576.0, p.host() / 1048576.0);
     }
 
     /** How the model stores its working weights: BF16 with the flag, else FP32. */

@@ -139,7 +139,9 @@ final class MemoryOptions {
         List<MemoryCheck.Part> parts = planParts(cfg, model, loadsFile, localRanks, worldRanks);
         if (offloadOptimizer) { // the "device" is this machine's memory too
             parts.add(new MemoryCheck.Part("offloaded optimizer (master, gradients, AdamW m, v)", times(
-                    OffloadPlan.of(model, cfg.batch(), cfg.seq(), recompute).host(), localRanks)));
+                    (bf16Params ? Bf16ParamsPlan.offloaded(model, cfg.batch(), cfg.seq(), recompute,
+                            cfg.precision().activationStorage(), cfg.precision().gradients())
+                            : OffloadPlan.of(model, cfg.batch(), cfg.seq(), recompute)).host(), localRanks)));
         }
         MemoryCheck.require("this run" + (localRanks > 1 ? " (" + localRanks + " ranks on this machine)" : "")
                 + " at --batch " + cfg.batch() + " --seq " + cfg.seq(), parts, HINT);

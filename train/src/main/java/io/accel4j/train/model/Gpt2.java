@@ -237,27 +237,11 @@ public final class Gpt2 implements AutoCloseable {
     /** Copies the parameters into {@code host} (host memory of at least {@link #parameterBytes()}). */
     public void copyParamsToHost(MemorySegment host) {
         checkParamsOnHost("host", host);
-        if (source.weights instanceof Bf16ParamWeights b) { // the bf16 working weights, widened
-            try (DeviceArenaHolder d = new DeviceArenaHolder(memory)) {
-                MemorySegment wide = d.arena.allocate(layout.fp32Bytes());
-                b.parameters().widen(wide);
-                memory.copyToHost(wide, host.asSlice(0, layout.fp32Bytes()));
-            }
+        if (source.weights instanceof Bf16ParamWeights b) { // the bf16 working weights, widened on the host
+            b.parameters().readToHost(host);
             return;
         }
         memory.copyToHost(params(), host.asSlice(0, layout.fp32Bytes()));
-    }
-
-    /** A transient arena of the backend's memory, closed with the holder. */
-    private record DeviceArenaHolder(io.accel4j.core.memory.DeviceArena arena) implements AutoCloseable {
-        DeviceArenaHolder(DeviceMemory memory) {
-            this(memory.arena());
-        }
-
-        @Override
-        public void close() {
-            arena.close();
-        }
     }
 
     private void checkParamsOnHost(String name, MemorySegment host) {

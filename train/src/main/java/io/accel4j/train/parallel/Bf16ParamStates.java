@@ -8,6 +8,11 @@ import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.HalfGradients;
 import io.accel4j.optim.Bf16AdamW;
 import io.accel4j.optim.Bf16StoreAdamW;
+import io.accel4j.optim.OffloadedBf16AdamW;
+import io.accel4j.optim.Optimizer;
+import io.accel4j.core.memory.DeviceMemory;
+import io.accel4j.cpu.Parallel;
+import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.model.Gpt2;
@@ -19,7 +24,8 @@ import java.nio.file.Path;
 /**
  * Stage 0 (one rank, or DDP) for a model whose working weights are stored in bf16 ({@link Gpt2#halfParameters()},
  * {@code --bf16-params}): the fp32 master weights and AdamW's moments are this strategy's optimizer
- * ({@link Bf16StoreAdamW}: master, m, v in the model's memory), which writes the bf16 store with stochastic rounding
+ * ({@link Bf16StoreAdamW}: master, m, v in the model's memory; with {@link #offloaded()} {@link OffloadedBf16AdamW}:
+ * in host memory, updated by the host's kernels, the model's memory keeping the bf16 weights and the gradients), which writes the bf16 store with stochastic rounding
  * from the seed {@link #roundingSeed}; the gradients are the model's, fp32 ({@link Gpt2#grads()}, averaged by one
  * all-reduce after backward) or 16-bit ({@link Gpt2#halfGradients()}, an all-reduce per fp32 chunk, as
  * {@link HalfGradStates}).
@@ -30,9 +36,14 @@ import java.nio.file.Path;
  * {@code step − skipped} ({@link TrainState.Header}), or to nearest even before the first update — so the bf16 values
  * are the uninterrupted run's, bit for bit.
  */
-final class Bf16ParamStates extends ModelStates {
+public final class Bf16ParamStates extends ModelStates {
 
-    private final Bf16StoreAdamW adamw;
+    private final Bf16AdamW.Spec spec;
+    private final boolean offload;
+    /** The host backend's pool of an offloaded optimizer on a device backend, else null. */
+    private Parallel hostPool;
+    /** {@link Bf16StoreAdamW}, or offloaded {@link OffloadedBf16AdamW}. */
+    private final Optimizer adamw;
     private final HalfGradients half;
     private final MemorySegment master;
     private final MemorySegment m;
@@ -40,19 +51,40 @@ final class Bf16ParamStates extends ModelStates {
     /** The number of the last update a resume's checkpoint made (0: none), read by {@link #readMoments}. */
     private int lastUpdate;
 
-    Bf16ParamStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
+    Bf16ParamStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload) {
         super(checkStage(comm, cfg), model, values);
         this.half = model.gradientStorage() == DType.FP32 ? null : model.halfGradients();
+        this.spec = spec(cfg);
+        this.offload = offload;
         try {
-            this.adamw = new Bf16StoreAdamW(spec(cfg), model.ops(), model.network().table(), model.halfParameters(),
-                    half != null ? Bf16StoreAdamW.Gradients.of(half) : Bf16StoreAdamW.Gradients.of(model.grads()));
+            Bf16StoreAdamW.Gradients g = half != null ? Bf16StoreAdamW.Gradients.of(half)
+                    : Bf16StoreAdamW.Gradients.of(model.grads());
+            this.adamw = offload ? new OffloadedBf16AdamW(spec, model.ops(), hostOps(model.ops()),
+                    model.network().table(), model.halfParameters(), g)
+                    : new Bf16StoreAdamW(spec, model.ops(), model.network().table(), model.halfParameters(), g);
         } catch (RuntimeException | Error e) {
-            super.close();
+            close();
             throw e;
         }
         this.master = adamw.state().get("master");
         this.m = adamw.state().get("m");
         this.v = adamw.state().get("v");
+    }
+
+    /**
+     * Stage 0 (one rank, or DDP) with bf16 working weights and the master and moments in host memory
+     * ({@link OffloadedBf16AdamW}): the model's memory keeps the bf16 parameters and the gradients only.
+     */
+    public static Factory offloaded() {
+        return (comm, model, cfg, values) -> new Bf16ParamStates(comm, model, cfg, values, true);
+    }
+
+    private Ops hostOps(Ops ops) {
+        if (ops.memory().hostAccessible()) {
+            return ops;
+        }
+        hostPool = new Parallel(Parallel.defaultThreads());
+        return new CpuOps(hostPool);
     }
 
     /** The trainer's AdamW ({@link ModelStates#adamw}'s hyperparameters) rounding with {@link #roundingSeed}. */
@@ -106,7 +138,7 @@ final class Bf16ParamStates extends ModelStates {
     @Override
     public void checkReplicas() {
         if (comm != null) {
-            ReplicaCheck.check(exchange, comm.rank(), memory, master, count);
+            ReplicaCheck.check(exchange, comm.rank(), adamw.stateMemory(), master, count);
         }
     }
 
@@ -120,10 +152,16 @@ final class Bf16ParamStates extends ModelStates {
         return 0;
     }
 
-    /** The master weights and the moments. */
+    /** The master weights and the moments, in the model's memory unless offloaded. */
     @Override
     public long stateBytes() {
-        return adamw.stateBytes();
+        return offload ? 0 : adamw.stateBytes();
+    }
+
+    /** Offloaded: the master, the moments and the optimizer's host chunks. */
+    @Override
+    public long hostBytes() {
+        return offload ? adamw.stateBytes() + adamw.hostScratchBytes() : 0;
     }
 
     @Override
@@ -145,24 +183,26 @@ final class Bf16ParamStates extends ModelStates {
     @Override
     public void copyParameters(MemorySegment dst) {
         if (dst != null) {
-            memory.copyToHost(master, dst.asSlice(0, count * Float.BYTES));
+            adamw.stateMemory().copyToHost(master, dst.asSlice(0, count * Float.BYTES));
         }
     }
 
     @Override
     public Saved gatherForCheckpoint(Arena staging) {
         boolean root = comm == null || comm.rank() == 0;
-        return root ? new Saved(memory.readableOnHost(m, staging), memory.readableOnHost(v, staging),
-                memory.readableOnHost(master, staging)) : null;
+        DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
+        return root ? new Saved(mem.readableOnHost(m, staging), mem.readableOnHost(v, staging),
+                mem.readableOnHost(master, staging)) : null;
     }
 
     @Override
     public TrainState.Header readMoments(Path stateFile) throws IOException {
         try (Arena staging = Arena.ofConfined()) {
-            MemorySegment hm = memory.writableOnHost(m, staging), hv = memory.writableOnHost(v, staging);
+            DeviceMemory mem = adamw.stateMemory();
+            MemorySegment hm = mem.writableOnHost(m, staging), hv = mem.writableOnHost(v, staging);
             TrainState.Header h = TrainState.read(stateFile, model.config(), hm, hv);
-            memory.writeBack(hm, m);
-            memory.writeBack(hv, v);
+            mem.writeBack(hm, m);
+            mem.writeBack(hv, v);
             lastUpdate = h.step() - h.skippedSteps();
             return h;
         }
@@ -174,11 +214,11 @@ final class Bf16ParamStates extends ModelStates {
      */
     @Override
     public void setParameters(MemorySegment host) {
-        memory.copyToDevice(host.asSlice(0, count * Float.BYTES), master);
+        adamw.stateMemory().copyToDevice(host.asSlice(0, count * Float.BYTES), master);
         try (Arena staging = Arena.ofConfined()) {
             MemorySegment bf16 = staging.allocate(count * 2, 64);
             if (lastUpdate > 0) {
-                io.accel4j.cpu.Casts.f32ToBf16Stochastic(bf16, 0, host, 0, count, adamw.seed(lastUpdate), 0);
+                io.accel4j.cpu.Casts.f32ToBf16Stochastic(bf16, 0, host, 0, count, spec.seed(lastUpdate), 0);
             } else {
                 io.accel4j.cpu.Casts.f32ToBf16(bf16, 0, host, 0, count);
             }
@@ -190,18 +230,20 @@ final class Bf16ParamStates extends ModelStates {
     public void gatherModel(boolean here) {
     }
 
-    /** The optimizer, for tests and the bench. */
-    Bf16StoreAdamW optimizer() {
-        return adamw;
-    }
-
-    /** The rounding seed of the kernels' {@link Ops}: see {@link #spec}. */
     @Override
     public void close() {
         try {
-            adamw.close();
+            if (adamw != null) {
+                adamw.close();
+            }
         } finally {
-            super.close();
+            try {
+                if (hostPool != null) {
+                    hostPool.close();
+                }
+            } finally {
+                super.close();
+            }
         }
     }
 }

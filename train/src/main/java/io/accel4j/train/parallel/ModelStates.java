@@ -75,7 +75,7 @@ public abstract class ModelStates implements AutoCloseable {
     /** The strategy of {@code cfg}: ZeRO's stage, or stage 0 (one rank, or DDP over {@code comm}). */
     public static ModelStates of(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
         if (model.parameterStorage() != io.accel4j.core.DType.FP32) { // bf16 working weights: the optimizer's master
-            return new Bf16ParamStates(comm, model, cfg, values);
+            return new Bf16ParamStates(comm, model, cfg, values, false);
         }
         if (model.gradientStorage() != io.accel4j.core.DType.FP32) { // 16-bit gradients: read in fp32 chunks
             return new HalfGradStates(comm, model, cfg, values);

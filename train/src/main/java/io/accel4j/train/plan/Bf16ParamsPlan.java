@@ -39,6 +39,23 @@ public final class Bf16ParamsPlan {
                 Gpt2.activationBytes(config, B, T, recompute, storage), 2 * tokens + Float.BYTES);
     }
 
+    /**
+     * The plan of one rank with bf16 working weights and the optimizer offloaded ({@code --bf16-params
+     * --offload-optimizer}, {@link io.accel4j.optim.OffloadedBf16AdamW}): the device keeps {@link #of}'s parameters,
+     * gradients, activations and batch, no optimizer state; the host the fp32 master (4Ψ), AdamW's m and v (8Ψ) and
+     * the transfer chunks ({@link OffloadPlan#gradients()} here: 4 + 2 bytes × min(64 Ki, Ψ), not a whole gradient
+     * copy).
+     */
+    public static OffloadPlan offloaded(GptConfig config, int B, int T, Recompute recompute, DType storage,
+                                        DType gradients) {
+        MemoryPlan whole = of(config, B, T, recompute, storage, gradients);
+        long psi = new ParameterLayout(config).count();
+        MemoryPlan device = new MemoryPlan(whole.parameters(), whole.gradients(), 0, 0, whole.activations(),
+                whole.batch());
+        return new OffloadPlan(device, 4 * psi, io.accel4j.optim.OffloadedBf16AdamW.hostBytes(psi) - 12 * psi,
+                8 * psi);
+    }
+
     /** The largest B ≤ {@code maxBatch} whose plan fits {@code budget} bytes; 0 when not even B = 1 fits. */
     public static int largestBatch(GptConfig config, int T, Recompute recompute, DType storage, DType gradients,
                                    long budget, int maxBatch) {

@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code train --bf16-params}: bf16 working weights trained on one rank and with DDP, planned and found by
+ * {@code train --bf16-params}: bf16 working weights trained on one rank, with DDP and with the optimizer offloaded, planned and found by
  * --find-batch-size, resumed bit for bit; and what it needs or does not compose with yet exits 2 with one line naming both flags, before anything is
  * written.
  */
@@ -64,6 +64,17 @@ class TrainCommandBf16ParamsTest {
     }
 
     @Test
+    void withTheOptimizerOffloadedTheDeviceKeepsBf16WeightsAndGradients() throws IOException {
+        Path dir = tmp.resolve("offload");
+        Result r = run(quick(dir, concat(QUIET, "--precision", "bf16", "--bf16-params", "--grad-storage", "bf16",
+                "--offload-optimizer")));
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("optimizer offloaded to host memory:").contains("(bf16 parameters, gradients, "
+                + "activations)").contains("working weights in bf16").contains("gradients stored in bf16");
+        assertThat(trainLosses(dir)).hasSize(3);
+    }
+
+    @Test
     void aResumeContinuesBitForBit() throws IOException {
         String[] common = {"--steps", "4", "--val-every", "0", "--save-every", "2", "--samples", "0",
             "--eval-problems", "0", "--precision", "bf16", "--bf16-params"};
@@ -99,8 +110,9 @@ class TrainCommandBf16ParamsTest {
                         new String[] {"--bf16-params", "--precision", "bf16", "--ranks", "2", "--zero", "1"}),
                 new Case("--bf16-params does not go with --zero 3 yet",
                         new String[] {"--bf16-params", "--precision", "bf16", "--ranks", "2", "--zero", "3"}),
-                new Case("--bf16-params does not go with --offload-optimizer yet",
-                        new String[] {"--bf16-params", "--precision", "bf16", "--offload-optimizer"}),
+                new Case("--offload-optimizer does not go with --find-batch-size yet",
+                        new String[] {"--bf16-params", "--precision", "bf16", "--offload-optimizer",
+                            "--find-batch-size", "--memory-budget", "1g"}),
                 new Case("--bf16-params does not go with --pp yet",
                         new String[] {"--bf16-params", "--precision", "bf16", "--ranks", "2", "--pp", "2"}),
                 new Case("--bf16-params does not go with --tp yet",
