@@ -161,11 +161,10 @@ class Bf16ParamsTest {
 
     private record Run(double[] losses, float[] master, float[] working) {}
 
-    private static Run steps(Trainer t, int from, int to, double[] losses) {
+    private static void steps(Trainer t, int from, int to, double[] losses) {
         for (int s = from; s < to; s++) {
             losses[s] = t.trainStep().trainLoss();
         }
-        return null;
     }
 
     private static Run finish(Trainer t, Gpt2 m, double[] losses) {

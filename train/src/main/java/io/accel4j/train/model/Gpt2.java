@@ -399,7 +399,10 @@ public final class Gpt2 implements AutoCloseable {
         old.close();
     }
 
-    /** Bytes of the parameters (the gradients take as many again). */
+    /**
+     * Bytes of the fp32 parameter vector ({@link #copyParamsToHost}'s, the model file's); what the weights take is
+     * {@link #weights()}' bytes (bf16 working weights, {@link Bf16ParamWeights}, take fewer).
+     */
     public long parameterBytes() {
         return layout.fp32Bytes();
     }
