@@ -327,6 +327,57 @@ class Bf16ParamsTest {
         assertThat(plan.device().modelStates()).isLessThan(fp32Offload.modelStates());
     }
 
+    private record Ddp(double[] losses, double[] norms, float[] master, float[] working) {}
+
+    private static Ddp ddp(io.accel4j.core.ops.Ops o, int batch, io.accel4j.collectives.Communicator comm)
+            throws IOException {
+        TrainConfig cfg = TrainerTest.base().batch(batch).seq(T).steps(4).lr(2e-2f).gradClip(1f).bucketBytes(0)
+                .seed(9).precision(Precision.of(DType.BF16)).build();
+        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, T, Recompute.NONE, DType.BF16, null, DType.BF16,
+                DType.FP32, DType.BF16)) {
+            m.initialise(3);
+            try (Trainer t = new Trainer(m, cfg, small, null, comm)) {
+                double[] losses = new double[4], norms = new double[4];
+                for (int s = 0; s < 4; s++) {
+                    StepMetrics sm = t.trainStep();
+                    losses[s] = sm.trainLoss();
+                    norms[s] = sm.gradNorm();
+                }
+                t.checkReplicas(); // every rank's master is the same bits
+                Run r = finish(t, m, losses);
+                return new Ddp(losses, norms, r.master(), r.working());
+            }
+        }
+    }
+
+    /**
+     * DDP: 2 ranks × B = 2 are 1 rank × B = 4 up to the order of fp32 sums (the all-reduce averages the ranks'
+     * gradients); every rank holds the same master and bf16 weights. Step 0 (the same weights) within 1e-5 relative:
+     * fp32 sums of a few hundred terms in another order; later steps within 1e-3: a master that differs in its last bit
+     * may round stochastically to the neighbouring bf16 value (2⁻⁸ relative) on a few elements.
+     */
+    @Test
+    void twoRanksAreOneRankWithTwiceTheBatch() throws IOException {
+        Ddp one = ddp(ops, 4, null);
+        java.util.List<Ddp> two;
+        try (io.accel4j.collectives.InProcessGroup g = io.accel4j.collectives.InProcessGroup.create(2,
+                java.time.Duration.ofSeconds(60))) {
+            two = g.run(comm -> {
+                try (Parallel p = new Parallel(1)) {
+                    return ddp(new CpuOps(p), 2, comm);
+                }
+            });
+        }
+        assertThat(two.get(1).master()).containsExactly(two.get(0).master());
+        assertThat(two.get(1).working()).containsExactly(two.get(0).working());
+        Ddp d = two.get(0);
+        assertThat(d.norms()[0]).isCloseTo(one.norms()[0], org.assertj.core.data.Offset.offset(1e-5 * one.norms()[0]));
+        for (int s = 0; s < 4; s++) {
+            assertThat(d.losses()[s]).as("step %d's loss", s).isCloseTo(one.losses()[s],
+                    org.assertj.core.data.Offset.offset(1e-3 * one.losses()[s]));
+        }
+    }
+
     private static TokenFile odd() throws IOException {
         Path p = tmp.resolve("odd.bin");
         if (!Files.exists(p)) {
