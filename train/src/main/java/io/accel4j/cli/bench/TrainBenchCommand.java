@@ -12,6 +12,8 @@ import io.accel4j.cpu.Simd;
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.cuda.Cuda;
+import io.accel4j.optim.Bf16AdamW;
+import io.accel4j.optim.Bf16StoreAdamW;
 import io.accel4j.train.data.Mt19937;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Gpt2;
@@ -117,6 +119,10 @@ public final class TrainBenchCommand implements Callable<Integer> {
             + "(accel4j train's --grad-storage): 16-bit storage adds a cast of each layer's gradients before and "
             + "after its backward and reads them in fp32 chunks in the update (default: ${DEFAULT-VALUE}).")
     DType gradStorage;
+    @Option(names = "--bf16-params", description = "Store the working weights in bf16 (accel4j train's "
+            + "--bf16-params: each layer widened into fp32 before its forward and backward; AdamW from fp32 master "
+            + "weights writing them with stochastic rounding); needs --precision bf16.")
+    boolean bf16Params;
     @Option(names = "--profile", description = "Also print, per thread count, a per-op table of the timed steps: "
             + "calls, total ms, %% of the step, GFLOP/s or GB/s.")
     boolean profile;
@@ -137,9 +143,11 @@ public final class TrainBenchCommand implements Callable<Integer> {
         List<Integer> rows = gpu ? List.of(1) : threads;
         PrintWriter out = spec.commandLine().getOut();
         out.printf(Locale.ROOT, "training step of %s %s: B=%d, T=%d, AdamW lr %s (0.9, 0.999, 1e-8), weight decay 0;"
-                        + " %s matmul operands, %s saved activations, %s gradients; %s; %d untimed + %d timed steps%n",
+                        + " %s matmul operands, %s saved activations, %s gradients%s; %s; %d untimed + %d timed steps%n",
                 model, config, batch, seq, lr, PrecisionOptions.Precisions.label(precision),
-                PrecisionOptions.Precisions.label(storage()), PrecisionOptions.Precisions.label(gradStorage), gpu ? "CUDA" : Simd.describe(), warmup, steps);
+                PrecisionOptions.Precisions.label(storage()), PrecisionOptions.Precisions.label(gradStorage),
+                bf16Params ? ", bf16 working weights (fp32 master)" : "", gpu ? "CUDA" : Simd.describe(), warmup,
+                steps);
         FmaProbe.Result peak = gpu ? null : FmaProbe.peak();
         double flopsPerToken = matmulFlopsPerToken(config);
         if (peak != null) {
@@ -222,13 +230,21 @@ public final class TrainBenchCommand implements Callable<Integer> {
         boolean fp8 = precision == PrecisionOptions.Precisions.FP8;
         try (Arena arena = Arena.ofShared();
              Gpt2 gpt = new Gpt2(config, ops, B, T, Recompute.NONE, fp8 ? DType.FP32 : precision,
-                     fp8 ? DelayedScaling.defaults() : null, storage(), gradStorage);
-             DeviceArena states = gpt.memory().arena()) {
-            gpt.initialise(seed);
+                     fp8 ? DelayedScaling.defaults() : null, storage(), gradStorage,
+                     bf16Params ? DType.BF16 : DType.FP32);
+             DeviceArena states = gpt.memory().arena();
+             // --bf16-params: the optimizer's master (the initial weights, bf16), m and v
+             Bf16StoreAdamW store = bf16Params ? bf16Optimizer(gpt, ops) : null) {
+            if (!bf16Params) {
+                gpt.initialise(seed);
+            }
             DeviceMemory memory = gpt.memory();
             long count = gpt.layout().count();
-            MemorySegment m = states.allocate(count * Float.BYTES); // zeroed
-            MemorySegment v = states.allocate(count * Float.BYTES);
+            // otherwise AdamW's m and v here (zeroed)
+            MemorySegment m = store != null ? null : states.allocate(count * Float.BYTES);
+            MemorySegment v = store != null ? null : states.allocate(count * Float.BYTES);
+            MemorySegment first4 = store != null ? store.state().get("master").asSlice(0, Float.BYTES)
+                    : gpt.params().asSlice(0, Float.BYTES);
             MemorySegment done = arena.allocate(Float.BYTES);
             MemorySegment tokens = arena.allocate(((long) total * BT + 1) * Integer.BYTES, 64);
             Mt19937 rng = new Mt19937(seed);
@@ -247,11 +263,15 @@ public final class TrainBenchCommand implements Callable<Integer> {
                 long t0 = System.nanoTime();
                 gpt.zeroGrad();
                 double loss = gpt.forwardBackward(in, tg, B, T, 1f / BT);
-                update(gpt, m, v, adam, s + 1);
+                if (store != null) {
+                    store.step(s + 1, lr, 1f);
+                } else {
+                    update(gpt, m, v, adam, s + 1);
+                }
                 if (fp8) {
                     gpt.fp8().update();
                 }
-                memory.copyToHost(gpt.params().asSlice(0, Float.BYTES), done); // waits for the step's work
+                memory.copyToHost(first4, done); // waits for the step's work
                 long dt = System.nanoTime() - t0;
                 if (s == 0) {
                     first = loss;
@@ -266,6 +286,14 @@ public final class TrainBenchCommand implements Callable<Integer> {
             long median = sorted[(steps - 1) / 2];
             return new Row(label, median, sorted[0], Arrays.stream(times).sum(), BT * 1e9 / median, first, last);
         }
+    }
+
+    /** {@code gpt} initialised, and AdamW over its bf16 store taking its master from it. */
+    private Bf16StoreAdamW bf16Optimizer(Gpt2 gpt, Ops ops) {
+        gpt.initialise(seed);
+        return new Bf16StoreAdamW(new Bf16AdamW.Spec(0.9f, 0.999f, 1e-8f, 0f, true, seed), ops,
+                gpt.network().table(), gpt.halfParameters(), gradStorage == DType.FP32
+                ? Bf16StoreAdamW.Gradients.of(gpt.grads()) : Bf16StoreAdamW.Gradients.of(gpt.halfGradients()));
     }
 
     /** AdamW step {@code t} over the whole model: one call, or one per fp32 chunk of 16-bit gradients. */
@@ -291,6 +319,10 @@ public final class TrainBenchCommand implements Callable<Integer> {
         }
         if (gradStorage == PrecisionOptions.Precisions.FP8) {
             throw usage("--grad-storage must be fp32, bf16 or fp16, got fp8");
+        }
+        if (bf16Params && precision != DType.BF16) {
+            throw usage("--bf16-params needs --precision bf16 (this run is "
+                    + PrecisionOptions.Precisions.label(precision) + ")");
         }
         if (batch < 1) {
             throw usage("--batch must be >= 1, got " + batch);

@@ -1,6 +1,7 @@
 package io.accel4j.cli.plan;
 
 import io.accel4j.core.DType;
+import io.accel4j.train.plan.Bf16ParamsLayouts;
 import io.accel4j.train.plan.DataParallelLayouts;
 import io.accel4j.train.plan.LayoutSource;
 import io.accel4j.train.plan.OffloadLayouts;
@@ -37,6 +38,12 @@ final class PlanStrategies {
             + "gradients stored in 16 bits (one rank, DDP, ZeRO-1 or offload only).")
     boolean bf16Grads;
 
+    @Option(names = "--bf16-params", description = "Also plan one device or DDP with train --precision bf16 "
+            + "--grad-storage bf16 --bf16-params (bf16 working weights, the fp32 master with the optimizer), and "
+            + "with --offload the optimizer in host memory too (ZeRO-Offload's layout: the device holds bf16 weights "
+            + "and gradients).")
+    boolean bf16Params;
+
     /** Refuses --model-parallel with CUDA devices, where train does not run --tp and --pp yet. */
     void check(boolean cuda, Function<String, RuntimeException> usage) {
         if (modelParallel && cuda) {
@@ -58,6 +65,12 @@ final class PlanStrategies {
         }
         if (offload && bf16Grads) {
             sources.add(new OffloadLayouts(DType.BF16, DType.BF16));
+        }
+        if (bf16Params) {
+            sources.add(new Bf16ParamsLayouts(false));
+        }
+        if (bf16Params && offload) {
+            sources.add(new Bf16ParamsLayouts(true));
         }
         if (modelParallel) {
             sources.add(new ModelParallelLayouts());
@@ -85,6 +98,11 @@ final class PlanStrategies {
         if (bf16Grads) {
             sb.append("+bf16-grads: train --precision bf16 --grad-storage bf16, the blocks' gradients in 16 bits too; "
                     + "the casts not priced. ");
+        }
+        if (bf16Params) {
+            sb.append("+bf16-params: bf16 working weights (embeddings fp32-wide), 16-bit gradients, the fp32 master "
+                    + "and moments with the optimizer" + (offload ? " (+off: on the host; 4 bytes of fp32 gradients "
+                    + "down and 2 of bf16 weights up a parameter at --bandwidth)" : "") + ". ");
         }
         return sb.toString().strip();
     }

@@ -6,6 +6,7 @@ import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.plan.BatchSizeFinder;
+import io.accel4j.train.plan.Bf16ParamsPlan;
 import io.accel4j.train.plan.MemoryPlan;
 import io.accel4j.train.plan.OffloadPlan;
 import io.accel4j.train.TrainConfig;
@@ -47,6 +48,16 @@ final class MemoryOptions {
 
     /** Whether the optimizer is offloaded ({@link OffloadOptions}): its state is host memory, not the device's. */
     boolean offloadOptimizer;
+    /** Whether the working weights are bf16 ({@link Bf16ParamsOptions}): the plan is {@link Bf16ParamsPlan}'s. */
+    boolean bf16Params;
+
+    /** The plan of a rank of this run at micro-batch {@code B}: {@link MemoryPlan}'s, or {@link Bf16ParamsPlan}'s. */
+    MemoryPlan plan(GptConfig model, TrainConfig cfg, int B, int ranks) {
+        return bf16Params ? Bf16ParamsPlan.of(model, B, cfg.seq(), recompute, cfg.precision().activationStorage(),
+                cfg.precision().gradients())
+                : MemoryPlan.of(model, B, cfg.seq(), recompute, cfg.zeroStage(), ranks,
+                cfg.precision().activationStorage(), cfg.precision().gradients());
+    }
 
     /** Checks the combination; call before anything is written. */
     void check(Function<String, RuntimeException> usage) {
@@ -69,7 +80,9 @@ final class MemoryOptions {
         }
         BatchSizeFinder.Choice c;
         try {
-            c = BatchSizeFinder.choose(model, cfg.seq(), recompute, cfg.precision().activationStorage(),
+            c = bf16Params ? Bf16ParamsPlan.choose(model, cfg.seq(), recompute, cfg.precision().activationStorage(),
+                    cfg.precision().gradients(), memoryBudget, ranks, globalBatch, cfg.gradAccum())
+                    : BatchSizeFinder.choose(model, cfg.seq(), recompute, cfg.precision().activationStorage(),
                     cfg.precision().gradients(), cfg.zeroStage(), memoryBudget, ranks,
                     globalBatch, cfg.gradAccum());
         } catch (IllegalArgumentException e) {
@@ -82,7 +95,8 @@ final class MemoryOptions {
                 recompute.name().toLowerCase(Locale.ROOT), (storage == DType.FP32 ? ""
                         : ", saved activations in " + storage.name().toLowerCase(Locale.ROOT))
                         + (cfg.precision().gradients() == DType.FP32 ? "" : ", gradients in "
-                        + cfg.precision().gradients().name().toLowerCase(Locale.ROOT)), c.largest(), cfg.seq(),
+                        + cfg.precision().gradients().name().toLowerCase(Locale.ROOT))
+                        + (bf16Params ? ", bf16 working weights" : ""), c.largest(), cfg.seq(),
                 c.batch(), c.gradAccum(),
                 indent(p.describe()));
         return cfg.toBuilder().batch(c.batch()).gradAccum(c.gradAccum()).build();
@@ -96,12 +110,13 @@ final class MemoryOptions {
         if (!findBatchSize) {
             return;
         }
-        long planned = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(), ranks,
-                cfg.precision().activationStorage(), cfg.precision().gradients()).total();
+        long planned = plan(model, cfg, cfg.batch(), ranks).total();
         long t0 = System.nanoTime();
         long allocated;
         try (Parallel pool = new Parallel(threads)) {
-            allocated = BatchSizeFinder.trialStep(model, new CpuOps(pool), cfg.batch(), cfg.seq(), recompute,
+            allocated = bf16Params ? Bf16ParamsPlan.trialStep(model, new CpuOps(pool), cfg.batch(), cfg.seq(),
+                    recompute, cfg.precision().activationStorage(), cfg.precision().gradients())
+                    : BatchSizeFinder.trialStep(model, new CpuOps(pool), cfg.batch(), cfg.seq(), recompute,
                     cfg.precision().activationStorage(), cfg.precision().gradients(), cfg.zeroStage(), ranks);
         } catch (OutOfMemoryError e) {
             throw new CliException("--find-batch-size: the trial step at --batch " + cfg.batch() + " could not "
@@ -124,7 +139,9 @@ final class MemoryOptions {
         List<MemoryCheck.Part> parts = planParts(cfg, model, loadsFile, localRanks, worldRanks);
         if (offloadOptimizer) { // the "device" is this machine's memory too
             parts.add(new MemoryCheck.Part("offloaded optimizer (master, gradients, AdamW m, v)", times(
-                    OffloadPlan.of(model, cfg.batch(), cfg.seq(), recompute).host(), localRanks)));
+                    (bf16Params ? Bf16ParamsPlan.offloaded(model, cfg.batch(), cfg.seq(), recompute,
+                            cfg.precision().activationStorage(), cfg.precision().gradients())
+                            : OffloadPlan.of(model, cfg.batch(), cfg.seq(), recompute)).host(), localRanks)));
         }
         MemoryCheck.require("this run" + (localRanks > 1 ? " (" + localRanks + " ranks on this machine)" : "")
                 + " at --batch " + cfg.batch() + " --seq " + cfg.seq(), parts, HINT);
@@ -149,11 +166,11 @@ final class MemoryOptions {
                                      int worldRanks) {
         List<MemoryCheck.Part> parts = new ArrayList<>();
         try {
-            MemoryPlan p = MemoryPlan.of(model, cfg.batch(), cfg.seq(), recompute, cfg.zeroStage(),
-                    worldRanks, cfg.precision().activationStorage(), cfg.precision().gradients());
+            MemoryPlan p = plan(model, cfg, cfg.batch(), worldRanks);
             parts.add(new MemoryCheck.Part("parameters", times(p.parameters(), localRanks)));
             parts.add(new MemoryCheck.Part("gradients", times(p.gradients(), localRanks)));
-            parts.add(new MemoryCheck.Part("AdamW state", offloadOptimizer ? 0 : times(p.optimizer(), localRanks)));
+            parts.add(new MemoryCheck.Part(bf16Params ? "AdamW state (fp32 master, m, v)" : "AdamW state",
+                    offloadOptimizer ? 0 : times(p.optimizer(), localRanks)));
             parts.add(new MemoryCheck.Part("ZeRO working buffers", times(p.working(), localRanks)));
             parts.add(new MemoryCheck.Part("activations", times(Math.addExact(p.activations(), p.batch()),
                     localRanks)));

@@ -71,7 +71,7 @@ final class RankRun {
                     + " data-parallel ranks " + (host instanceof MpiCommunicator ? "under mpirun (Open MPI)"
                     : host instanceof TcpCommunicator ? "over TCP (one process each)" : "in this process")
                     + (nccl != null ? " over NCCL" : ""))
-                    + PrecisionOptions.describe(cfg.precision(), gpt.attentionOperands()));
+                    + PrecisionOptions.describe(cfg.precision(), gpt.attentionOperands()) + cmd.bf16Params.describe());
             w.printf("model %s: %,d parameters, %.1f MiB allocated (activations %.1f MiB%s)%s%n", describe(gpt),
                     gpt.layout().count(), gpt.totalBytes() / 1048576.0, gpt.activationBytes() / 1048576.0,
                     gpt.recompute() == Recompute.NONE ? "" : ", recompute " + gpt.recompute().name()
@@ -177,10 +177,10 @@ final class RankRun {
         Precision p = cfg.precision();
         if (file != null) {
             return Gpt2.load(file, ops, cfg.batch(), cfg.seq(), cmd.memory.recompute, p.operands(), p.fp8(),
-                    p.activationStorage(), p.gradients());
+                    p.activationStorage(), p.gradients(), cmd.bf16Params.parameters());
         }
         Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq(), cmd.memory.recompute, p.operands(), p.fp8(),
-                p.activationStorage(), p.gradients());
+                p.activationStorage(), p.gradients(), cmd.bf16Params.parameters());
         g.initialise(cmd.seed);
         return g;
     }

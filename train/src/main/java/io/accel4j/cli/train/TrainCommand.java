@@ -162,6 +162,8 @@ public final class TrainCommand implements Callable<Integer> {
     TensorParallelOptions tensor;
     @Mixin
     OffloadOptions offload;
+    @Mixin
+    Bf16ParamsOptions bf16Params;
     @Option(names = "--zero", paramLabel = "0|1|2|3", defaultValue = "0", description = "With --ranks: ZeRO "
             + "sharding of the model states over the ranks: 1 AdamW's moments, 2 also the averaged gradients "
             + "(reduce-scattered after backward, not bucketed), 3 also the parameters (gathered whole after each "
@@ -258,8 +260,13 @@ public final class TrainCommand implements Callable<Integer> {
         }
         pipeline.check(modelConfig, asked.gradAccum(), this::usage);
         boolean bucketsAsked = bucketMb > 0 && spec.commandLine().getParseResult().hasMatchedOption("--bucket-mb");
-        PrecisionOptions.checkGradients(asked, async.async(), pipeline.requested(), tensor.active(), offload.enabled,
+        // bf16 working weights' offloaded optimizer reads 16-bit gradients in chunks: only fp32 weights' refuse them
+        PrecisionOptions.checkGradients(asked, async.async(), pipeline.requested(), tensor.active(),
+                offload.enabled && !bf16Params.enabled, bucketsAsked, this::usage);
+        bf16Params.check(asked, asked.precision().label(), async.async(), pipeline.requested(), tensor.active(),
                 bucketsAsked, this::usage);
+        memory.bf16Params = bf16Params.enabled;
+        strategy = bf16Params.strategy(strategy, offload.enabled);
         if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
             PipelineRun pp = new PipelineRun(this, pipeline, restored, this::usage);
             pp.checkSupported(asked, modelConfig, launch);
@@ -291,7 +298,11 @@ public final class TrainCommand implements Callable<Integer> {
         PrintWriter w = spec.commandLine().getOut();
         PrintWriter leadOut = launch.lead() ? w : new PrintWriter(Writer.nullWriter());
         TrainConfig cfg = memory.choose(asked, modelConfig, worldRanks, leadOut, this::usage);
-        offload.print(cfg, modelConfig, memory.recompute, leadOut);
+        if (bf16Params.enabled && offload.enabled) {
+            bf16Params.print(cfg, modelConfig, memory.recompute, leadOut);
+        } else {
+            offload.print(cfg, modelConfig, memory.recompute, leadOut);
+        }
         if (tensor.active()) {
             TensorParallelPlan.of(modelConfig, cfg, tensor.tp(), worldRanks).print(leadOut);
         } else if (device != Backend.Device.CUDA) {

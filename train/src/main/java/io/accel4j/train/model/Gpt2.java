@@ -46,6 +46,7 @@ public final class Gpt2 implements AutoCloseable {
     private final DType operands;
     private final DType storage;
     private final DType gradients;
+    private final DType parameters;
     private final DeviceMemory memory;
     private final WeightsSource source;
     private final Network net;
@@ -93,6 +94,19 @@ public final class Gpt2 implements AutoCloseable {
      */
     public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
                 DelayedScaling fp8, DType storage, DType gradients) {
+        this(config, ops, maxB, maxT, recompute, operands, fp8, storage, gradients, DType.FP32);
+    }
+
+    /**
+     * {@link #Gpt2(GptConfig, Ops, int, int, Recompute, DType, DelayedScaling, DType, DType)} storing the working
+     * weights in {@code parameters}: FP32, or BF16 ({@link Bf16ParamWeights}, {@code --bf16-params}: the blocks' and
+     * the final LayerNorm's in a bf16 store widened one layer at a time into an fp32 working region, the embeddings
+     * as an fp32 copy of bf16 values; {@link #params()} is then not available: the fp32 master weights are the
+     * optimizer's, the parameters are set through {@link #copyParamsFromHost} (rounded to nearest even) or
+     * {@link #halfParameters()}).
+     */
+    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
+                DelayedScaling fp8, DType storage, DType gradients, DType parameters) {
         this.config = Objects.requireNonNull(config, "config");
         this.ops = Objects.requireNonNull(ops, "ops");
         this.recompute = Objects.requireNonNull(recompute, "recompute");
@@ -104,8 +118,12 @@ public final class Gpt2 implements AutoCloseable {
         this.layout = new ParameterLayout(config);
         this.memory = ops.memory();
         this.gradients = Objects.requireNonNull(gradients, "gradients");
-        this.source = new WeightsSource(gradients == DType.FP32 ? new FlatWeights(layout, memory)
-                : new HalfWeights(layout, ops, gradients));
+        this.parameters = Objects.requireNonNull(parameters, "parameters");
+        if (parameters != DType.FP32 && parameters != DType.BF16) {
+            throw new IllegalArgumentException("the working weights are stored in fp32 or bf16, got " + parameters);
+        }
+        this.source = new WeightsSource(parameters == DType.BF16 ? new Bf16ParamWeights(layout, ops, gradients)
+                : gradients == DType.FP32 ? new FlatWeights(layout, memory) : new HalfWeights(layout, ops, gradients));
         try {
             this.net = Gpt2Blocks.spec(config).batch(maxB, maxT).recompute(recompute).matmulOperands(operands)
                     .activationStorage(storage).fp8(fp8).parameters(source::bind, source).build(ops);
@@ -147,10 +165,16 @@ public final class Gpt2 implements AutoCloseable {
     /** {@link #load(Path, Ops, int, int, Recompute, DType, DelayedScaling, DType)} storing the gradients in {@code gradients}. */
     public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
                             DelayedScaling fp8, DType storage, DType gradients) throws IOException {
+        return load(file, ops, maxB, maxT, recompute, operands, fp8, storage, gradients, DType.FP32);
+    }
+
+    /** {@link #load(Path, Ops, int, int, Recompute, DType, DelayedScaling, DType, DType)} with the working weights in {@code parameters}. */
+    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
+                            DelayedScaling fp8, DType storage, DType gradients, DType parameters) throws IOException {
         try (Arena tmp = Arena.ofConfined()) {
             LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(file, tmp);
             Gpt2 model = new Gpt2(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()), recompute,
-                    operands, fp8, storage, gradients);
+                    operands, fp8, storage, gradients, parameters);
             try {
                 model.copyParamsFromHost(loaded.params());
             } catch (RuntimeException e) {
@@ -163,6 +187,14 @@ public final class Gpt2 implements AutoCloseable {
 
     /** Writes the parameters as an llm.c checkpoint (fp32, version 3), atomically. */
     public void save(Path file) throws IOException {
+        if (source.weights instanceof Bf16ParamWeights) {
+            try (Arena staging = Arena.ofConfined()) {
+                MemorySegment host = staging.allocate(layout.fp32Bytes(), 64);
+                copyParamsToHost(host);
+                LlmcCheckpoint.write(file, config, host, LlmcCheckpoint.VERSION_FP32);
+            }
+            return;
+        }
         try (Arena staging = Arena.ofConfined()) { // on the CPU written as they are, else staged
             LlmcCheckpoint.write(file, config, memory.readableOnHost(params(), staging), LlmcCheckpoint.VERSION_FP32);
         }
@@ -170,6 +202,14 @@ public final class Gpt2 implements AutoCloseable {
 
     /** Sets the parameters to GPT-2's initialisation from {@code seed} ({@link ParameterInit#gpt2}). */
     public void initialise(long seed) {
+        if (source.weights instanceof Bf16ParamWeights) {
+            try (Arena staging = Arena.ofConfined()) {
+                MemorySegment host = staging.allocate(layout.fp32Bytes(), 64);
+                ParameterInit.gpt2(layout, host, seed);
+                copyParamsFromHost(host);
+            }
+            return;
+        }
         try (Arena staging = Arena.ofConfined()) { // on the CPU in place: no second copy of the parameters
             MemorySegment params = params(), host = memory.writableOnHost(params, staging);
             ParameterInit.gpt2(layout, host, seed);
@@ -183,12 +223,24 @@ public final class Gpt2 implements AutoCloseable {
      */
     public void copyParamsFromHost(MemorySegment host) {
         checkParamsOnHost("host", host);
+        if (source.weights instanceof Bf16ParamWeights b) { // rounded to nearest even
+            try (Arena staging = Arena.ofConfined()) {
+                MemorySegment bf16 = staging.allocate(layout.count() * 2, 64);
+                io.accel4j.cpu.Casts.f32ToBf16(bf16, 0, host, 0, layout.count());
+                b.parameters().load(bf16);
+            }
+            return;
+        }
         memory.copyToDevice(host.asSlice(0, layout.fp32Bytes()), params());
     }
 
     /** Copies the parameters into {@code host} (host memory of at least {@link #parameterBytes()}). */
     public void copyParamsToHost(MemorySegment host) {
         checkParamsOnHost("host", host);
+        if (source.weights instanceof Bf16ParamWeights b) { // the bf16 working weights, widened on the host
+            b.parameters().readToHost(host);
+            return;
+        }
         memory.copyToHost(params(), host.asSlice(0, layout.fp32Bytes()));
     }
 
@@ -260,6 +312,10 @@ public final class Gpt2 implements AutoCloseable {
      */
     public MemorySegment params() {
         MemorySegment p = source.weights.wholeParams();
+        if (p == null && source.weights instanceof Bf16ParamWeights) {
+            throw new IllegalStateException("the working weights are stored in bf16 (--bf16-params): there is no fp32 "
+                    + "parameter vector (the optimizer holds the fp32 master); use copyParamsToHost or halfParameters()");
+        }
         if (p == null) {
             throw new IllegalStateException("the parameters are sharded over the ranks (ZeRO-3, "
                     + source.weights.getClass().getSimpleName() + "): no rank holds them whole");
@@ -271,6 +327,9 @@ public final class Gpt2 implements AutoCloseable {
     public MemorySegment grads() {
         if (source.weights instanceof FlatWeights f) {
             return f.grads();
+        }
+        if (source.weights instanceof Bf16ParamWeights b && b.flatGradients() != null) {
+            return b.flatGradients();
         }
         throw new IllegalStateException("the gradients are not one flat fp32 buffer here: " + source.weights
                 .getClass().getSimpleName() + " holds them (ZeRO-2 and 3 shard them over the ranks; 16-bit gradients "
@@ -291,7 +350,28 @@ public final class Gpt2 implements AutoCloseable {
         if (source.weights instanceof HalfWeights h) {
             return h.gradients();
         }
+        if (source.weights instanceof Bf16ParamWeights b && b.halfGradients() != null) {
+            return b.halfGradients();
+        }
         throw new IllegalStateException("the gradients are not stored in 16 bits here: "
+                + source.weights.getClass().getSimpleName() + " holds them");
+    }
+
+    /** How the working weights are stored: FP32, or BF16 ({@link Bf16ParamWeights}, {@code --bf16-params}). */
+    public DType parameterStorage() {
+        return parameters;
+    }
+
+    /**
+     * The bf16 working weights ({@link #parameterStorage()} BF16).
+     *
+     * @throws IllegalStateException when the parameters are fp32
+     */
+    public io.accel4j.nn.HalfParameters halfParameters() {
+        if (source.weights instanceof Bf16ParamWeights b) {
+            return b.parameters();
+        }
+        throw new IllegalStateException("the working weights are not stored in bf16 here: "
                 + source.weights.getClass().getSimpleName() + " holds them");
     }
 
@@ -306,6 +386,10 @@ public final class Gpt2 implements AutoCloseable {
      */
     public void useWeights(Weights next) {
         Objects.requireNonNull(next, "next");
+        if (parameters != DType.FP32) {
+            throw new IllegalStateException("this model stores its working weights in bf16 (Bf16ParamWeights): they "
+                    + "cannot be replaced by " + next.getClass().getSimpleName());
+        }
         if (gradients != DType.FP32) {
             throw new IllegalStateException("this model stores its gradients in " + gradients + " (HalfWeights): "
                     + "they cannot be replaced by " + next.getClass().getSimpleName() + "'s fp32 ones");
@@ -315,7 +399,10 @@ public final class Gpt2 implements AutoCloseable {
         old.close();
     }
 
-    /** Bytes of the parameters (the gradients take as many again). */
+    /**
+     * Bytes of the fp32 parameter vector ({@link #copyParamsToHost}'s, the model file's); what the weights take is
+     * {@link #weights()}' bytes (bf16 working weights, {@link Bf16ParamWeights}, take fewer).
+     */
     public long parameterBytes() {
         return layout.fp32Bytes();
     }

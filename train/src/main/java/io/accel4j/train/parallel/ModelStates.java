@@ -21,7 +21,7 @@ import java.util.function.IntConsumer;
  * every mode. {@link SyncStates} is one rank, plain data parallelism ("stage 0": every rank holds everything,
  * gradients averaged whole or in buckets overlapped with backward) and ZeRO-1, on the Java API's
  * {@code fit.GradientSync} strategies; {@link ShardedStates} is ZeRO 2–3; {@link HalfGradStates} is stages 0–1 over
- * 16-bit gradients. After the
+ * 16-bit gradients, {@link Bf16ParamStates} stage 0 over bf16 working weights. After the
  * K micro-batches' backward: {@link #reduceGradients}, then {@link #meanLoss}, {@link #anyNonFinite} and
  * {@link #sumOfSquares} of the averaged gradient, then {@link #update}. Every rank calls the same methods in the same
  * order; the few values the step needs from all ranks cross through a {@link ValueExchange} in the model's memory.
@@ -74,6 +74,9 @@ public abstract class ModelStates implements AutoCloseable {
 
     /** The strategy of {@code cfg}: ZeRO's stage, or stage 0 (one rank, or DDP over {@code comm}). */
     public static ModelStates of(Communicator comm, Gpt2 model, TrainConfig cfg, int values) {
+        if (model.parameterStorage() != io.accel4j.core.DType.FP32) { // bf16 working weights: the optimizer's master
+            return new Bf16ParamStates(comm, model, cfg, values, false);
+        }
         if (model.gradientStorage() != io.accel4j.core.DType.FP32) { // 16-bit gradients: read in fp32 chunks
             return new HalfGradStates(comm, model, cfg, values);
         }

@@ -64,6 +64,22 @@ class TrainBenchCommandTest {
         assertThat(calls(r.out(), "matmulBackwardGelu")).isEqualTo(3 * 2);
     }
 
+    /** --bf16-params times bf16 working weights: the same first loss as bf16 without it (the weights start bf16). */
+    @Test
+    void bf16WorkingWeightsAreTimedAndRefusedWithoutBf16Matmuls() {
+        Result r = run("bench", "train", "--model", "tiny", "--steps", "2", "--threads", "1", "--batch", "2",
+                "--seq", "16", "--precision", "bf16", "--bf16-params", "--grad-storage", "bf16");
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("bf16 gradients, bf16 working weights (fp32 master)");
+        List<String[]> rows = r.out().lines().map(String::strip).filter(l -> l.matches("1\\s+\\d.*"))
+                .map(l -> l.split("\\s+")).toList();
+        assertThat(rows).hasSize(1);
+        assertThat(Double.parseDouble(rows.get(0)[7])).as("first loss ~ ln 256").isBetween(5.0, 6.5);
+        Result bad = run("bench", "train", "--model", "tiny", "--bf16-params");
+        assertThat(bad.code()).isEqualTo(2);
+        assertThat(bad.err()).contains("--bf16-params needs --precision bf16 (this run is fp32)");
+    }
+
     /** Issue 19's figure: the bench model's step (L4 C256 Vp 50304, B4 T64) is ~24.6 GFLOP of matmul. */
     @Test
     void theBenchModelsStepIs24Point6GflopOfMatmul() {
