@@ -124,6 +124,11 @@ public final class Learner implements AutoCloseable {
         return new io.accel4j.optim.Offload(b.optimizer, new CpuOps(pool));
     }
 
+    /** Buckets the first rank held here started during backward so far (0 without {@code bucketMb}; for tests). */
+    int buckets() {
+        return !ranks.isEmpty() && ranks.get(0).sync() instanceof BucketedDataParallel b ? b.buckets() : 0;
+    }
+
     /** Whether the run's rank 0 is held here (it reports and writes). */
     private boolean lead() {
         return globalRank[0] == 0;

@@ -41,6 +41,7 @@ public final class LearnerBuilder {
     int tensorParallel = 1;
     java.time.Duration collectiveTimeout = io.accel4j.collectives.Communicator.DEFAULT_TIMEOUT;
     int zero;
+    long bucketBytes;
     int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
     long seed = 1337;
     DataSource.Factory data;
@@ -183,6 +184,28 @@ public final class LearnerBuilder {
             throw new IllegalArgumentException("ZeRO stage must be 0, 1, 2 or 3, got " + stage);
         }
         this.zero = stage;
+        return this;
+    }
+
+    /**
+     * DDP and ZeRO-1 average the gradients in buckets of at least {@code mb} MiB, each all-reduced as soon as the
+     * last micro-batch's backward has produced it, while the rest of backward runs ({@link BucketedDataParallel}; the
+     * units are the children of the model's top-level {@code Sequential}, whose parameters must be used inside
+     * their child); 0 (default): one all-reduce after backward. Nothing changes for one rank.
+     */
+    public LearnerBuilder bucketMb(int mb) {
+        if (mb < 0) {
+            throw new IllegalArgumentException("bucketMb must be >= 0, got " + mb);
+        }
+        return bucketBytes((long) mb << 20);
+    }
+
+    /** {@link #bucketMb} in bytes (a bucket of 1 byte: every child on its own). */
+    public LearnerBuilder bucketBytes(long bytes) {
+        if (bytes < 0) {
+            throw new IllegalArgumentException("bucketBytes must be >= 0, got " + bytes);
+        }
+        this.bucketBytes = bytes;
         return this;
     }
 
@@ -336,6 +359,13 @@ public final class LearnerBuilder {
                     + tensorParallel + " tensor ranks)" : ""));
         }
         checkGradients();
+        String unbucketed = zero > 1 ? "zero(" + zero + ")" : tensorParallel > 1 ? "tensorParallel("
+                + tensorParallel + ")" : pipeline != null ? "pipeline(" + pipeline.stages() + ", …)"
+                : gradients != DType.FP32 ? "gradientStorage(" + gradients + ")" : null;
+        if (bucketBytes > 0 && unbucketed != null) {
+            throw new IllegalArgumentException("bucketMb (the overlapped all-reduce of DDP and ZeRO-1) does not go "
+                    + "with " + unbucketed + " yet: drop one of them");
+        }
         if (tokens < 0 && features < 0) {
             throw new IllegalArgumentException("say what the model takes: tokens(V) or features(D)");
         }
