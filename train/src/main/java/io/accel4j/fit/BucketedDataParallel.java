@@ -138,12 +138,20 @@ public final class BucketedDataParallel extends ForwardingGradientSync {
     }
 
     /**
-     * Units for a network built from {@code scopes} (e.g. {@code UnitScope.perChild}'s children, each reporting its
-     * index): unit i is the table entries {@code scopes.get(i)} declared, merged where adjacent.
+     * Units for a network built from {@code scopes} ({@code UnitScope.perChild}'s children, or a tree's own scopes
+     * such as GPT-2's): unit u is the table entries declared by the scope that reports u ({@code reported() ≥ 0}),
+     * merged where adjacent; the other scopes' entries are the rest.
      */
     public static List<List<Range>> unitsOf(ParameterTable table, List<io.accel4j.nn.UnitScope> scopes) {
-        List<List<Range>> out = new ArrayList<>();
+        int n = 0;
         for (io.accel4j.nn.UnitScope scope : scopes) {
+            n = Math.max(n, scope.reported() + 1);
+        }
+        List<List<Range>> out = new ArrayList<>(java.util.Collections.nCopies(n, List.<Range>of()));
+        for (io.accel4j.nn.UnitScope scope : scopes) {
+            if (scope.reported() < 0) {
+                continue;
+            }
             int[] d = scope.declared();
             List<Range> r = new ArrayList<>();
             for (int i = d[0]; i < d[1]; i++) {
@@ -155,7 +163,7 @@ public final class BucketedDataParallel extends ForwardingGradientSync {
                     r.add(new Range(e.offset(), e.count()));
                 }
             }
-            out.add(r);
+            out.set(scope.reported(), r);
         }
         return out;
     }

@@ -58,7 +58,8 @@ final class RankAssembly {
                     : GradientSync.of(alone ? 0 : b.zero, data, ops.memory(), count, values);
             sharded = null; // the strategy owns it
             if (buckets != null) {
-                List<UnitScope> scopes = buckets.children().stream().map(UnitScope.class::cast).toList();
+                List<UnitScope> scopes = new java.util.ArrayList<>();
+                scopesOf(buckets, scopes);
                 sync = new BucketedDataParallel(sync, net.grads(), count,
                         BucketedDataParallel.unitsOf(net.table(), scopes), b.bucketBytes);
             }
@@ -75,7 +76,7 @@ final class RankAssembly {
             }
             optimizer = sync.optimizer(optimizerSpec, net);
             return new RankStep(net, optimizer, sync, b.data.open(replica, replicas, b.B, b.T), b.schedule,
-                    new LossScaler(Precision.of(b.precision)), b.gradClip, b.B, b.T, b.gradAccum);
+                    new LossScaler(new Precision(b.precision, b.initialLossScale, b.lossScaleWindow)), b.gradClip, b.B, b.T, b.gradAccum);
         } catch (RuntimeException | Error e) {
             for (AutoCloseable c : new AutoCloseable[] {optimizer, sync, sharded, net}) {
                 try {
@@ -90,13 +91,30 @@ final class RankAssembly {
         }
     }
 
-    /** {@code body}'s children, each a unit that reports when its gradients are final ({@link UnitScope#perChild}). */
+    /**
+     * {@code body} with units that report when their gradients are final: its own {@link UnitScope}s when it has any
+     * (GPT-2's {@code Gpt2Blocks.body}: a unit per block, as the CLI trainer buckets them), else each child a unit
+     * ({@link UnitScope#perChild}).
+     */
     private static Sequential bucketUnits(Module body) {
         if (!(body instanceof Sequential seq)) {
             throw new IllegalArgumentException("bucketMb all-reduces the children of the model's top-level "
                     + "Sequential as their backward ends: make the model a Sequential (its "
                     + body.getClass().getSimpleName() + " '" + body.name() + "' is not)");
         }
-        return UnitScope.perChild(seq);
+        List<UnitScope> own = new java.util.ArrayList<>();
+        scopesOf(seq, own);
+        return own.isEmpty() ? UnitScope.perChild(seq) : seq;
+    }
+
+    /** The {@link UnitScope}s in {@code m}'s tree of {@link Sequential}s, in order, into {@code out}. */
+    private static void scopesOf(Module m, List<UnitScope> out) {
+        if (m instanceof UnitScope u) {
+            out.add(u);
+        } else if (m instanceof Sequential s) {
+            for (Module c : s.children()) {
+                scopesOf(c, out);
+            }
+        }
     }
 }

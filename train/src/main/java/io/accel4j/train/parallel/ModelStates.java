@@ -83,7 +83,7 @@ public abstract class ModelStates implements AutoCloseable {
      * The trainer's AdamW as the Java API's spec: {@code cfg}'s betas, ε and weight decay, the decay on the matrices
      * only when {@code cfg} says so (and there is any), else on every parameter (llm.c's {@code train_gpt2.c}).
      */
-    static OptimizerSpec adamw(TrainConfig cfg) {
+    public static OptimizerSpec adamw(TrainConfig cfg) {
         boolean decayAll = !cfg.decayMatricesOnly() || cfg.weightDecay() == 0;
         return new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(), decayAll);
     }
