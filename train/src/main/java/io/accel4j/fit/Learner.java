@@ -331,6 +331,11 @@ public final class Learner implements AutoCloseable {
         }
     }
 
+    /** The loss scaler of the run's first rank (or stage) held here: its state is every rank's. */
+    public io.accel4j.train.precision.LossScaler lossScaler() {
+        return pipeline != null ? pipeline.ranks().get(0).scaler() : ranks.get(0).scaler();
+    }
+
     /** The names of the optimizer's state buffers (AdamW: m, v), each one fp32 per parameter. */
     public java.util.Set<String> stateNames() {
         return pipeline != null ? pipeline.ranks().get(0).optimizer().state().keySet()

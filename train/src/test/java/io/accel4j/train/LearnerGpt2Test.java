@@ -73,13 +73,13 @@ class LearnerGpt2Test {
         };
     }
 
-    private static TrainConfig cfg(String p, int K, float clip, int zero, long buckets) {
+    static TrainConfig cfg(String p, int K, float clip, int zero, long buckets) {
         return TrainerTest.base().steps(8).gradAccum(K).gradClip(clip).weightDecay(0.1f).zeroStage(zero)
                 .bucketBytes(buckets).precision(precision(p)).build();
     }
 
     /** The steps' and the parameters' CRC-32 and the skipped steps, as {@link StepLoopGoldenTest} prints them. */
-    private static String crc(List<StepMetrics> steps, MemorySegment params) {
+    static String crc(List<StepMetrics> steps, MemorySegment params) {
         CRC32 s = new CRC32();
         int skipped = 0;
         for (StepMetrics m : steps) {
@@ -104,7 +104,7 @@ class LearnerGpt2Test {
     }
 
     /** The Java API's parts for the trainer's {@code cfg}: one thread a rank, as the trainer's runs below. */
-    private static LearnerBuilder builder(TrainConfig cfg, int ranks, Recompute recompute, DType storage,
+    static LearnerBuilder builder(TrainConfig cfg, int ranks, Recompute recompute, DType storage,
                                           TokenSource data) {
         Precision p = cfg.precision();
         LearnerBuilder b = Learner.of(() -> Gpt2Blocks.body(TrainerTest.TINY)).tokens(TrainerTest.TINY.V())
