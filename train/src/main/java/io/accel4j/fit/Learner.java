@@ -305,7 +305,7 @@ public final class Learner implements AutoCloseable {
 
     /**
      * The mean loss of rank 0's network over {@code batches} batches of {@code source} (B × T each, the training
-     * batch shape).
+     * batch shape). FP8's amax histories stay as they were: training does not depend on when it evaluates.
      */
     public double evaluate(DataSource source, int batches) {
         notSplit("evaluate");
