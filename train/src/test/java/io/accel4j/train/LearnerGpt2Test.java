@@ -230,4 +230,63 @@ class LearnerGpt2Test {
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> new TokenSource(TokenShards.of(trainFile),
                 SampleOrder.Mode.SEQUENTIAL, 1, 0)).hasMessageContaining("at least 1 thread, got 0");
     }
+
+    /**
+     * 16-bit gradient storage ({@code HalfGradStates} against {@code fit.HalfGradientSync}) and the optimizer offloaded
+     * to the host ({@code ModelStates.offloaded()} against {@code offloadOptimizer()}), side by side.
+     */
+    @ParameterizedTest(name = "{0} ranks, {1}, K={2}, gradients {3}, offload {4}")
+    @CsvSource({
+        "1, bf16, 2, BF16, false",
+        "2, bf16, 1, BF16, false",
+        "1, fp16, 2, FP16, false",
+        "1, fp32, 2, FP32, true",
+        "2, bf16, 2, FP32, true"})
+    void halfGradientsAndOffloadSideBySide(int ranks, String p, int K, DType gradients, boolean offload)
+            throws IOException {
+        TrainConfig cfg = cfg(p, K, 0.5f, 0, 0);
+        TrainConfig half = TrainerTest.base().steps(cfg.steps()).gradAccum(K).gradClip(0.5f).weightDecay(0.1f)
+                .bucketBytes(0).precision(cfg.precision().withGradients(gradients)).build();
+        ModelStates.Factory strategy = offload ? ModelStates.offloaded() : ModelStates::of;
+        String old;
+        if (ranks == 1) {
+            old = halfRank(half, null, strategy);
+        } else {
+            try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(30))) {
+                old = g.run(comm -> {
+                    try {
+                        return halfRank(half, comm, strategy);
+                    } catch (IOException e) {
+                        throw new java.io.UncheckedIOException(e);
+                    }
+                }).get(0);
+            }
+        }
+        String now;
+        try (Arena arena = Arena.ofConfined();
+             TokenSource data = new TokenSource(TokenShards.of(trainFile), half.dataOrder(), half.seed(), 1)) {
+            LearnerBuilder b = builder(half, ranks, Recompute.NONE, DType.FP32, data).gradientStorage(gradients);
+            try (Learner l = (offload ? b.offloadOptimizer() : b).build()) {
+                l.loadParameters(initial(arena));
+                now = crc(l.fit(half.steps(), null), l.network().params());
+            }
+        }
+        assertThat(now).isEqualTo(old);
+    }
+
+    private static String halfRank(TrainConfig cfg, Communicator comm, ModelStates.Factory strategy)
+            throws IOException {
+        Precision p = cfg.precision();
+        try (Parallel pool = new Parallel(1);
+             Gpt2 m = new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(), TrainerTest.TINY.maxT(),
+                     Recompute.NONE, p.operands(), p.fp8(), DType.FP32, p.gradients());
+             Trainer t = new Trainer(m, cfg, trainFile, null, comm, strategy)) {
+            m.initialise(INIT_SEED);
+            java.util.ArrayList<StepMetrics> steps = new java.util.ArrayList<>();
+            while (!t.done()) {
+                steps.add(t.trainStep());
+            }
+            return crc(steps, m.params());
+        }
+    }
 }
