@@ -336,6 +336,29 @@ public final class Learner implements AutoCloseable {
         return pipeline != null ? pipeline.ranks().get(0).scaler() : ranks.get(0).scaler();
     }
 
+    /** FP8's scaling state (amax histories and scales, the same on every rank), or no bytes without FP8. */
+    public byte[] fp8State() {
+        io.accel4j.train.model.Fp8State s = pipeline != null ? null : ranks.get(0).network().fp8();
+        return s == null ? new byte[0] : s.encode();
+    }
+
+    /**
+     * Every rank held here takes {@code saved} ({@link #fp8State}) as its FP8 scaling state.
+     *
+     * @throws IllegalArgumentException when {@code saved} is FP8's and this learner does not run FP8, or the reverse,
+     *                                  or it does not fit this network's FP8 layers
+     */
+    public void restoreFp8State(byte[] saved) {
+        boolean fp8 = pipeline == null && ranks.get(0).network().fp8() != null;
+        if (fp8 != (saved.length > 0)) {
+            throw new IllegalArgumentException("the FP8 state is " + saved.length + " bytes, but this learner "
+                    + (fp8 ? "runs FP8" : "does not run FP8"));
+        }
+        for (RankStep r : fp8 ? ranks : List.<RankStep>of()) {
+            r.network().fp8().restore(saved);
+        }
+    }
+
     /** The names of the optimizer's state buffers (AdamW: m, v), each one fp32 per parameter. */
     public java.util.Set<String> stateNames() {
         return pipeline != null ? pipeline.ranks().get(0).optimizer().state().keySet()

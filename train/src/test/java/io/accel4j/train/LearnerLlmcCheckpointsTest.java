@@ -60,7 +60,7 @@ class LearnerLlmcCheckpointsTest {
         Precisions p = new Precisions(cfg);
         try (Parallel pool = new Parallel(1);
              Gpt2 m = new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(), TrainerTest.TINY.maxT(),
-                     Recompute.NONE, p.operands, null, p.storage);
+                     Recompute.NONE, p.operands, cfg.precision().fp8(), p.storage);
              Trainer t = new Trainer(m, cfg, trainFile, null, comm, ModelStates::of)) {
             m.initialise(SEED);
             if (resume != null) {
@@ -123,7 +123,7 @@ class LearnerLlmcCheckpointsTest {
     }
 
     @ParameterizedTest(name = "{0} ranks, {1}, K={2}")
-    @CsvSource({"1, bf16, 2", "1, fp16, 1", "2, fp32, 2"})
+    @CsvSource({"1, bf16, 2", "1, fp16, 1", "2, fp32, 2", "1, fp8, 2", "2, fp8, 1"})
     void theJavaApiWritesAndResumesTheTrainersCheckpoints(int ranks, String p, int K, @TempDir Path dir)
             throws IOException {
         TrainConfig cfg = LearnerGpt2Test.cfg(p, K, 0.5f, 0, 0);
@@ -141,13 +141,15 @@ class LearnerLlmcCheckpointsTest {
                 .isEqualTo(whole);
     }
 
-    @ParameterizedTest(name = "{0}")
-    @CsvSource({"2"})
-    void aCheckpointOfOtherBatchesIsRefusedNamingTheFlags(int K, @TempDir Path dir) throws IOException {
-        TrainConfig cfg = LearnerGpt2Test.cfg("fp32", 1, 0f, 0, 0);
-        trainer(cfg, 1, null, dir, SAVED_AT);
-        TrainConfig other = LearnerGpt2Test.cfg("fp32", K, 0f, 0, 0);
-        assertThatThrownBy(() -> learner(other, 1, dir, null, SAVED_AT + 1))
-                .hasMessageContaining("resume with the same --batch, --seq");
+    @ParameterizedTest(name = "saved {0} K={1}, resumed {2} K={3}")
+    @CsvSource({
+        "fp32, 1, fp32, 2, 'resume with the same --batch, --seq'",
+        "fp8, 1, fp32, 1, resume an fp8 run with --precision fp8",
+        "fp32, 1, fp8, 1, resume an fp8 run with --precision fp8"})
+    void aCheckpointOfAnotherRunIsRefusedNamingTheFlags(String saved, int savedK, String resumed, int resumedK,
+                                                        String message, @TempDir Path dir) throws IOException {
+        trainer(LearnerGpt2Test.cfg(saved, savedK, 0f, 0, 0), 1, null, dir, SAVED_AT);
+        TrainConfig other = LearnerGpt2Test.cfg(resumed, resumedK, 0f, 0, 0);
+        assertThatThrownBy(() -> learner(other, 1, dir, null, SAVED_AT + 1)).hasMessageContaining(message);
     }
 }

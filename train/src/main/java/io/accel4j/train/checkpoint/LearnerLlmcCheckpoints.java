@@ -21,8 +21,8 @@ import java.util.Map;
  * step, the loader's position, the loss scaler; grad accumulation = K, a pipeline's M), the pointer committed last
  * ({@link CheckpointFiles}); resuming reads either's checkpoint back into every rank ({@link Learner#restoreState})
  * and every loader. The learner's parameters are in llm.c's order ({@code Gpt2Blocks.LLMC_ORDER}); its loaders are
- * the {@link io.accel4j.train.data.TokenSource}'s (or a pipeline's). Not yet: FP8's scaling state, and ZeRO (whose
- * state {@link Learner#gatherState} does not gather).
+ * the {@link io.accel4j.train.data.TokenSource}'s (or a pipeline's). FP8's scaling state is saved and restored on
+ * every rank. Not yet: ZeRO (whose state {@link Learner#gatherState} does not gather).
  */
 public final class LearnerLlmcCheckpoints {
 
@@ -81,7 +81,7 @@ public final class LearnerLlmcCheckpoints {
             LossScaler sc = learner.lossScaler();
             LlmcCheckpoint.write(files.model(), c, params, LlmcCheckpoint.VERSION_FP32);
             TrainState.write(files.state(), new TrainState.Header(step, B, T, M, c, position().encode(),
-                    sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps()), m, v);
+                    sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(), learner.fp8State()), m, v);
             files.commit(step, keep);
         }
         return files.model();
@@ -98,10 +98,6 @@ public final class LearnerLlmcCheckpoints {
                         + ", " + h.T() + ", " + h.gradAccum() + ", but this run uses " + B + ", " + T + ", " + M
                         + ": resume with the same --batch, --seq and --micro-batches (or --grad-accum)");
             }
-            if (h.fp8State().length > 0) {
-                throw new FileFormatException(files.state(), "FP8 state", "is present: a Learner's llm.c checkpoints "
-                        + "do not carry FP8's scaling state yet");
-            }
             LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(files.model(), a);
             if (!loaded.config().equals(c)) {
                 throw new FileFormatException(files.model(), "header", "describes " + loaded.config()
@@ -110,6 +106,12 @@ public final class LearnerLlmcCheckpoints {
             try {
                 learner.restoreState(loaded.params(), Map.of("m", m, "v", v), h.step(), h.lossScale(),
                         h.cleanSteps(), h.skippedSteps());
+                try {
+                    learner.restoreFp8State(h.fp8State());
+                } catch (IllegalArgumentException e) {
+                    throw new FileFormatException(files.state(), "header[18] (FP8 state bytes)", e.getMessage()
+                            + ": resume an fp8 run with --precision fp8, any other without it");
+                }
                 DataLoader.State at = DataLoader.State.decode(h.loaderState());
                 for (DataLoader l : loaders) { // replicas: rank 0's position is every rank's, as the trainer's
                     int rank = l.position().rank();
