@@ -369,7 +369,8 @@ public final class Learner implements AutoCloseable {
      * The whole model's parameters and optimizer state ({@link #stateNames}; host memory, each
      * {@code table().count()} fp32 in the one-rank network's layout) into {@code params} and {@code state} on the
      * run's rank 0, for a checkpoint of one's own format (the CLI's llm.c files): a pipeline's stages gathered by
-     * name, or rank 0's copy. A collective when the ranks are processes; not under ZeRO (use {@link #save}).
+     * name, ZeRO's shards gathered from every rank, or rank 0's copy. A collective when the ranks are processes; not
+     * under ZeRO-1 with tensor parallelism (use {@link #save}).
      */
     public void gatherState(MemorySegment params, Map<String, MemorySegment> state) {
         if (pipeline != null) {
@@ -382,7 +383,8 @@ public final class Learner implements AutoCloseable {
     /**
      * Every rank held here continues from the whole model's {@code params} and optimizer {@code state} (as
      * {@link #gatherState} gives them) at step {@code step} with the loss scaler's state; sources that are
-     * {@link DataSource.Resumable} skip what the steps before read. Not under ZeRO (use {@link #resume}).
+     * {@link DataSource.Resumable} skip what the steps before read; under ZeRO each rank takes its shards. Not under
+     * ZeRO-1 with tensor parallelism (use {@link #resume}).
      */
     public void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, float lossScale,
                              int cleanSteps, int skippedSteps) {
