@@ -30,8 +30,8 @@ import java.util.function.IntConsumer;
  * (stage 0: every rank holds everything), {@link ZeroSharding} stage 1 (the moments of chunk r of the flat vector
  * only; after the update an in-place all-gather gives every rank the others' chunks). The gradients are averaged in
  * buckets started during the last micro-batch's backward as layers finish ({@link BucketedDataParallel} over GPT-2's
- * {@link LayerRanges}, with {@link TrainConfig#bucketBytes} &gt; 0 and several ranks), or by the strategy after it. Every rank applies the same update to the same
- * bits, so the replicas stay identical; ZeRO-1 is DDP bit for bit.
+ * {@link LayerRanges}, with {@link TrainConfig#bucketBytes} &gt; 0 and several ranks), or by the strategy after it.
+ * Every rank applies the same update to the same bits, so the replicas stay identical; ZeRO-1 is DDP bit for bit.
  *
  * <p>With {@code offload} (stage 0 only) AdamW runs on the host ({@link Offload}): its moments and an fp32 master
  * copy in host memory, updated by the CPU kernels, gradients copied down and parameters up each step.
