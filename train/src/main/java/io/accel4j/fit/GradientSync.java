@@ -32,6 +32,22 @@ public interface GradientSync extends AutoCloseable {
     /** Averages {@code count} fp32 gradients over the ranks: in place, or into {@link #gradients}' shard. */
     void reduce(MemorySegment grads, long count);
 
+    /**
+     * What the step's last micro-batch's backward tells as gradients become final ({@code Network.backward}'s
+     * {@code gradientsDone}), so that the strategy starts reducing them while backward still runs
+     * ({@link BucketedDataParallel}); null (the default): it reduces everything in {@link #reduce}.
+     */
+    default java.util.function.IntConsumer gradientsDone() {
+        return null;
+    }
+
+    /**
+     * A step failed after {@link #gradientsDone()} started communicating ({@code failure}): waits until no transfer
+     * still reads the gradients, then forgets the step. Nothing by default.
+     */
+    default void abandon(Throwable failure) {
+    }
+
     /** Where the averaged gradients of this rank's {@link #shard} are after {@link #reduce}: {@code grads}' slice by default. */
     default MemorySegment gradients(MemorySegment grads, long count) {
         Shard s = shard(count);

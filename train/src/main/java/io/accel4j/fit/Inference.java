@@ -27,8 +27,29 @@ final class Inference {
         this.T = T;
     }
 
-    /** {@link Learner#evaluate}. */
+    /**
+     * {@link Learner#evaluate}. With FP8 the forwards cast with the current scales but leave every rank's amax
+     * histories as they were (the CLI trainer's validation does the same): training does not depend on when it
+     * evaluates, and the replicas' scaling states stay the same.
+     */
     double evaluate(DataSource source, int batches) {
+        byte[][] fp8 = new byte[ranks.size()][];
+        for (int r = 0; r < fp8.length; r++) {
+            io.accel4j.train.model.Fp8State s = ranks.get(r).network().fp8();
+            fp8[r] = s == null ? null : s.encode();
+        }
+        try {
+            return meanLoss(source, batches);
+        } finally {
+            for (int r = 0; r < fp8.length; r++) {
+                if (fp8[r] != null) {
+                    ranks.get(r).network().fp8().restore(fp8[r]); // the casts recorded the data's amaxes: forget them
+                }
+            }
+        }
+    }
+
+    private double meanLoss(DataSource source, int batches) {
         Network net = ranks.get(0).network();
         try (Arena a = Arena.ofConfined()) {
             long rows = (long) B * T;

@@ -124,6 +124,11 @@ public final class Learner implements AutoCloseable {
         return new io.accel4j.optim.Offload(b.optimizer, new CpuOps(pool));
     }
 
+    /** Buckets the first rank held here started during backward so far (0 without {@code bucketMb}; for tests). */
+    int buckets() {
+        return !ranks.isEmpty() && ranks.get(0).sync() instanceof BucketedDataParallel b ? b.buckets() : 0;
+    }
+
     /** Whether the run's rank 0 is held here (it reports and writes). */
     private boolean lead() {
         return globalRank[0] == 0;
@@ -300,7 +305,7 @@ public final class Learner implements AutoCloseable {
 
     /**
      * The mean loss of rank 0's network over {@code batches} batches of {@code source} (B × T each, the training
-     * batch shape).
+     * batch shape). FP8's amax histories stay as they were: training does not depend on when it evaluates.
      */
     public double evaluate(DataSource source, int batches) {
         notSplit("evaluate");
@@ -326,6 +331,34 @@ public final class Learner implements AutoCloseable {
         }
     }
 
+    /** The loss scaler of the run's first rank (or stage) held here: its state is every rank's. */
+    public io.accel4j.train.precision.LossScaler lossScaler() {
+        return pipeline != null ? pipeline.ranks().get(0).scaler() : ranks.get(0).scaler();
+    }
+
+    /** FP8's scaling state (amax histories and scales, the same on every rank), or no bytes without FP8. */
+    public byte[] fp8State() {
+        io.accel4j.train.model.Fp8State s = pipeline != null ? null : ranks.get(0).network().fp8();
+        return s == null ? new byte[0] : s.encode();
+    }
+
+    /**
+     * Every rank held here takes {@code saved} ({@link #fp8State}) as its FP8 scaling state.
+     *
+     * @throws IllegalArgumentException when {@code saved} is FP8's and this learner does not run FP8, or the reverse,
+     *                                  or it does not fit this network's FP8 layers
+     */
+    public void restoreFp8State(byte[] saved) {
+        boolean fp8 = pipeline == null && ranks.get(0).network().fp8() != null;
+        if (fp8 != (saved.length > 0)) {
+            throw new IllegalArgumentException("the FP8 state is " + saved.length + " bytes, but this learner "
+                    + (fp8 ? "runs FP8" : "does not run FP8"));
+        }
+        for (RankStep r : fp8 ? ranks : List.<RankStep>of()) {
+            r.network().fp8().restore(saved);
+        }
+    }
+
     /** The names of the optimizer's state buffers (AdamW: m, v), each one fp32 per parameter. */
     public java.util.Set<String> stateNames() {
         return pipeline != null ? pipeline.ranks().get(0).optimizer().state().keySet()
@@ -336,7 +369,8 @@ public final class Learner implements AutoCloseable {
      * The whole model's parameters and optimizer state ({@link #stateNames}; host memory, each
      * {@code table().count()} fp32 in the one-rank network's layout) into {@code params} and {@code state} on the
      * run's rank 0, for a checkpoint of one's own format (the CLI's llm.c files): a pipeline's stages gathered by
-     * name, or rank 0's copy. A collective when the ranks are processes; not under ZeRO (use {@link #save}).
+     * name, ZeRO's shards gathered from every rank, or rank 0's copy. A collective when the ranks are processes; not
+     * under ZeRO-1 with tensor parallelism (use {@link #save}).
      */
     public void gatherState(MemorySegment params, Map<String, MemorySegment> state) {
         if (pipeline != null) {
@@ -349,7 +383,8 @@ public final class Learner implements AutoCloseable {
     /**
      * Every rank held here continues from the whole model's {@code params} and optimizer {@code state} (as
      * {@link #gatherState} gives them) at step {@code step} with the loss scaler's state; sources that are
-     * {@link DataSource.Resumable} skip what the steps before read. Not under ZeRO (use {@link #resume}).
+     * {@link DataSource.Resumable} skip what the steps before read; under ZeRO each rank takes its shards. Not under
+     * ZeRO-1 with tensor parallelism (use {@link #resume}).
      */
     public void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, float lossScale,
                              int cleanSteps, int skippedSteps) {

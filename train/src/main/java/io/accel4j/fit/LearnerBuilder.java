@@ -32,6 +32,8 @@ public final class LearnerBuilder {
     LrSchedule schedule = LrSchedule.constant(1e-3f);
     float gradClip;
     DType precision = DType.FP32;
+    float initialLossScale = io.accel4j.train.precision.Precision.DEFAULT_LOSS_SCALE;
+    int lossScaleWindow = io.accel4j.train.precision.Precision.DEFAULT_LOSS_SCALE_WINDOW;
     DType gradients = DType.FP32;
     DType storage = DType.FP32;
     DelayedScaling fp8;
@@ -41,6 +43,7 @@ public final class LearnerBuilder {
     int tensorParallel = 1;
     java.time.Duration collectiveTimeout = io.accel4j.collectives.Communicator.DEFAULT_TIMEOUT;
     int zero;
+    long bucketBytes;
     int threads = Math.max(1, Runtime.getRuntime().availableProcessors());
     long seed = 1337;
     DataSource.Factory data;
@@ -126,6 +129,18 @@ public final class LearnerBuilder {
     }
 
     /**
+     * fp16's loss scaling ({@code precision(FP16)}): the initial scale (a power of two in [1, 2^64]) and the clean
+     * steps after which it doubles; default 2^16 and 1000, the CLI's {@code --loss-scale}/{@code --loss-scale-window}.
+     * Ignored by the other precisions.
+     */
+    public LearnerBuilder lossScaling(float initialScale, int window) {
+        new io.accel4j.train.precision.Precision(DType.FP16, initialScale, window); // checks both
+        this.initialLossScale = initialScale;
+        this.lossScaleWindow = window;
+        return this;
+    }
+
+    /**
      * How the gradient buffer is stored ({@link io.accel4j.nn.NetworkSpec#gradientStorage}): FP32 (default), BF16, or
      * FP16 (with {@code precision(FP16)}'s loss scaling only). 16-bit storage keeps the gradients of the model's
      * {@link io.accel4j.nn.UnitScope}s that open and close in one backward (wrap the blocks, e.g.
@@ -184,6 +199,28 @@ public final class LearnerBuilder {
             throw new IllegalArgumentException("ZeRO stage must be 0, 1, 2 or 3, got " + stage);
         }
         this.zero = stage;
+        return this;
+    }
+
+    /**
+     * DDP and ZeRO-1 average the gradients in buckets of at least {@code mb} MiB, each all-reduced as soon as the
+     * last micro-batch's backward has produced it, while the rest of backward runs ({@link BucketedDataParallel}; the
+     * units are the children of the model's top-level {@code Sequential}, whose parameters must be used inside
+     * their child); 0 (default): one all-reduce after backward. Nothing changes for one rank.
+     */
+    public LearnerBuilder bucketMb(int mb) {
+        if (mb < 0) {
+            throw new IllegalArgumentException("bucketMb must be >= 0, got " + mb);
+        }
+        return bucketBytes((long) mb << 20);
+    }
+
+    /** {@link #bucketMb} in bytes (a bucket of 1 byte: every child on its own). */
+    public LearnerBuilder bucketBytes(long bytes) {
+        if (bytes < 0) {
+            throw new IllegalArgumentException("bucketBytes must be >= 0, got " + bytes);
+        }
+        this.bucketBytes = bytes;
         return this;
     }
 
@@ -300,73 +337,7 @@ public final class LearnerBuilder {
      * @throws io.accel4j.nn.ShapeException when the model's blocks do not fit together, before any allocation
      */
     public Learner build() {
-        if (data == null) {
-            throw new IllegalArgumentException("no data: call data(factory)");
-        }
-        if (comm != null && ranks != 1) {
-            throw new IllegalArgumentException("ranks(" + ranks + ") and communicator(" + comm.size() + " ranks) "
-                    + "both say how many ranks there are: with a communicator this process is one of them");
-        }
-        // in process, a pipeline's ranks default to one per stage and tensor rank
-        int world = comm != null ? comm.size() : pipeline != null && ranks == 1
-                ? pipeline.stages() * tensorParallel : ranks;
-        if (zero == 3 && offloadOptimizer) {
-            throw new IllegalArgumentException("offloadOptimizer() does not go with zero(3) yet: ZeRO-3's shard is "
-                    + "scattered over the units; use zero(1) or zero(2)");
-        }
-        if (pipeline != null && offloadOptimizer) {
-            throw new IllegalArgumentException("offloadOptimizer() does not go with pipeline(" + pipeline.stages()
-                    + ", …) yet: the stages create their optimizers themselves");
-        }
-        if (world % tensorParallel != 0) {
-            throw new IllegalArgumentException("tensorParallel(" + tensorParallel + ") does not divide the " + world
-                    + " ranks: the ranks are D·T (data-parallel replicas × tensor ranks)");
-        }
-        int replicas = world / tensorParallel;
-        if (tensorParallel > 1 && zero > 1) {
-            throw new IllegalArgumentException("tensor parallelism composes with DDP and ZeRO-1, not yet with ZeRO-"
-                    + zero);
-        }
-        if (tensorParallel > 1 && fp8 != null) {
-            throw new IllegalArgumentException("tensor-parallel blocks have no FP8 path: drop fp8(...) or "
-                    + "tensorParallel(" + tensorParallel + ")");
-        }
-        if (zero > 0 && replicas < 2 && pipeline == null) {
-            throw new IllegalArgumentException("ZeRO stage " + zero + " shards over the ranks: ask for ranks(2) "
-                    + "or more" + (tensorParallel > 1 ? " data-parallel replicas (ranks = replicas × "
-                    + tensorParallel + " tensor ranks)" : ""));
-        }
-        checkGradients();
-        if (tokens < 0 && features < 0) {
-            throw new IllegalArgumentException("say what the model takes: tokens(V) or features(D)");
-        }
+        LearnerChecks.check(this);
         return new Learner(this);
-    }
-
-    private static String name(OptimizerSpec spec) {
-        Class<?> c = spec.getClass().getEnclosingClass() != null ? spec.getClass().getEnclosingClass()
-                : spec.getClass();
-        return c.getSimpleName();
-    }
-
-    /** Refuses 16-bit gradients with what cannot read them yet, naming both options. */
-    private void checkGradients() {
-        if (gradients == DType.FP32) {
-            return;
-        }
-        String g = "gradientStorage(" + gradients + ")";
-        if (gradients != DType.BF16 && gradients != DType.FP16) {
-            throw new IllegalArgumentException(g + ": gradients are stored in FP32, BF16 or FP16");
-        }
-        if (gradients == DType.FP16 && precision != DType.FP16) {
-            throw new IllegalArgumentException(g + " needs precision(FP16), whose loss scaling keeps small gradients "
-                    + "representable (this learner is " + precision + "): store them in BF16");
-        }
-        String other = zero > 1 ? "zero(" + zero + ")" : tensorParallel > 1 ? "tensorParallel(" + tensorParallel
-                + ")" : pipeline != null ? "pipeline(" + pipeline.stages() + ", …)"
-                : !(optimizer instanceof AdamW.Spec) ? "optimizer(" + name(optimizer) + ")" : null;
-        if (other != null) {
-            throw new IllegalArgumentException(g + " does not go with " + other + " yet: drop one of them");
-        }
     }
 }

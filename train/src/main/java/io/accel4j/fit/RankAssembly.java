@@ -6,17 +6,20 @@ import io.accel4j.grid.ProcessGrid;
 import io.accel4j.nn.Module;
 import io.accel4j.nn.Network;
 import io.accel4j.nn.NetworkSpec;
+import io.accel4j.nn.Sequential;
+import io.accel4j.nn.UnitScope;
 import io.accel4j.optim.Optimizer;
 import io.accel4j.train.precision.LossScaler;
 import io.accel4j.train.precision.Precision;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.List;
 
 /**
  * Puts one rank of a {@link Learner} together from the builder's choices: the network on the rank's backend (its
  * parameters in ZeRO-3's shards when asked, {@link ShardedModel}), the gradient-synchronisation strategy over the
  * rank's data-parallel group ({@link GradientSync#local()}, {@link DataParallel}, {@link ZeroSharding} 1–2,
- * {@link UnitSharding} (ZeRO-3); composed with {@link TensorParallelSync} in a tensor grid), the initial parameters (drawn whole
+ * {@link UnitSharding} (ZeRO-3); with {@link BucketedDataParallel} over the model's children when buckets are asked; composed with {@link TensorParallelSync} in a tensor grid), the initial parameters (drawn whole
  * from the seed, placed by the strategy), the optimizer over the rank's part ({@link GradientSync#optimizer}) and
  * the data source: a {@link RankStep}, which owns them all.
  */
@@ -34,7 +37,8 @@ final class RankAssembly {
         boolean alone = data == null || data.size() == 1;
         Module body = b.model.get();
         ShardedModel sharded = b.zero == 3 && !alone ? new ShardedModel(data, ops, body) : null;
-        NetworkSpec spec = Network.of(sharded != null ? sharded.scoped() : body).classes(b.classes).batch(b.B, b.T)
+        Sequential buckets = b.bucketBytes > 0 && !alone ? bucketUnits(body) : null; // each child reports its end
+        NetworkSpec spec = Network.of(sharded != null ? sharded.scoped() : buckets != null ? buckets : body).classes(b.classes).batch(b.B, b.T)
                 .recompute(b.recompute).matmulOperands(b.precision).activationStorage(b.storage)
                 .parameterOrder(b.order).fp8(b.fp8)
                 .gradientStorage(b.gradients)
@@ -53,6 +57,12 @@ final class RankAssembly {
             sync = sharded != null ? new UnitSharding(data, ops.memory(), sharded, values)
                     : GradientSync.of(alone ? 0 : b.zero, data, ops.memory(), count, values);
             sharded = null; // the strategy owns it
+            if (buckets != null) {
+                List<UnitScope> scopes = new java.util.ArrayList<>();
+                scopesOf(buckets, scopes);
+                sync = new BucketedDataParallel(sync, net.grads(), count,
+                        BucketedDataParallel.unitsOf(net.table(), scopes), b.bucketBytes);
+            }
             if (grid != null) {
                 sync = new TensorParallelSync(sync, grid.tensor(), net, ops.memory());
             }
@@ -66,7 +76,7 @@ final class RankAssembly {
             }
             optimizer = sync.optimizer(optimizerSpec, net);
             return new RankStep(net, optimizer, sync, b.data.open(replica, replicas, b.B, b.T), b.schedule,
-                    new LossScaler(Precision.of(b.precision)), b.gradClip, b.B, b.T, b.gradAccum);
+                    new LossScaler(new Precision(b.precision, b.initialLossScale, b.lossScaleWindow)), b.gradClip, b.B, b.T, b.gradAccum);
         } catch (RuntimeException | Error e) {
             for (AutoCloseable c : new AutoCloseable[] {optimizer, sync, sharded, net}) {
                 try {
@@ -78,6 +88,33 @@ final class RankAssembly {
                 }
             }
             throw e;
+        }
+    }
+
+    /**
+     * {@code body} with units that report when their gradients are final: its own {@link UnitScope}s when it has any
+     * (GPT-2's {@code Gpt2Blocks.body}: a unit per block, as the CLI trainer buckets them), else each child a unit
+     * ({@link UnitScope#perChild}).
+     */
+    private static Sequential bucketUnits(Module body) {
+        if (!(body instanceof Sequential seq)) {
+            throw new IllegalArgumentException("bucketMb all-reduces the children of the model's top-level "
+                    + "Sequential as their backward ends: make the model a Sequential (its "
+                    + body.getClass().getSimpleName() + " '" + body.name() + "' is not)");
+        }
+        List<UnitScope> own = new java.util.ArrayList<>();
+        scopesOf(seq, own);
+        return own.isEmpty() ? UnitScope.perChild(seq) : seq;
+    }
+
+    /** The {@link UnitScope}s in {@code m}'s tree of {@link Sequential}s, in order, into {@code out}. */
+    private static void scopesOf(Module m, List<UnitScope> out) {
+        if (m instanceof UnitScope u) {
+            out.add(u);
+        } else if (m instanceof Sequential s) {
+            for (Module c : s.children()) {
+                scopesOf(c, out);
+            }
         }
     }
 }

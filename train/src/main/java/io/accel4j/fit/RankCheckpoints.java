@@ -184,6 +184,10 @@ final class RankCheckpoints {
     /** {@link Learner#gatherState}. */
     void gatherState(MemorySegment params, Map<String, MemorySegment> state) {
         checkNotSharded();
+        if (cfg.zero > 0) { // every rank sends its shards
+            gatherShardedState(params, state);
+            return;
+        }
         RankStep r = ranks.get(0);
         r.network().copyParamsToHost(params);
         for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
@@ -192,16 +196,46 @@ final class RankCheckpoints {
         }
     }
 
+    /** {@link #gatherState} under ZeRO: a collective of every rank, the run's rank 0 receiving. */
+    private void gatherShardedState(MemorySegment params, Map<String, MemorySegment> state) {
+        long count = ranks.get(0).network().table().count();
+        forEachRank(rank -> {
+            RankStep r = ranks.get(rank);
+            boolean writer = globalRank[rank] == 0;
+            try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena();
+                 Arena mine = Arena.ofShared()) {
+                for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
+                    MemorySegment dev = scratch.allocate(count * Float.BYTES);
+                    r.sync().gatherShards(inNetworkMemory(r, e.getValue(), scratch), dev, count,
+                            r.network().memory());
+                    if (writer) {
+                        r.network().memory().copyToHost(dev, state.get(e.getKey()).asSlice(0, count * Float.BYTES));
+                    }
+                }
+                r.sync().copyParameters(r.network(), writer ? params : mine.allocate(count * Float.BYTES, 64));
+            }
+        });
+    }
+
     /** {@link Learner#restoreState}. */
     void restoreState(MemorySegment params, Map<String, MemorySegment> state, int step, float lossScale,
                       int cleanSteps, int skippedSteps) {
         checkNotSharded();
+        long count = ranks.get(0).network().table().count();
         for (RankStep r : ranks) {
-            r.network().copyParamsFromHost(params);
-            r.optimizer().parametersReplaced();
-            for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                r.optimizer().stateMemory().copyToDevice(state.get(e.getKey()).asSlice(0, e.getValue().byteSize()),
-                        e.getValue());
+            if (cfg.zero > 0) { // this rank's shards of the whole
+                r.sync().setParameters(r.network(), params);
+                r.optimizer().parametersReplaced();
+                for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
+                    r.sync().scatterShard(state.get(e.getKey()), e.getValue(), count, r.optimizer().stateMemory());
+                }
+            } else {
+                r.network().copyParamsFromHost(params);
+                r.optimizer().parametersReplaced();
+                for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
+                    r.optimizer().stateMemory().copyToDevice(state.get(e.getKey()).asSlice(0,
+                            e.getValue().byteSize()), e.getValue());
+                }
             }
             r.scaler().restore(lossScale, cleanSteps, skippedSteps);
             r.resumeAt(step, (long) step * cfg.gradAccum);
@@ -209,8 +243,9 @@ final class RankCheckpoints {
     }
 
     private void checkNotSharded() {
-        if (cfg.zero > 0) {
-            throw new IllegalStateException("ZeRO shards the optimizer state: use save and resume");
+        if (cfg.zero > 0 && cfg.tensorParallel > 1) {
+            throw new IllegalStateException("ZeRO-1 over tensor-parallel replicas shards the optimizer state twice: "
+                    + "use save and resume");
         }
     }
 }

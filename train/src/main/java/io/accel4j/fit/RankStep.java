@@ -106,7 +106,12 @@ final class RankStep implements StepRecipe.Parts, AutoCloseable {
     @Override
     public double microBatch(float dlossScale, boolean last) {
         data.next(inputs, targets);
-        return net.forwardBackward(inputs, targets, B, T, dlossScale);
+        return net.forwardBackward(inputs, targets, B, T, dlossScale, last ? sync.gradientsDone() : null);
+    }
+
+    @Override
+    public void abandon(Throwable failure) {
+        sync.abandon(failure); // no all-reduce may still read the gradients once the network is closed
     }
 
     @Override

@@ -67,6 +67,11 @@ public final class UnitScope implements Module {
         return unit;
     }
 
+    /** What the pass's gradient listener is told once the unit's gradients are done (−2: nothing). */
+    public int reported() {
+        return backward == Backward.OPENS ? -2 : reported;
+    }
+
     /** The table indices of the parameter tensors the child declared, {@code [first, end)}, once built. */
     public int[] declared() {
         return new int[] {firstParam, endParam};

@@ -15,7 +15,6 @@ import io.accel4j.train.parallel.ZeroMemory;
 import io.accel4j.train.plan.MemoryPlan;
 import io.accel4j.train.precision.LossScaler;
 import java.io.IOException;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.Objects;
@@ -25,7 +24,8 @@ import java.util.Objects;
  * validation, then K micro-batches of forward and backward accumulating into the gradients (each scaled by
  * 1/(B·T·K), so the step's gradient is that of the mean loss over K·B sequences), the global gradient norm, clipping
  * folded into AdamW's gradient scale, and one AdamW update (in ranges when the no-decay set is spared): the step of
- * {@link StepRecipe}, the Java API's too. {@link TrainingRun} is the whole run, the same loop on every rank.
+ * {@link StepRecipe}, the Java API's too. {@link TrainingRun} is the whole run, the same loop on every rank;
+ * {@link TrainerRank} puts one rank's parts together (loader, validation, model states, host batch).
  *
  * <p><b>Strategies.</b> What a rank holds of the model states and how the ranks agree on a step is a
  * {@link ModelStates}: {@code SyncStates} (one rank, DDP — gradients averaged in buckets overlapped with backward, or
@@ -54,15 +54,8 @@ public final class Trainer implements AutoCloseable {
 
     private final Gpt2 model;
     private final TrainConfig cfg;
-    private final DataLoader train;
-    /** Null without a val file. */
-    private final Validation val;
-    /** Host memory: the batch the loaders fill (copied into the model by its forward) and the loss scratch. */
-    private final Arena arena = Arena.ofShared();
-    /** The model's memory, and the arena of AdamW's moments in it. */
-    private final DeviceMemory memory;
-    private final MemorySegment inputs;
-    private final MemorySegment targets;
+    /** This rank's loader, validation (null without a val file), model states and host batch. */
+    private final TrainerRank parts;
     private final Communicator comm;
     /** The model states this rank holds and how the ranks agree on a step: stage 0 (DDP, one rank) or ZeRO. */
     private final ModelStates states;
@@ -116,40 +109,15 @@ public final class Trainer implements AutoCloseable {
         this.model = Objects.requireNonNull(model, "model");
         this.cfg = Objects.requireNonNull(cfg, "cfg");
         TrainerChecks.check(model, cfg, trainShards, valFile, this.comm, ranks);
-        this.memory = model.memory();
         this.scaler = new LossScaler(cfg.precision());
-        DataLoader t = null;
-        Validation vl = null;
-        ModelStates st = null;
-        try {
-            t = new DataLoader(trainShards, cfg.batch(), cfg.seq(), rank, ranks, cfg.dataOrder(), cfg.seed(),
-                    loaderThreads);
-            vl = Validation.of(model, valFile, cfg.batch(), cfg.seq(), cfg.valBatches());
-            // the exchange's room: ReplicaCheck's 8 pieces, updateFp8's amaxes
-            st = strategy.create(this.comm, model, cfg, model.fp8() == null ? 0 : model.fp8().histories());
-            long tokens = (long) cfg.batch() * cfg.seq() * Integer.BYTES;
-            this.inputs = arena.allocate(tokens, 64);
-            this.targets = arena.allocate(tokens, 64);
-        } catch (RuntimeException | Error e) {
-            if (st != null) {
-                st.close();
-            }
-            if (t != null) {
-                t.close();
-            }
-            if (vl != null) {
-                vl.close();
-            }
-            arena.close();
-            throw e;
-        }
+        this.parts = TrainerRank.assemble(model, cfg, trainShards, loaderThreads, valFile, this.comm, rank, ranks,
+                strategy);
+        ModelStates st = parts.states;
         this.states = st;
         this.checkpoints = new Checkpoints(model, cfg, st, scaler);
-        this.train = t;
-        this.val = vl;
         this.recipe = new StepRecipe(scaler, cfg::learningRate, cfg.gradClip(), cfg.batch(), cfg.seq(),
                 cfg.gradAccum(), ranks);
-        this.steps = new Gpt2Steps(model, cfg, st, t, inputs, targets, st.overlap());
+        this.steps = new Gpt2Steps(model, cfg, st, parts.train, parts.inputs, parts.targets, st.overlap());
         try {
             checkReplicas();
         } catch (RuntimeException | Error e) {
@@ -189,7 +157,7 @@ public final class Trainer implements AutoCloseable {
      * the batch buffers ({@link MemoryPlan}).
      */
     public long stateBytes() {
-        return states.stateBytes() + inputs.byteSize() + targets.byteSize() + Float.BYTES; // the loss's fp32 (the exchange's scratch is not counted)
+        return states.stateBytes() + parts.batchBytes() + Float.BYTES; // the loss's fp32 (the exchange's scratch is not counted)
     }
 
     /**
@@ -277,17 +245,17 @@ public final class Trainer implements AutoCloseable {
 
     /** Validation batches each {@link #validate} averages over (fewer than asked when the val file is short). */
     public int valBatches() {
-        return val == null ? 0 : val.batches();
+        return parts.val == null ? 0 : parts.val.batches();
     }
 
     /** Whether {@link #trainStep} validates before step {@code s}. */
     public boolean validatesBefore(int s) {
-        return val != null && cfg.valEvery() > 0 && s % cfg.valEvery() == 0;
+        return parts.val != null && cfg.valEvery() > 0 && s % cfg.valEvery() == 0;
     }
 
     /** Nanoseconds the steps have waited for the train loader's batches so far ({@link DataLoader#waitNanos}). */
     public long dataWaitNanos() {
-        return train.waitNanos();
+        return parts.train.waitNanos();
     }
 
     /** The loss scaler (disabled unless the run is fp16). */
@@ -317,10 +285,10 @@ public final class Trainer implements AutoCloseable {
             double v = validate();
             valLoss = rank() == 0 ? v : Double.NaN;
         }
-        long wait0 = train.waitNanos();
+        long wait0 = parts.train.waitNanos();
         StepMetrics m = recipe.step(s, valLoss, steps);
         step = s + 1;
-        return m.withDataMs((train.waitNanos() - wait0) / 1e6);
+        return m.withDataMs((parts.train.waitNanos() - wait0) / 1e6);
     }
 
     /**
@@ -330,7 +298,8 @@ public final class Trainer implements AutoCloseable {
      * @return the mean loss of the K micro-batches
      */
     public double accumulate() {
-        return recipe.accumulate(new Gpt2Steps(model, cfg, states, train, inputs, targets, null), 1f);
+        return recipe.accumulate(new Gpt2Steps(model, cfg, states, parts.train, parts.inputs, parts.targets, null),
+                1f);
     }
 
     /**
@@ -339,7 +308,7 @@ public final class Trainer implements AutoCloseable {
      * current scales but leave the amax histories as they were: training does not depend on when it validates.
      */
     public double validate() {
-        return val == null ? Double.NaN : val.loss(inputs, targets);
+        return parts.val == null ? Double.NaN : parts.val.loss(parts.inputs, parts.targets);
     }
 
     /**
@@ -348,7 +317,7 @@ public final class Trainer implements AutoCloseable {
      * theirs), below it rank 0 writes and the others return at once; either way they return the path rank 0 writes.
      */
     public Path save(Path dir) throws IOException {
-        return checkpoints.save(dir, step, train.position());
+        return checkpoints.save(dir, step, parts.train.position());
     }
 
     /** Which older checkpoints {@link #save} keeps (default: none, only the latest). */
@@ -361,20 +330,13 @@ public final class Trainer implements AutoCloseable {
      * data position. The checkpoint must be for this model's shape and this run's B, T and K.
      */
     public void resume(Path dir) throws IOException {
-        step = checkpoints.resume(dir, train, rank(), ranks());
+        step = checkpoints.resume(dir, parts.train, rank(), ranks());
         checkReplicas();
     }
 
     /** Stops the data loaders and frees the optimizer state (the model stays open). */
     @Override
     public void close() {
-        states.close();
-        train.close();
-        if (val != null) {
-            val.close();
-        }
-        if (arena.scope().isAlive()) {
-            arena.close();
-        }
+        parts.close();
     }
 }

@@ -12,6 +12,7 @@ import io.accel4j.pipeline.PipelineRank;
 import io.accel4j.pipeline.Timeline;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
+import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
 import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.GptConfig;
@@ -32,7 +33,7 @@ import java.util.function.Function;
  * directory; each stage's measured idle fraction beside the bubble formula at the end. It starts where the trainer
  * would (the model file's weights, or llm.c's initialisation from {@code --seed}) and follows the trainer's
  * learning-rate schedule and AdamW, so it trains as {@code train --grad-accum M} does up to the order of fp32 sums;
- * its checkpoints are the trainer's ({@link PipelineCheckpoints}: the whole model gathered, llm.c's file and the
+ * its checkpoints are the trainer's ({@link LearnerLlmcCheckpoints}: the whole model gathered, llm.c's file and the
  * trainer's state), so either resumes the other's. The flags a pipeline does not take yet are refused.
  */
 final class PipelineRun {
@@ -183,7 +184,7 @@ final class PipelineRun {
                 b.ranks(cmd.ranks); // D·T·P in this process: D replicas of the pipeline
             }
             try (Learner learner = b.build()) {
-                PipelineCheckpoints ck = new PipelineCheckpoints(learner, lead, c, cfg.batch(), cfg.seq(), M, loaders,
+                LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(learner, lead, c, cfg.batch(), cfg.seq(), M, loaders,
                         new io.accel4j.train.checkpoint.CheckpointFiles.Retention(cmd.keepCheckpoints,
                                 cmd.saveEveryKeep));
                 if (cmd.resume != null) {

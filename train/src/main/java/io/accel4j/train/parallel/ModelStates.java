@@ -35,8 +35,6 @@ public abstract class ModelStates implements AutoCloseable {
     final long count;
     /** The loss, flags, amaxes and checksum pieces over the ranks; null for one rank. */
     final ValueExchange exchange;
-    /** DDP's gradient buckets, started as backward produces the gradients; null without overlap. */
-    private GradientBuckets buckets;
 
     ModelStates(Communicator comm, Gpt2 model, int values) {
         this.comm = comm;
@@ -88,7 +86,7 @@ public abstract class ModelStates implements AutoCloseable {
      * The trainer's AdamW as the Java API's spec: {@code cfg}'s betas, ε and weight decay, the decay on the matrices
      * only when {@code cfg} says so (and there is any), else on every parameter (llm.c's {@code train_gpt2.c}).
      */
-    static OptimizerSpec adamw(TrainConfig cfg) {
+    public static OptimizerSpec adamw(TrainConfig cfg) {
         boolean decayAll = !cfg.decayMatricesOnly() || cfg.weightDecay() == 0;
         return new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(), decayAll);
     }
@@ -99,34 +97,15 @@ public abstract class ModelStates implements AutoCloseable {
     }
 
     /**
-     * From now on the gradients of the model's flat buffer are averaged in buckets of at least {@code bucketBytes}
-     * bytes, each started as soon as backward has produced it ({@link #overlap}); 0 or one rank: no buckets.
+     * What the last micro-batch's backward tells as gradients become final, so that their averaging starts while it
+     * still runs ({@code fit.BucketedDataParallel}), or null (the default: they are averaged after backward).
      */
-    final void overlapAllReduce(long bucketBytes) {
-        buckets = comm == null || bucketBytes == 0 ? null
-                : new GradientBuckets(comm, model.grads(), model.layout(), bucketBytes);
-    }
-
-    /** Whether the gradients are averaged in buckets; {@link #finishBuckets} then completes them. */
-    final boolean bucketed() {
-        return buckets != null;
-    }
-
-    /** Waits for every bucket of the step's all-reduce. */
-    final void finishBuckets() {
-        buckets.finish();
-    }
-
-    /** What the last micro-batch's backward tells as gradients become final (buckets to start), or null. */
-    public final IntConsumer overlap() {
-        return buckets == null ? null : buckets.hook();
+    public IntConsumer overlap() {
+        return null;
     }
 
     /** A step failed after {@link #overlap()} started communicating: no transfer may still read the gradients. */
-    public final void abandon(Throwable failure) {
-        if (buckets != null) {
-            buckets.abandon(failure);
-        }
+    public void abandon(Throwable failure) {
     }
 
     /** After the step's backward: the gradients become their mean over the ranks (whole, or this rank's shard). */
@@ -186,8 +165,8 @@ public abstract class ModelStates implements AutoCloseable {
     public abstract ZeroMemory accounting();
 
     /** Layer buckets the gradient averaging started so far (0 without overlap). */
-    public final int layerBuckets() {
-        return buckets == null ? 0 : buckets.layerBuckets();
+    public int layerBuckets() {
+        return 0;
     }
 
     /** Copies the whole parameter vector into {@code dst} (a collective under ZeRO-3; null on ranks that need none). */

@@ -6,6 +6,7 @@ import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.fit.BucketedDataParallel;
 import io.accel4j.fit.DataParallel;
 import io.accel4j.fit.GradientSync;
 import io.accel4j.fit.ZeroSharding;
@@ -19,6 +20,7 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
+import java.util.function.IntConsumer;
 
 /**
  * Stages 0 and 1 of the trainer, on the Java API's strategies: the model's flat parameters and gradients, AdamW
@@ -27,9 +29,9 @@ import java.nio.file.Path;
  * {@link GradientSync} a {@code Learner} runs: {@link GradientSync#local()} for one rank, {@link DataParallel} for DDP
  * (stage 0: every rank holds everything), {@link ZeroSharding} stage 1 (the moments of chunk r of the flat vector
  * only; after the update an in-place all-gather gives every rank the others' chunks). The gradients are averaged in
- * {@link GradientBuckets} started during the last micro-batch's backward as layers finish (with
- * {@link TrainConfig#bucketBytes} &gt; 0), or by the strategy after it. Every rank applies the same update to the same
- * bits, so the replicas stay identical; ZeRO-1 is DDP bit for bit.
+ * buckets started during the last micro-batch's backward as layers finish ({@link BucketedDataParallel} over GPT-2's
+ * {@link LayerRanges}, with {@link TrainConfig#bucketBytes} &gt; 0 and several ranks), or by the strategy after it.
+ * Every rank applies the same update to the same bits, so the replicas stay identical; ZeRO-1 is DDP bit for bit.
  *
  * <p>With {@code offload} (stage 0 only) AdamW runs on the host ({@link Offload}): its moments and an fp32 master
  * copy in host memory, updated by the CPU kernels, gradients copied down and parameters up each step.
@@ -59,6 +61,10 @@ final class SyncStates extends ModelStates {
         try {
             int room = Math.max(8, values);
             s = GradientSync.of(stage, comm, memory, count, room); // the Java API's choice, and its optimizer's place
+            if (comm != null && cfg.bucketBytes() > 0) { // averaged in buckets while backward runs
+                s = new BucketedDataParallel(s, model.grads(), count, LayerRanges.of(model.layout()),
+                        cfg.bucketBytes());
+            }
             OptimizerSpec spec = adamw(cfg);
             if (offload) {
                 spec = new Offload(spec, hostOps(model.ops()));
@@ -76,7 +82,6 @@ final class SyncStates extends ModelStates {
         this.adamw = o;
         this.m = o.state().get("m");
         this.v = o.state().get("v");
-        overlapAllReduce(cfg.bucketBytes());
     }
 
     private static Communicator checkRanks(int stage, Communicator comm, boolean offload) {
@@ -104,12 +109,23 @@ final class SyncStates extends ModelStates {
     }
 
     @Override
+    public IntConsumer overlap() {
+        return sync.gradientsDone();
+    }
+
+    @Override
+    public void abandon(Throwable failure) {
+        sync.abandon(failure);
+    }
+
+    @Override
+    public int layerBuckets() {
+        return sync instanceof BucketedDataParallel b ? b.buckets() : 0;
+    }
+
+    @Override
     public void reduceGradients() {
-        if (bucketed()) {
-            finishBuckets();
-        } else {
-            sync.reduce(model.grads(), count);
-        }
+        sync.reduce(model.grads(), count);
     }
 
     @Override

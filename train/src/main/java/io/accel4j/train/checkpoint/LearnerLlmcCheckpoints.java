@@ -1,9 +1,6 @@
-package io.accel4j.cli.train;
+package io.accel4j.train.checkpoint;
 
 import io.accel4j.fit.Learner;
-import io.accel4j.train.checkpoint.CheckpointFiles;
-import io.accel4j.train.checkpoint.LlmcCheckpoint;
-import io.accel4j.train.checkpoint.TrainState;
 import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.io.FileFormatException;
 import io.accel4j.train.model.GptConfig;
@@ -18,13 +15,16 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A pipeline run's start and checkpoints in the trainer's format, so that layouts trade checkpoints: the whole model
- * gathered from the stages by name ({@link Learner#gatherState}) into llm.c's model file and the trainer's state file
- * (AdamW's m and v in llm.c's order, the step, the loader's position, the loss scaler; grad accumulation = M), the
- * pointer committed last ({@link CheckpointFiles}); resuming reads either a pipeline's or the trainer's checkpoint
- * ({@code --grad-accum} = M) back into the stages ({@link Learner#restoreState}) and every stage's loader.
+ * A GPT-2 {@link Learner}'s start and checkpoints in the CLI trainer's format, so that the Java API's runs and the
+ * trainer's trade checkpoints: the whole model gathered ({@link Learner#gatherState}: a pipeline's stages by name,
+ * or rank 0's replica) into llm.c's model file and the trainer's state file (AdamW's m and v in llm.c's order, the
+ * step, the loader's position, the loss scaler; grad accumulation = K, a pipeline's M), the pointer committed last
+ * ({@link CheckpointFiles}); resuming reads either's checkpoint back into every rank ({@link Learner#restoreState})
+ * and every loader. The learner's parameters are in llm.c's order ({@code Gpt2Blocks.LLMC_ORDER}); its loaders are
+ * the {@link io.accel4j.train.data.TokenSource}'s (or a pipeline's). FP8's scaling state is saved and restored on
+ * every rank. Not yet: ZeRO (whose state {@link Learner#gatherState} does not gather).
  */
-final class PipelineCheckpoints {
+public final class LearnerLlmcCheckpoints {
 
     private final Learner learner;
     private final boolean lead;
@@ -35,8 +35,13 @@ final class PipelineCheckpoints {
     private final List<DataLoader> loaders;
     private final CheckpointFiles.Retention keep;
 
-    PipelineCheckpoints(Learner learner, boolean lead, GptConfig c, int B, int T, int M, List<DataLoader> loaders,
-                        CheckpointFiles.Retention keep) {
+    /**
+     * The checkpoints of {@code learner}, a GPT-2 {@code c} training on batches of B × T with {@code M} micro-batches
+     * a step (K), reading through {@code loaders}; {@code lead}: this process writes (the run's rank 0); {@code keep}:
+     * which older checkpoints stay.
+     */
+    public LearnerLlmcCheckpoints(Learner learner, boolean lead, GptConfig c, int B, int T, int M,
+                                  List<DataLoader> loaders, CheckpointFiles.Retention keep) {
         this.learner = learner;
         this.lead = lead;
         this.c = c;
@@ -47,8 +52,8 @@ final class PipelineCheckpoints {
         this.keep = keep;
     }
 
-    /** The trainer's start: {@code modelFile}'s weights, or (null) llm.c's initialisation from {@code seed}. */
-    void start(Path modelFile, long seed) throws IOException {
+    /** The trainer's start (before {@link #resume}): {@code modelFile}'s weights, or (null) llm.c's initialisation from {@code seed}. */
+    public void start(Path modelFile, long seed) throws IOException {
         try (Arena a = Arena.ofShared()) {
             MemorySegment initial = modelFile != null ? LlmcCheckpoint.read(modelFile, a).params()
                     : a.allocate(bytes(), 64);
@@ -59,8 +64,11 @@ final class PipelineCheckpoints {
         }
     }
 
-    /** Writes the checkpoint of the current step into {@code dir} (stage 0 writes; a collective); its model file. */
-    Path save(Path dir) throws IOException {
+    /**
+     * Writes the checkpoint of the current step into {@code dir} (created if missing; the lead writes; a collective);
+     * returns its model file.
+     */
+    public Path save(Path dir) throws IOException {
         int step = learner.step();
         CheckpointFiles files = CheckpointFiles.of(dir, step);
         try (Arena a = Arena.ofShared()) {
@@ -69,17 +77,18 @@ final class PipelineCheckpoints {
             if (!lead) {
                 return files.model();
             }
-            LossScaler sc = learner.stages().get(0).scaler();
+            java.nio.file.Files.createDirectories(dir);
+            LossScaler sc = learner.lossScaler();
             LlmcCheckpoint.write(files.model(), c, params, LlmcCheckpoint.VERSION_FP32);
             TrainState.write(files.state(), new TrainState.Header(step, B, T, M, c, position().encode(),
-                    sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps()), m, v);
+                    sc.enabled() ? sc.scale() : 0f, sc.cleanSteps(), sc.skippedSteps(), learner.fp8State()), m, v);
             files.commit(step, keep);
         }
         return files.model();
     }
 
     /** Continues from the latest checkpoint in {@code dir} (a pipeline's or the trainer's); returns its step. */
-    int resume(Path dir) throws IOException {
+    public int resume(Path dir) throws IOException {
         CheckpointFiles files = CheckpointFiles.latest(dir);
         try (Arena a = Arena.ofShared()) {
             MemorySegment m = a.allocate(bytes(), 64), v = a.allocate(bytes(), 64);
@@ -89,9 +98,6 @@ final class PipelineCheckpoints {
                         + ", " + h.T() + ", " + h.gradAccum() + ", but this run uses " + B + ", " + T + ", " + M
                         + ": resume with the same --batch, --seq and --micro-batches (or --grad-accum)");
             }
-            if (h.fp8State().length > 0) {
-                throw new FileFormatException(files.state(), "FP8 state", "is present: a pipeline does not run FP8 yet");
-            }
             LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(files.model(), a);
             if (!loaded.config().equals(c)) {
                 throw new FileFormatException(files.model(), "header", "describes " + loaded.config()
@@ -100,6 +106,12 @@ final class PipelineCheckpoints {
             try {
                 learner.restoreState(loaded.params(), Map.of("m", m, "v", v), h.step(), h.lossScale(),
                         h.cleanSteps(), h.skippedSteps());
+                try {
+                    learner.restoreFp8State(h.fp8State());
+                } catch (IllegalArgumentException e) {
+                    throw new FileFormatException(files.state(), "header[18] (FP8 state bytes)", e.getMessage()
+                            + ": resume an fp8 run with --precision fp8, any other without it");
+                }
                 DataLoader.State at = DataLoader.State.decode(h.loaderState());
                 for (DataLoader l : loaders) { // replicas: rank 0's position is every rank's, as the trainer's
                     int rank = l.position().rank();
