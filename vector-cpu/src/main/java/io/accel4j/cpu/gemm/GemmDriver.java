@@ -20,8 +20,10 @@ import jdk.incubator.vector.VectorSpecies;
  * <pre>
  *   for jc in [0,N) step NC:          pack op(B)[0:K, jc:jc+nc]   → bp   (K·NC floats, shared: each
  *                                                                        thread packs some of its panels)
- *     task t owns rows [m0,m1), about one A block (rowTasks)       (split over M; over N when M is small;
- *                                                                  tasks go to threads as they come free)
+ *     task t owns rows [m0,m1), about one A block (rowTasks)       (split over M; over N, each task packing its
+ *                                                                  own B, when C is no taller than wide: see
+ *                                                                  splitsColumns; tasks go to threads as they
+ *                                                                  come free)
  *       for ic in [m0,m1) step MC:
  *         for pc in [0,K) step KC:    pack op(A)[ic:+mc, pc:+kc]  → ap   (MC·KC floats)
  *           for jr step NR: for ir step MR:   acc[ir:+MR, jr:+NR] (+)= ap-panel · bp-panel
@@ -53,7 +55,7 @@ final class GemmDriver {
     static final int NC_MAX = 4096;
     /** Largest packed B block, in floats (K·NC ≤ this): 8 MiB. */
     static final int B_BLOCK_FLOATS = Integer.getInteger("accel4j.gemm.bfloats", 2 << 20);
-    /** With fewer row tiles than this per thread, threads split the columns instead of the rows. */
+    /** Fewer row tiles than this per thread: threads split the columns; see {@link #splitsColumns}. */
     static final int MIN_TILES_PER_THREAD = 4;
     /** Most rows of an A block when K ≤ KC ({@link #shallowBlockRows}): 4·MC. */
     static final int SHALLOW_ROWS_MAX = roundUp(Integer.getInteger("accel4j.gemm.shallowrows", 4 * MC), MR);
@@ -109,7 +111,7 @@ final class GemmDriver {
             return;
         }
         int rowTiles = (M + MR - 1) / MR;
-        if (threads > 1 && rowTiles < MIN_TILES_PER_THREAD * threads) {
+        if (threads > 1 && splitsColumns(threads, M, N)) {
             splitColumns(pool, threads, layout, M, N, K, a, aType, lda, b, bType, ldb, out, operands);
             return;
         }
@@ -176,7 +178,25 @@ final class GemmDriver {
         return Math.min(rowTiles, Math.max(threads, (M + blockRows - 1) / blockRows));
     }
 
-    /** Too few rows to share: each task takes whole tiles of columns and packs its own B. */
+    /**
+     * Whether threads split C's columns rather than its rows: when there are too few rows to share, and when C is no
+     * taller than wide with enough column tiles for every thread. Split by columns, each task packs the B it reads and
+     * all of A (A is the smaller operand then); split by rows, the threads share one packed B block, each reading the
+     * panels the others packed, after a barrier. On a 2-vCPU guest whose cores sit now in one CCX and now in two
+     * (a cache line's round trip between them measured 70 ns and 340 ns minutes apart), sharing B cost the 256-row
+     * products of a GPT-2 step 13–25 % (256×1024×256 NN, 256×768×256 NT, 256×256×1024 NT: the column split 1.25×,
+     * 1.13×, 1.13× the row split, medians of 30 alternated pairs in one JVM); at 1024³ and the GPT-2 and LM-head
+     * forward shapes the two were within 0–3 %. Either way each element of C is the same sum (the row blocks are
+     * the same), so the choice does not change the bits.
+     */
+    static boolean splitsColumns(int threads, int M, int N) {
+        int rowTiles = (M + MR - 1) / MR;
+        int colTiles = (N + NR - 1) / NR;
+        return rowTiles < MIN_TILES_PER_THREAD * threads
+                || (M <= N && colTiles >= MIN_TILES_PER_THREAD * threads);
+    }
+
+    /** Each task takes whole tiles of columns and packs its own B ({@link #splitsColumns}). */
     private static void splitColumns(Parallel pool, int threads, Layout layout, int M, int N, int K,
                                      MemorySegment a, DType aType, int lda,
                                      MemorySegment b, DType bType, int ldb,
