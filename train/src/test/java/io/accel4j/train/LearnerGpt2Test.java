@@ -280,6 +280,21 @@ class LearnerGpt2Test {
         }
     }
 
+    /**
+     * The token files' loaders measure the steps' data wait, so a {@code Learner} over a {@link TokenSource} reports
+     * {@code data_ms} as the trainer does: the difference of the rank's {@code DataLoader.waitNanos} over the step
+     * (a time: only its presence and range can be checked; {@code fit.LearnerDataWaitTest} checks the arithmetic).
+     */
+    @org.junit.jupiter.api.Test
+    void aTokenSourceReportsTheStepsDataWait() {
+        TrainConfig cfg = cfg("fp32", 2, 0f, 0, 0);
+        try (TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
+             Learner l = builder(cfg, 2, Recompute.NONE, DType.FP32, data).build()) {
+            assertThat(l.fit(3, null)).hasSize(3).allSatisfy(m -> assertThat(m.dataMs()).isFinite()
+                    .isGreaterThanOrEqualTo(0).isLessThanOrEqualTo(m.stepMs()));
+        }
+    }
+
     @org.junit.jupiter.api.Test
     void aTokenSourceNeedsAThread() {
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> new TokenSource(TokenShards.of(trainFile),
