@@ -222,6 +222,11 @@ public final class UnitSharding extends DataParallel {
         return units.bytes();
     }
 
+    /** Bytes of the working buffers for the units in use (and stage 2's scratch), within {@link #bytes()}. */
+    public long workingBytes() {
+        return units.workingBytes();
+    }
+
     @Override
     public void close() {
         try {
