@@ -259,6 +259,15 @@ public final class Learner implements AutoCloseable {
         return RankMemory.modelStateBytes(firstRank());
     }
 
+    /**
+     * Bytes the first held rank's model allocated: parameters and gradients (as {@link #modelStateBytes} counts them)
+     * and activations ({@code network().activationBytes()}); the CLI trainer's "model …: N parameters, X MiB
+     * allocated (activations Y MiB)" line.
+     */
+    public long modelBytes() {
+        return RankMemory.modelBytes(firstRank());
+    }
+
     /** Bytes of ZeRO-2/3's working buffers for the units in use, within {@link #modelStateBytes} (else 0). */
     public long workingBytes() {
         return RankMemory.workingBytes(firstRank());

@@ -7,7 +7,8 @@ import java.lang.foreign.MemorySegment;
 /**
  * What one rank of a {@link Learner} allocated for its model states, counted as the CLI trainer counts its own
  * ({@code Trainer.modelStateBytes}, {@code workingBytes}, {@code memory}) so that a run on a {@code Learner} prints
- * the trainer's start-up memory line ({@link ZeroMemory#describe(long, long)}) with the same values: the parameters
+ * the trainer's start-up memory lines (the model's bytes and activations, {@link ZeroMemory#describe(long, long)})
+ * with the same values: the parameters
  * and gradients (the network's flat buffers, or ZeRO-2/3's sharded units with their working buffers; ZeRO-2's
  * gradient shard over the whole vector), and the optimizer's state (its shard under ZeRO).
  */
@@ -19,6 +20,14 @@ final class RankMemory {
     /** Bytes of {@code r}'s parameters, gradients and optimizer state, as allocated. */
     static long modelStateBytes(RankStep r) {
         return weightBytes(r) + optimizerBytes(r);
+    }
+
+    /**
+     * Bytes {@code r}'s model allocated: its parameters and gradients (as {@link #modelStateBytes} counts them) and
+     * its activations; the trainer's {@code Gpt2.totalBytes}.
+     */
+    static long modelBytes(RankStep r) {
+        return weightBytes(r) + r.network().activationBytes();
     }
 
     /** Bytes of ZeRO-2/3's working buffers for the units in use, within {@link #modelStateBytes} (else 0). */

@@ -26,10 +26,11 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The CLI trainer's start-up memory line ({@code RankRun}: {@code ZeroMemory.describe(modelStateBytes, workingBytes)},
- * the ZeRO paper's accounting and what the rank allocated) from a GPT-2 {@link Learner} on the trainer's parts
- * ({@link LearnerGpt2Test#builder}): the same line, and the same byte counts, side by side with {@link Trainer}'s for
- * DDP and ZeRO-1/2/3 at 2 and 3 ranks (ZeRO-2/3's sharded units and working buffers included).
+ * The CLI trainer's start-up memory lines ({@code RankRun}: the model's bytes and activations, and
+ * {@code ZeroMemory.describe(modelStateBytes, workingBytes)}, the ZeRO paper's accounting and what the rank allocated)
+ * from a GPT-2 {@link Learner} on the trainer's parts ({@link LearnerGpt2Test#builder}): the same lines, and the same
+ * byte counts, side by side with {@link Trainer}'s for one rank, DDP and ZeRO-1/2/3 at 2 and 3 ranks, the
+ * recomputation varied (ZeRO-2/3's sharded units and working buffers included).
  */
 class LearnerMemoryLineTest {
 
@@ -49,6 +50,9 @@ class LearnerMemoryLineTest {
 
     /** Rank 0's memory line and byte counts. */
     private static String trainer(TrainConfig cfg, int ranks) {
+        if (ranks == 1) {
+            return trainerRank(cfg, null);
+        }
         try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(30))) {
             List<String> all = g.run(comm -> trainerRank(cfg, comm));
             return all.get(0);
@@ -58,10 +62,10 @@ class LearnerMemoryLineTest {
     private static String trainerRank(TrainConfig cfg, Communicator comm) {
         try (Parallel pool = new Parallel(1);
              Gpt2 m = LearnerGpt2Test.initialised(new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(),
-                     TrainerTest.TINY.maxT(), Recompute.NONE, DType.FP32, null, DType.FP32));
+                     cfg.seq(), recompute(cfg), DType.FP32, null, DType.FP32)); // as RankRun builds it
              Trainer t = new Trainer(m, cfg, trainFile, null, comm, ModelStates::of)) {
             return line(t.memory().describe(t.modelStateBytes(), t.workingBytes()), t.modelStateBytes(),
-                    t.workingBytes());
+                    t.workingBytes()) + " model " + m.totalBytes() + ", activations " + m.activationBytes();
         } catch (IOException e) {
             throw new java.io.UncheckedIOException(e);
         }
@@ -71,15 +75,21 @@ class LearnerMemoryLineTest {
         return described + " [" + held + " bytes, " + working + " working]";
     }
 
+    /** The recomputation the runs keep (the model line's activations): one kind for each stage, to vary them. */
+    private static Recompute recompute(TrainConfig cfg) {
+        return Recompute.values()[cfg.zeroStage() % Recompute.values().length];
+    }
+
     @ParameterizedTest(name = "{0} ranks, ZeRO-{1}")
-    @CsvSource({"2, 0", "2, 1", "3, 1", "2, 2", "3, 2", "2, 3", "3, 3"})
-    void theLearnersMemoryLineIsTheTrainers(int ranks, int zero) {
+    @CsvSource({"1, 0", "2, 0", "2, 1", "3, 1", "2, 2", "3, 2", "2, 3", "3, 3"})
+    void theLearnersMemoryLinesAreTheTrainers(int ranks, int zero) {
         TrainConfig cfg = LearnerGpt2Test.cfg("fp32", 1, 0f, zero, 0);
         String old = trainer(cfg, ranks);
         try (TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
-             Learner l = LearnerGpt2Test.builder(cfg, ranks, Recompute.NONE, DType.FP32, data).build()) {
+             Learner l = LearnerGpt2Test.builder(cfg, ranks, recompute(cfg), DType.FP32, data).build()) {
             String now = line(l.zeroMemory().describe(l.modelStateBytes(), l.workingBytes()), l.modelStateBytes(),
-                    l.workingBytes());
+                    l.workingBytes()) + " model " + l.modelBytes() + ", activations "
+                    + l.network().activationBytes();
             assertThat(now).isEqualTo(old);
             assertThat(l.workingBytes() > 0).as("working buffers").isEqualTo(zero >= 2);
         }
