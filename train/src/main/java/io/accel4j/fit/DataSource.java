@@ -15,6 +15,16 @@ public interface DataSource {
     void next(MemorySegment inputs, MemorySegment targets);
 
     /**
+     * Nanoseconds {@link #next} has waited for batches so far (a loader reading ahead on threads of its own: the time
+     * its batches were not ready), or −1 (the default) when the source does not measure it. A {@link Learner} reports
+     * each step's difference as {@code metrics.jsonl}'s {@code data_ms}, the CLI trainer's field; not measured, the
+     * field is left out.
+     */
+    default long waitNanos() {
+        return -1;
+    }
+
+    /**
      * A source that can continue where a checkpoint left it: {@link #skip} puts a fresh source where one that had
      * filled {@code batches} batches would be. A {@link Learner} whose sources are all resumable resumes bit for bit.
      */

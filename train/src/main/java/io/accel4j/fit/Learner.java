@@ -252,6 +252,43 @@ public final class Learner implements AutoCloseable {
     }
 
     /**
+     * Bytes the first held rank allocated for its model states: parameters and gradients (whole, or ZeRO-2/3's shards
+     * with their {@link #workingBytes}) and the optimizer's state; the CLI trainer's {@code modelStateBytes}.
+     */
+    public long modelStateBytes() {
+        return RankMemory.modelStateBytes(firstRank());
+    }
+
+    /**
+     * Bytes the first held rank's model allocated: parameters and gradients (as {@link #modelStateBytes} counts them)
+     * and activations ({@code network().activationBytes()}); the CLI trainer's "model …: N parameters, X MiB
+     * allocated (activations Y MiB)" line.
+     */
+    public long modelBytes() {
+        return RankMemory.modelBytes(firstRank());
+    }
+
+    /** Bytes of ZeRO-2/3's working buffers for the units in use, within {@link #modelStateBytes} (else 0). */
+    public long workingBytes() {
+        return RankMemory.workingBytes(firstRank());
+    }
+
+    /**
+     * Model-state bytes per rank by the ZeRO paper's accounting (fp32 states) for this run's stage and data-parallel
+     * ranks; {@code zeroMemory().describe(modelStateBytes(), workingBytes())} is the CLI trainer's start-up line.
+     */
+    public io.accel4j.train.parallel.ZeroMemory zeroMemory() {
+        return RankMemory.accounting(cfg.zero, world / cfg.tensorParallel, firstRank().network().table().count());
+    }
+
+    private RankStep firstRank() {
+        if (pipeline != null) {
+            throw new IllegalStateException("a pipeline's model is split over its stages: see stages()");
+        }
+        return ranks.get(0);
+    }
+
+    /**
      * Sets every held rank's parameters from the whole model's {@code whole} (host, {@link #wholeTable()}'s layout,
      * e.g. an llm.c model file's body for GPT-2): each tensor rank takes its shards, each pipeline stage its tensors
      * by name. Not a collective; every process of a communicator calls it with the same values. Before {@link #fit}:

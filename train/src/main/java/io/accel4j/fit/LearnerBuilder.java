@@ -192,7 +192,11 @@ public final class LearnerBuilder {
 
     /**
      * ZeRO stage 1 (optimizer state sharded), 2 (gradients too) or 3 (parameters too: the model must be a
-     * {@code Sequential}, whose children are gathered one at a time) over the ranks; 0 (default): DDP.
+     * {@code Sequential}, whose children are gathered one at a time) over the ranks; 0 (default): DDP. A model that
+     * brackets units of its own ({@link io.accel4j.nn.UnitScope}s: GPT-2's {@code Gpt2Blocks.body}) is sharded over
+     * those at stages 2 and 3, each unit reduce-scattered as its backward ends, as the CLI trainer's ZeRO-2/3 (its
+     * bits; the tied head shares the embeddings' unit); at stage 2 other models reduce-scatter the whole gradient
+     * buffer after backward ({@link ZeroSharding}), as does an offloaded optimizer.
      */
     public LearnerBuilder zero(int stage) {
         if (stage < 0 || stage > 3) {

@@ -19,7 +19,9 @@ import java.util.List;
  * Puts one rank of a {@link Learner} together from the builder's choices: the network on the rank's backend (its
  * parameters in ZeRO-3's shards when asked, {@link ShardedModel}), the gradient-synchronisation strategy over the
  * rank's data-parallel group ({@link GradientSync#local()}, {@link DataParallel}, {@link ZeroSharding} 1–2,
- * {@link UnitSharding} (ZeRO-3); with {@link BucketedDataParallel} over the model's children when buckets are asked; composed with {@link TensorParallelSync} in a tensor grid), the initial parameters (drawn whole
+ * {@link UnitSharding} (ZeRO-3, and ZeRO-2 of a model with unit scopes of its own: {@link #unitSharded}); with
+ * {@link BucketedDataParallel} over the model's children when buckets are asked; composed with
+ * {@link TensorParallelSync} in a tensor grid), the initial parameters (drawn whole
  * from the seed, placed by the strategy), the optimizer over the rank's part ({@link GradientSync#optimizer}) and
  * the data source: a {@link RankStep}, which owns them all.
  */
@@ -36,7 +38,7 @@ final class RankAssembly {
                           Communicator data, ProcessGrid grid, int replica, int replicas) {
         boolean alone = data == null || data.size() == 1;
         Module body = b.model.get();
-        ShardedModel sharded = b.zero == 3 && !alone ? new ShardedModel(data, ops, body) : null;
+        ShardedModel sharded = !alone && unitSharded(b, body) ? new ShardedModel(data, ops, body, b.zero == 3) : null;
         Sequential buckets = b.bucketBytes > 0 && !alone ? bucketUnits(body) : null; // each child reports its end
         NetworkSpec spec = Network.of(sharded != null ? sharded.scoped() : buckets != null ? buckets : body).classes(b.classes).batch(b.B, b.T)
                 .recompute(b.recompute).matmulOperands(b.precision).activationStorage(b.storage)
@@ -89,6 +91,17 @@ final class RankAssembly {
             }
             throw e;
         }
+    }
+
+    /**
+     * Whether the rank shards unit by unit ({@link UnitSharding} over a {@link ShardedModel}): always at ZeRO-3; at
+     * ZeRO-2 when the model brackets units of its own ({@link ShardedModel#ownScopes}: GPT-2's
+     * {@code Gpt2Blocks.body}), reduce-scattering each unit as its backward ends as the CLI trainer's ZeRO-2 does (its
+     * bits), unless the optimizer is offloaded (whose host optimizer takes one range: {@link ZeroSharding} stage 2).
+     * Other models' ZeRO-2 is {@link ZeroSharding} stage 2 (the whole buffer reduce-scattered after backward).
+     */
+    static boolean unitSharded(LearnerBuilder b, Module body) {
+        return b.zero == 3 || b.zero == 2 && !b.offloadOptimizer && ShardedModel.ownScopes(body);
     }
 
     /**

@@ -92,10 +92,16 @@ final class RankStep implements StepRecipe.Parts, AutoCloseable {
         }
     }
 
+    /**
+     * One optimizer step; its metrics carry the time the step waited for its batches ({@code data_ms}, as the CLI
+     * trainer's) when the source measures it ({@link DataSource#waitNanos}).
+     */
     StepMetrics step() {
+        long wait0 = data.waitNanos();
         StepMetrics m = recipe.step(step, Double.NaN, this);
         step++;
-        return m;
+        long wait1 = data.waitNanos();
+        return wait0 < 0 || wait1 < 0 ? m : m.withDataMs((wait1 - wait0) / 1e6);
     }
 
     @Override

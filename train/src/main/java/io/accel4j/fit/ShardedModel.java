@@ -17,40 +17,87 @@ import java.util.Arrays;
 import java.util.List;
 
 /**
- * A module tree whose parameters live in ZeRO-3's shards ({@link ShardedUnits}) rather than in its network's flat
- * buffers: each child of its top-level {@link Sequential} is a unit ({@link UnitScope#perChild}), whose tensors (the
- * table entries the child declared) are gathered together before its forward and backward and whose gradients are
- * reduce-scattered after its backward. Children without parameters are no unit. The units form one chain: they
- * alternate between two working buffers, the next one gathered while the current one computes. Build the network
- * from {@link #scoped()} with {@link #parameters}; the sharded buffers are made when the network's table is known.
+ * A module tree whose parameters live in ZeRO-2/3's sharded units ({@link ShardedUnits}) rather than in its network's
+ * flat buffers: the tensors of a unit (the table entries its {@link UnitScope}s declared, packed in the order of
+ * their flat offsets) are gathered together before its forward and backward (stage 3; stage 2 keeps them whole) and
+ * their gradients are reduce-scattered after its backward. Where the units come from:
+ * <ul>
+ *   <li>the model's own unit scopes when it has any ({@link #ownScopes}: GPT-2's {@code Gpt2Blocks.body}, a unit per
+ *       block, the embeddings opened by the tied head and closed by the embedding, the final LayerNorm). A unit used
+ *       by more than one scope, or whose scope is a child of the top-level sequence, has a working buffer of its own
+ *       ({@link UnitLayout.Kind#OWN}: its gradients accumulate there over a step's micro-batches); the units whose
+ *       scopes sit in a nested stack form the chain. For GPT-2 these are the trainer's units exactly
+ *       ({@code UnitLayout.of(ParameterLayout)}: embeddings and final LayerNorm own, the blocks chained), so the bits
+ *       are the trainer's {@code ShardedWeights}';</li>
+ *   <li>else each child of its top-level {@link Sequential} ({@link UnitScope#perChild}), all chained: they
+ *       alternate between two working buffers, the next one gathered while the current one computes. Children
+ *       without parameters are no unit.</li>
+ * </ul>
+ * Build the network from {@link #scoped()} with {@link #parameters}; the sharded buffers are made when the network's
+ * table is known.
  */
 final class ShardedModel implements AutoCloseable {
 
     private final Communicator comm;
     private final Ops ops;
+    private final boolean shardParameters;
     private final Sequential scoped;
+    /** The scopes in forward order, and whether each is a child of the top-level sequence. */
     private final List<UnitScope> scopes = new ArrayList<>();
+    private final List<Boolean> topLevel = new ArrayList<>();
+    /** Whether the units are the model's own scopes (else one per child, all chained). */
+    private final boolean own;
     private ShardedUnits units;
     private UnitLayout.Place[] places;
-    /** Each scope's unit in the layout, or −1 for a child without parameters. */
+    /** Each scope unit number's unit in the layout, or −1 for a unit without parameters. */
     private int[] unitOf;
 
     /**
-     * {@code body}'s children as units sharded over {@code comm}, in {@code ops}' memory.
+     * {@code body}'s units ({@link #ownScopes} or its children) sharded over {@code comm}, in {@code ops}' memory; the
+     * parameters sharded too when {@code shardParameters} (ZeRO-3), else whole on every rank (ZeRO-2).
      *
      * @throws IllegalArgumentException when {@code body} is not a {@link Sequential}
      */
-    ShardedModel(Communicator comm, Ops ops, Module body) {
+    ShardedModel(Communicator comm, Ops ops, Module body, boolean shardParameters) {
         if (!(body instanceof Sequential seq)) {
-            throw new IllegalArgumentException("ZeRO-3 gathers the children of the model's top-level Sequential one "
-                    + "at a time: make the model a Sequential (its " + body.getClass().getSimpleName() + " '"
-                    + body.name() + "' is not)");
+            throw new IllegalArgumentException("ZeRO-" + (shardParameters ? 3 : 2) + " gathers the children of the "
+                    + "model's top-level Sequential one at a time: make the model a Sequential (its "
+                    + body.getClass().getSimpleName() + " '" + body.name() + "' is not)");
         }
         this.comm = comm;
         this.ops = ops;
-        this.scoped = UnitScope.perChild(seq);
+        this.shardParameters = shardParameters;
+        this.own = ownScopes(seq);
+        this.scoped = own ? seq : UnitScope.perChild(seq);
         for (Module m : scoped.children()) {
-            scopes.add((UnitScope) m);
+            collect(m, true);
+        }
+    }
+
+    /** Whether {@code body} brackets its own units ({@link UnitScope}s anywhere in its tree of sequences). */
+    static boolean ownScopes(Module body) {
+        if (body instanceof UnitScope) {
+            return true;
+        }
+        if (body instanceof Sequential s) {
+            for (Module c : s.children()) {
+                if (ownScopes(c)) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** The scopes under {@code m} in forward order, {@code top} whether {@code m} is a child of the top level. */
+    private void collect(Module m, boolean top) {
+        if (m instanceof UnitScope u) {
+            scopes.add(u);
+            topLevel.add(top);
+        } else if (m instanceof Sequential s) {
+            for (Module c : s.children()) {
+                collect(c, false);
+            }
         }
     }
 
@@ -74,28 +121,49 @@ final class ShardedModel implements AutoCloseable {
 
     /** Called by the network's build once the table is known: the units, their layout and the sharded buffers. */
     private ParameterSource bind(ParameterTable table) {
+        int numbers = 0;
+        for (UnitScope s : scopes) {
+            numbers = Math.max(numbers, s.unit() + 1);
+        }
+        List<List<Integer>> tensors = new ArrayList<>(numbers); // per unit number, its table indices
+        int[] uses = new int[numbers];
+        boolean[] anyTop = new boolean[numbers];
+        for (int n = 0; n < numbers; n++) {
+            tensors.add(new ArrayList<>());
+        }
+        for (int k = 0; k < scopes.size(); k++) {
+            UnitScope s = scopes.get(k);
+            uses[s.unit()]++;
+            anyTop[s.unit()] |= topLevel.get(k);
+            int[] range = s.declared();
+            for (int i = range[0]; i < range[1]; i++) {
+                tensors.get(s.unit()).add(i);
+            }
+        }
         UnitLayout.Builder b = new UnitLayout.Builder(table.count());
-        unitOf = new int[scopes.size()];
+        unitOf = new int[numbers];
         Arrays.fill(unitOf, -1);
         places = new UnitLayout.Place[table.entries().size()];
         int next = 0;
-        for (UnitScope s : scopes) {
-            int[] range = s.declared();
-            if (range[0] == range[1]) {
+        for (int n = 0; n < numbers; n++) {
+            List<Integer> mine = tensors.get(n);
+            if (mine.isEmpty()) {
                 continue; // no parameters: nothing to gather
             }
+            mine.sort(java.util.Comparator.comparingLong(i -> table.entries().get(i).offset())); // flat order
             List<long[]> runs = new ArrayList<>();
             long packed = 0;
-            for (int i = range[0]; i < range[1]; i++) {
+            for (int i : mine) {
                 ParameterTable.Entry e = table.entries().get(i);
                 runs.add(new long[] {e.offset(), e.count()});
                 places[i] = new UnitLayout.Place(e.name(), next, packed, e.offset(), e.count());
                 packed += e.count();
             }
-            b.add(UnitLayout.Kind.CHAINED, runs);
-            unitOf[s.unit()] = next++;
+            boolean ownSlot = own && (uses[n] > 1 || anyTop[n]);
+            b.add(ownSlot ? UnitLayout.Kind.OWN : UnitLayout.Kind.CHAINED, runs);
+            unitOf[n] = next++;
         }
-        this.units = new ShardedUnits(b.build(), comm, ops, true);
+        this.units = new ShardedUnits(b.build(), comm, ops, shardParameters);
         return new ParameterSource() {
             @Override
             public MemorySegment param(int index) {

@@ -19,9 +19,11 @@ import java.util.List;
  * state are sharded over the ranks, rank r holding chunk r of every unit (a unit's tensors gathered together:
  * {@link UnitShards}), and at stage 3 the parameters too. The model's backward reduce-scatters ({@code AVG}) each
  * unit's gradients into the rank's shard as soon as the unit ends, overlapping the next unit's; {@link #reduce} waits
- * for them. A model is put on the units by its own adapter: a module tree of one's own through {@link ShardedModel}
- * (each child of its top-level sequence a unit; {@code Learner}'s ZeRO-3), GPT-2 through the trainer's
- * {@code ShardedWeights} (embeddings, each layer, the final LayerNorm; the trainer's ZeRO-2 and 3).
+ * for them. A model is put on the units by its own adapter: a module tree through {@link ShardedModel}
+ * ({@code Learner}'s ZeRO-3, and its ZeRO-2 of a model with unit scopes of its own: each child of its top-level
+ * sequence a unit, or the model's own {@code UnitScope}s — GPT-2's {@code Gpt2Blocks.body}, the trainer's units),
+ * GPT-2 through the trainer's {@code ShardedWeights} (embeddings, each layer, the final LayerNorm; the trainer's
+ * ZeRO-2 and 3). The two GPT-2 adapters give the same bits ({@code LearnerGpt2Test}).
  * <ul>
  *   <li><b>Stage 2</b> (the units' parameters whole, {@link ShardedUnits#wholeParams()}): the optimizer updates the
  *       rank's runs of the whole parameter vector from its gradient shard ({@link OptimizerSpec#createOverWhole}),
@@ -42,9 +44,10 @@ import java.util.List;
  *
  * <p>Checkpoints stay whole: {@link #gatherShards} all-gathers a state vector into every rank's whole one,
  * {@link #gatherToRoot} brings it to rank 0 alone (host memory, no whole vector on the others), {@link #copyParameters}
- * gathers the parameters; a model whose parameters are used outside their child (a head tied to the embedding)
- * cannot be split by {@link ShardedModel} and is refused when its network is built, naming the module and the tensor
- * ({@code nn.Builder#own}).
+ * gathers the parameters; a model without unit scopes of its own whose parameters are used outside their child (a
+ * head tied to the embedding) cannot be split child by child by {@link ShardedModel} and is refused when its network
+ * is built, naming the module and the tensor ({@code nn.Builder#own}); GPT-2's scopes put the tied head in the
+ * embeddings' unit.
  */
 public final class UnitSharding extends DataParallel {
 
@@ -217,6 +220,11 @@ public final class UnitSharding extends DataParallel {
     /** Bytes of the units' buffers: the shards of the parameters (or the whole vector) and gradients, the working ones. */
     public long bytes() {
         return units.bytes();
+    }
+
+    /** Bytes of the working buffers for the units in use (and stage 2's scratch), within {@link #bytes()}. */
+    public long workingBytes() {
+        return units.workingBytes();
     }
 
     @Override

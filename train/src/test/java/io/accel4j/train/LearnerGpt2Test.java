@@ -40,9 +40,9 @@ import org.junit.jupiter.params.provider.CsvSource;
  * picks — trains bit for bit as {@link Trainer} does: the same CRC-32 of every step's loss, norm, rate, scale and
  * skip and of the final parameters. Against {@link StepLoopGoldenTest}'s goldens (recorded from the trainer before
  * the step was shared) for the rows both can run, and side by side with {@code Trainer} for recomputation, 16-bit
- * activation storage and ZeRO-1. Not here: the trainer's ZeRO-2/3 (unit by unit, where {@code Learner}'s ZeRO-2
- * reduce-scatters the whole vector: the norm's partial sums are cut elsewhere), the async workers and the CLI's
- * checkpoints and validation (see docs/ARCHITECTURE.md, "Not yet").
+ * activation storage, ZeRO-1 and ZeRO-2/3 (both unit by unit over GPT-2's own unit scopes, the trainer's
+ * {@code ShardedStates}). Not here: the async workers (see docs/ARCHITECTURE.md, "Not yet"); checkpoints and
+ * validation are {@link LearnerLlmcCheckpointsTest}'s and {@link LearnerValidationTest}'s.
  */
 class LearnerGpt2Test {
 
@@ -119,13 +119,23 @@ class LearnerGpt2Test {
 
     /** The run on the Java API's parts. */
     private static String learner(TrainConfig cfg, int ranks, Recompute recompute, DType storage) {
-        try (Arena arena = Arena.ofConfined();
+        try (Arena arena = Arena.ofShared(); // the ranks' threads gather into it
              TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
              Learner l = builder(cfg, ranks, recompute, storage, data).build()) {
             l.loadParameters(initial(arena));
             List<StepMetrics> steps = l.fit(cfg.steps(), null);
-            return crc(steps, l.network().params());
+            return crc(steps, parameters(l, arena));
         }
+    }
+
+    /**
+     * The learner's whole parameters on the host (gathered: ZeRO-2/3's live in the units' shards), {@code arena}
+     * shared (the ranks' threads write it).
+     */
+    static MemorySegment parameters(Learner l, Arena arena) {
+        MemorySegment host = arena.allocate(l.wholeTable().count() * Float.BYTES, 64);
+        l.gatherParameters(host);
+        return host;
     }
 
     /** The run on {@link Trainer}, every rank on a pool of one thread. */
@@ -146,19 +156,25 @@ class LearnerGpt2Test {
         }
     }
 
+    /** {@code m} initialised from {@link #INIT_SEED} (before its trainer: ZeRO-3 shards the parameters). */
+    static Gpt2 initialised(Gpt2 m) {
+        m.initialise(INIT_SEED);
+        return m;
+    }
+
     private static String trainerRank(TrainConfig cfg, Communicator comm, Recompute recompute, DType storage)
             throws IOException {
         Precision p = cfg.precision();
         try (Parallel pool = new Parallel(1);
-             Gpt2 m = new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(), TrainerTest.TINY.maxT(), recompute,
-                     p.operands(), p.fp8(), storage);
+             Gpt2 m = initialised(new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(), TrainerTest.TINY.maxT(),
+                     recompute, p.operands(), p.fp8(), storage));
              Trainer t = new Trainer(m, cfg, trainFile, null, comm, ModelStates::of)) {
-            m.initialise(INIT_SEED);
             t.checkReplicas();
             java.util.ArrayList<StepMetrics> steps = new java.util.ArrayList<>();
             while (!t.done()) {
                 steps.add(t.trainStep());
             }
+            t.gatherModel(true); // ZeRO-3: the whole parameters back on every rank (below it: nothing)
             return crc(steps, m.params());
         }
     }
@@ -202,6 +218,45 @@ class LearnerGpt2Test {
         assertThat(learner(cfg, ranks, recompute, storage)).isEqualTo(old);
     }
 
+    /** StepLoopGoldenTest's ZeRO-2/3 rows (the trainer's {@code ShardedStates}), on the Java API's parts. */
+    @ParameterizedTest(name = "{0} ranks, {1}, K={2}, clip {3}, ZeRO-{4}")
+    @CsvSource({
+        "2, fp32, 2, 0.5, 2, 932feb80 0cd8b5b7 0, 4f056fbc 38778866 0",
+        "2, fp16, 1, 1, 3, eb3fed09 3dbcba15 1, 9cce0339 8a331de5 1",
+        "3, bf16, 2, 0, 2, ef8601f7 10487281 0, ecdb44b6 aa618581 0"})
+    void zeroTwoAndThreeAsTheTrainersGoldens(int ranks, String p, int K, float clip, int zero, String golden512,
+                                             String golden256) {
+        String golden = WidthGoldens.pick(golden512, golden256);
+        assertThat(learner(cfg(p, K, clip, zero, 0), ranks, Recompute.NONE, DType.FP32)).isEqualTo(golden);
+    }
+
+    /**
+     * ZeRO-2 and 3 side by side with the trainer's ({@code ShardedStates} over {@code ShardedWeights}): a GPT-2
+     * {@code Learner} shards unit by unit over GPT-2's own unit scopes ({@code fit.ShardedModel}: the embeddings and
+     * the final LayerNorm in buffers of their own, the blocks chained), so each unit's reduce-scatter, the
+     * micro-batches' accumulation of the averaged shards (K 2) and the norm over the shards are the trainer's calls.
+     * These rows differ from the whole-buffer reduce-scatter ({@code ZeroSharding} stage 2) in the last bits.
+     * {@code fp16big}: every step overflows and is skipped.
+     */
+    @ParameterizedTest(name = "{0} ranks, {1}, K={2}, clip {3}, ZeRO-{4}, recompute {5}, activations {6}")
+    @CsvSource({
+        "2, fp32, 2, 0.5, 2, NONE, FP32",
+        "3, fp32, 2, 0.5, 2, NONE, FP32",
+        "3, fp16, 2, 1, 2, NONE, FP32",
+        "2, bf16, 1, 0.5, 2, GELU, BF16",
+        "2, fp16big, 1, 0, 2, NONE, FP32",
+        "2, fp32, 2, 0.5, 3, NONE, FP32",
+        "3, fp32, 2, 0.5, 3, NONE, FP32",
+        "3, bf16, 1, 0.5, 3, LAYER, BF16",
+        "2, fp16, 2, 0.5, 3, NONE, FP16",
+        "3, fp16big, 2, 0, 3, NONE, FP32"})
+    void zeroTwoAndThreeSideBySide(int ranks, String p, int K, float clip, int zero, Recompute recompute,
+                                   DType storage) throws IOException {
+        TrainConfig cfg = cfg(p, K, clip, zero, 0);
+        String old = trainer(cfg, ranks, recompute, storage);
+        assertThat(learner(cfg, ranks, recompute, storage)).isEqualTo(old);
+    }
+
     /** A resumed run reads on where the token source left (it skips the batches read) and ends on the same bits. */
     @ParameterizedTest(name = "{0} ranks")
     @CsvSource({"1", "2"})
@@ -222,6 +277,21 @@ class LearnerGpt2Test {
             assertThat(l.step()).isEqualTo(cfg.steps());
             assertThat(crc(l.history(), l.network().params()).substring(9))
                     .as("the parameters after the resumed run").isEqualTo(whole.substring(9));
+        }
+    }
+
+    /**
+     * The token files' loaders measure the steps' data wait, so a {@code Learner} over a {@link TokenSource} reports
+     * {@code data_ms} as the trainer does: the difference of the rank's {@code DataLoader.waitNanos} over the step
+     * (a time: only its presence and range can be checked; {@code fit.LearnerDataWaitTest} checks the arithmetic).
+     */
+    @org.junit.jupiter.api.Test
+    void aTokenSourceReportsTheStepsDataWait() {
+        TrainConfig cfg = cfg("fp32", 2, 0f, 0, 0);
+        try (TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
+             Learner l = builder(cfg, 2, Recompute.NONE, DType.FP32, data).build()) {
+            assertThat(l.fit(3, null)).hasSize(3).allSatisfy(m -> assertThat(m.dataMs()).isFinite()
+                    .isGreaterThanOrEqualTo(0).isLessThanOrEqualTo(m.stepMs()));
         }
     }
 

@@ -67,6 +67,11 @@ public final class TokenSource implements DataSource.Factory, AutoCloseable {
         }
 
         @Override
+        public long waitNanos() {
+            return loader.waitNanos();
+        }
+
+        @Override
         public void skip(long batches) {
             int n = loader.B() * loader.T();
             int[] in = new int[n], tg = new int[n];
