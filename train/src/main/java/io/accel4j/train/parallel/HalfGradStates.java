@@ -69,6 +69,11 @@ final class HalfGradStates extends ModelStates {
 
     /** With {@code offload}: AdamW on the host ({@link Offload}), stage 0 only. */
     HalfGradStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload) {
+        this(comm, model, cfg, values, offload, true);
+    }
+
+    /** With {@code offload}, its step overlapped or not ({@link Offload#overlap()}). */
+    HalfGradStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload, boolean overlap) {
         super(checkStage(comm, cfg, offload), model, values);
         this.offload = offload;
         this.stage = cfg.zeroStage();
@@ -77,7 +82,7 @@ final class HalfGradStates extends ModelStates {
         this.shardOffset = stage == 0 ? 0 : Chunks.start(count, n, r);
         this.shardLength = stage == 0 ? count : Chunks.length(count, n, r);
         try {
-            OptimizerSpec spec = offload ? new Offload(adamw(cfg), hostOps(model.ops())) : adamw(cfg);
+            OptimizerSpec spec = offload ? new Offload(adamw(cfg), hostOps(model.ops()), overlap) : adamw(cfg);
             this.adamw = spec.create(model.ops(), model.network().table(), slice(model.params(), shardOffset,
                     shardLength), grads, shardOffset, shardLength);
         } catch (RuntimeException | Error e) {

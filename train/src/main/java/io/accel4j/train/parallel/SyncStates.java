@@ -51,6 +51,12 @@ final class SyncStates extends ModelStates {
     private Parallel hostPool;
 
     SyncStates(int stage, Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload) {
+        this(stage, comm, model, cfg, values, offload, true);
+    }
+
+    /** With {@code offload}, its step overlapped or not ({@link Offload#overlap()}). */
+    SyncStates(int stage, Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload,
+               boolean overlap) {
         super(checkRanks(stage, comm, offload), model, values);
         this.stage = stage;
         this.offload = offload;
@@ -61,7 +67,7 @@ final class SyncStates extends ModelStates {
             s = GradientSync.of(stage, comm, memory, count, room); // the Java API's choice, and its optimizer's place
             OptimizerSpec spec = adamw(cfg);
             if (offload) {
-                spec = new Offload(spec, hostOps(model.ops()));
+                spec = new Offload(spec, hostOps(model.ops()), overlap);
             }
             o = s.optimizer(spec, model.ops(), model.network().table(), model.params(), model.grads());
             this.shard = s.shard(count);
