@@ -1,5 +1,8 @@
 package io.accel4j.optim;
 
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -45,7 +48,9 @@ final class OffloadPipeline implements AutoCloseable {
     private static final AtomicInteger IDS = new AtomicInteger();
 
     private final long length;
-    private final long chunk;
+    /** Chunk i is elements {@code [from[i], from[i] + count[i])}, in the order the stages take them. */
+    private final long[] from;
+    private final long[] count;
     private final int chunks;
     private final ExecutorService copiers;
     /** Chunks each stage finished in this step; {@link #UP} starts full (nothing is on its way up). */
@@ -53,14 +58,50 @@ final class OffloadPipeline implements AutoCloseable {
     private RuntimeException failure;
     private boolean closed;
 
-    /** A pipeline over {@code length} elements in chunks of {@code chunk} (the last one shorter). */
+    /** A pipeline over {@code length} elements in chunks of {@code chunk} (the last one shorter), in order. */
     OffloadPipeline(long length, long chunk) {
+        this(length, List.of(new Optimizer.Part(0, length)), chunk);
+    }
+
+    /**
+     * A pipeline over {@code length} elements taken part by part in {@code order} (each element in exactly one part),
+     * each part cut into chunks of at most {@code chunk} elements: a model's units first to last, so that a unit's
+     * parameters are up as early as the order allows.
+     *
+     * @throws IllegalArgumentException when the parts do not cover {@code [0, length)} exactly once
+     */
+    OffloadPipeline(long length, List<Optimizer.Part> order, long chunk) {
         if (length < 0 || chunk < 1) {
             throw new IllegalArgumentException("length must be >= 0 and chunk >= 1, got " + length + ", " + chunk);
         }
+        List<Optimizer.Part> sorted = new ArrayList<>(order);
+        sorted.sort(Comparator.comparingLong(Optimizer.Part::from));
+        long at = 0;
+        for (Optimizer.Part p : sorted) {
+            if (p.from() != at || p.count() < 0) {
+                throw new IllegalArgumentException("the upload order's parts must cover [0, " + length + ") once each: "
+                        + "part [" + p.from() + ", " + (p.from() + p.count()) + ") where element " + at + " is next");
+            }
+            at += p.count();
+        }
+        if (at != length) {
+            throw new IllegalArgumentException("the upload order's parts cover " + at + " elements, the range is "
+                    + length);
+        }
+        List<long[]> cs = new ArrayList<>();
+        for (Optimizer.Part p : order) {
+            for (long a = p.from(); a < p.from() + p.count(); a += chunk) {
+                cs.add(new long[] {a, Math.min(chunk, p.from() + p.count() - a)});
+            }
+        }
         this.length = length;
-        this.chunk = chunk;
-        this.chunks = Math.toIntExact((length + chunk - 1) / chunk);
+        this.chunks = cs.size();
+        this.from = new long[chunks];
+        this.count = new long[chunks];
+        for (int i = 0; i < chunks; i++) {
+            from[i] = cs.get(i)[0];
+            count[i] = cs.get(i)[1];
+        }
         this.done[UP] = chunks;
         int id = IDS.incrementAndGet();
         AtomicInteger n = new AtomicInteger();
@@ -106,16 +147,25 @@ final class OffloadPipeline implements AutoCloseable {
         }
     }
 
-    /** Blocks until the chunks holding elements {@code [from, from + count)} are up (this step's or the last one's). */
-    void awaitUploaded(long from, long count) {
-        if (count <= 0) {
+    /**
+     * Blocks until the chunks holding elements {@code [a, a + n)} are up (this step's or the last one's): the last of
+     * them in the stages' order (a scan of the chunks, a few hundred for GPT-2 124M).
+     */
+    void awaitUploaded(long a, long n) {
+        if (n <= 0) {
             return;
         }
-        if (from < 0 || from + count > length) {
-            throw new IllegalArgumentException("elements [" + from + ", " + (from + count) + ") are outside the "
-                    + length + " of the pipeline");
+        if (a < 0 || a + n > length) {
+            throw new IllegalArgumentException("elements [" + a + ", " + (a + n) + ") are outside the " + length
+                    + " of the pipeline");
         }
-        await(UP, Math.toIntExact((from + count - 1) / chunk + 1));
+        int last = -1;
+        for (int i = 0; i < chunks; i++) {
+            if (from[i] < a + n && a < from[i] + count[i]) {
+                last = i;
+            }
+        }
+        await(UP, last + 1);
     }
 
     /** Blocks until every chunk is up. */
@@ -124,11 +174,11 @@ final class OffloadPipeline implements AutoCloseable {
     }
 
     private long from(int i) {
-        return i * chunk;
+        return from[i];
     }
 
     private long count(int i) {
-        return Math.min(chunk, length - i * chunk);
+        return count[i];
     }
 
     /** A copier's loop: each chunk once the stage {@code after} (−1: none) has finished it; stops at a failure. */

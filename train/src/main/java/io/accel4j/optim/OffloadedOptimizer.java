@@ -133,6 +133,19 @@ final class OffloadedOptimizer implements Optimizer {
         return deferUpload;
     }
 
+    /** Overlapped only: the pipeline takes {@code order}'s parts in turn and the steps defer their upload. */
+    @Override
+    public boolean deferUpload(java.util.List<Part> order) {
+        if (pipeline == null) {
+            return false;
+        }
+        OffloadPipeline next = new OffloadPipeline(master.byteSize() / Float.BYTES, order, OffloadPipeline.CHUNK);
+        pipeline.awaitAll();
+        pipeline.close();
+        pipeline = next;
+        return deferUpload(true);
+    }
+
     /**
      * The overlapped step in chunks of {@code chunk} elements instead of {@link OffloadPipeline#CHUNK} (tests: many
      * chunks over a small network); between steps, overlapped only.

@@ -38,10 +38,26 @@ public interface Optimizer extends AutoCloseable {
         throw new UnsupportedOperationException(describe() + " does not step in parts");
     }
 
+    /** Elements {@code [from, from + count)} of an optimizer's range. */
+    record Part(long from, long count) {}
+
+    /**
+     * Asks {@link #step} to return before the parameters are on the backend, their upload overlapping what follows
+     * (the next forward), in {@code order} (parts covering the range once each: a model's units, first used first).
+     * Whoever then reads parameters waits first: a unit's forward for its parts ({@link #awaitParameters(long, long)}),
+     * anything else for all of them ({@link #awaitParameters()}). Only an overlapped {@link Offload}ed optimizer
+     * defers; the others return false and upload nothing.
+     *
+     * @return whether the steps defer their upload from now on
+     */
+    default boolean deferUpload(java.util.List<Part> order) {
+        return false;
+    }
+
     /**
      * Blocks until the backend's parameters {@code [from, from + count)} of this optimizer's range hold the last
      * step's result: a step of an {@link Offload}ed optimizer whose upload overlaps the next forward
-     * ({@link OffloadedOptimizer#deferUpload}) may return before they do. At once by default.
+     * ({@link #deferUpload}) may return before they do. At once by default.
      */
     default void awaitParameters(long from, long count) {}
 

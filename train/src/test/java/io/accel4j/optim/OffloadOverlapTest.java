@@ -266,6 +266,67 @@ class OffloadOverlapTest {
         }
     }
 
+    /**
+     * A deferred upload in a given order (a model's units, here the tail of the vector first): the first part is
+     * readable while the upload of the second is held back; every element comes up once, the same bits; an order
+     * that does not cover the range once is refused.
+     */
+    @Test
+    void aDeferredUploadGoesInTheOrderGivenAndEachPartIsReadableWhenUp() {
+        StrictMemory strict = new StrictMemory();
+        Ops device = strict.ops(cpu);
+        CountDownLatch firstPartRead = new CountDownLatch(1);
+        boolean[] gated = {false};
+        List<Long> upAt = java.util.Collections.synchronizedList(new ArrayList<>());
+        try (Network a = network(cpu); Network b = network(device)) {
+            int n = (int) a.table().count(), split = 1000;
+            long base = b.params().address();
+            DeviceMemory gate = new Gated(strict) {
+                @Override
+                public void copyToDevice(MemorySegment h, MemorySegment d) {
+                    long at = (d.address() - base) / Float.BYTES;
+                    if (gated[0] && at == 0) { // the second part, [0, split): after the first was read
+                        await(firstPartRead, "the first part read before the second is up");
+                    }
+                    super.copyToDevice(h, d);
+                    if (gated[0]) {
+                        upAt.add(at);
+                    }
+                }
+            };
+            Random r = new Random(9);
+            float[] p = gaussians(r, n);
+            MemorySegment.copy(p, 0, a.params(), ValueLayout.JAVA_FLOAT, 0, n);
+            strict.copyToDevice(MemorySegment.ofArray(p), b.params());
+            AdamW.Spec spec = AdamW.of(0.1f);
+            try (Optimizer plain = spec.create(cpu, a.table(), a.params(), a.grads());
+                 OffloadedOptimizer off = new OffloadedOptimizer(new Offload(spec, host), gate, b.table(),
+                         b.params(), b.grads(), 0, n)) {
+                assertThatThrownBy(() -> off.deferUpload(List.of(new Optimizer.Part(0, 1000),
+                        new Optimizer.Part(999, n - 999)))).isInstanceOf(IllegalArgumentException.class)
+                        .hasMessageContaining("cover [0, " + n + ") once each");
+                assertThat(off.deferUpload(List.of(new Optimizer.Part(split, n - split),
+                        new Optimizer.Part(0, split)))).isTrue();
+                for (int t = 1; t <= 2; t++) {
+                    float[] g = gaussians(r, n);
+                    MemorySegment.copy(g, 0, a.grads(), ValueLayout.JAVA_FLOAT, 0, n);
+                    strict.copyToDevice(MemorySegment.ofArray(g), b.grads());
+                    plain.step(t, 0.01f, 1f);
+                    gated[0] = t == 2;
+                    off.step(t, 0.01f, 1f);
+                    if (t == 2) {
+                        off.awaitParameters(split, n - split);
+                        assertThat(upAt).containsExactly((long) split);
+                        firstPartRead.countDown();
+                    }
+                    off.awaitParameters();
+                    assertThat(deviceFloats(strict, b.params(), n)).containsExactly(floats(a.params(), n));
+                }
+                assertThat(upAt).containsExactly((long) split, 0L);
+            }
+        }
+    }
+
     @Test
     void aFailedCopyDownIsOneClearErrorAndNoHang() {
         failure(true, false, 2, "copying the gradients of chunk 2 down");

@@ -80,9 +80,30 @@ final class SyncStates extends ModelStates {
         }
         this.sync = s;
         this.adamw = o;
+        if (offload && o.deferUpload(unitOrder(model))) { // the upload overlaps the next forward, unit by unit
+            model.beforeAcquire(this::awaitUnit);
+        }
         this.m = o.state().get("m");
         this.v = o.state().get("v");
         overlapAllReduce(cfg.bucketBytes());
+    }
+
+    /** GPT-2's units first to last, each unit's segments in flat order: the order the forward reads them. */
+    private static java.util.List<Optimizer.Part> unitOrder(Gpt2 model) {
+        java.util.List<Optimizer.Part> order = new java.util.ArrayList<>();
+        for (io.accel4j.train.model.ParameterLayout.Unit u : model.layout().units()) {
+            for (io.accel4j.train.model.ParameterLayout.Segment seg : u.segments()) {
+                order.add(new Optimizer.Part(seg.offset(), seg.count()));
+            }
+        }
+        return order;
+    }
+
+    /** Waits until unit {@code u}'s parameters are up (a deferred offloaded upload). */
+    private void awaitUnit(int u) {
+        for (io.accel4j.train.model.ParameterLayout.Segment seg : model.layout().units().get(u).segments()) {
+            adamw.awaitParameters(seg.offset(), seg.count());
+        }
     }
 
     private static Communicator checkRanks(int stage, Communicator comm, boolean offload) {
@@ -137,6 +158,7 @@ final class SyncStates extends ModelStates {
     @Override
     public void checkReplicas() {
         if (comm != null) {
+            adamw.awaitParameters(); // every reader but a unit's forward waits for the whole upload
             ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
         }
     }
@@ -178,6 +200,7 @@ final class SyncStates extends ModelStates {
 
     @Override
     public void copyParameters(MemorySegment dst) {
+        adamw.awaitParameters();
         if (dst != null) {
             model.copyParamsToHost(dst);
         }
@@ -185,6 +208,7 @@ final class SyncStates extends ModelStates {
 
     @Override
     public Saved gatherForCheckpoint(Arena staging) {
+        adamw.awaitParameters(); // the checkpoint writes the model's parameters next
         boolean root = comm == null || comm.rank() == 0;
         if (stage == 0) { // every rank holds the same states: rank 0 writes them
             DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
@@ -204,6 +228,7 @@ final class SyncStates extends ModelStates {
 
     @Override
     public TrainState.Header readMoments(Path stateFile) throws IOException {
+        adamw.awaitParameters();
         try (Arena staging = Arena.ofConfined()) {
             DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
             MemorySegment hm = mem.writableOnHost(m, staging), hv = mem.writableOnHost(v, staging);
@@ -217,19 +242,26 @@ final class SyncStates extends ModelStates {
 
     @Override
     public void setParameters(MemorySegment host) {
+        adamw.awaitParameters(); // an upload still under way would overwrite them
         model.copyParamsFromHost(host);
         adamw.parametersReplaced();
     }
 
     @Override
     public void gatherModel(boolean here) {
+        adamw.awaitParameters();
     }
 
     @Override
     public void close() {
         try {
             if (adamw != null) {
-                adamw.close();
+                model.beforeAcquire(null);
+                try {
+                    adamw.awaitParameters(); // the model's parameters complete for whoever reads them after
+                } finally {
+                    adamw.close();
+                }
             }
             if (sync != null) {
                 sync.close();
