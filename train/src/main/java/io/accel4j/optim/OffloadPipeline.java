@@ -138,7 +138,7 @@ final class OffloadPipeline implements AutoCloseable {
                 update.run(i, from(i), count(i));
             } catch (RuntimeException | Error e) {
                 fail(UPDATE, i, e);
-                throw failure();
+                throw reported();
             }
             advance(UPDATE);
         }
@@ -222,8 +222,16 @@ final class OffloadPipeline implements AutoCloseable {
             }
         }
         if (failure != null) {
-            throw failure;
+            throw reported();
         }
+    }
+
+    /**
+     * The failure as this caller's exception: the same message and cause each time, a new exception (one thrown twice
+     * through a try-with-resources would suppress itself), its stack the waiter's.
+     */
+    private synchronized RuntimeException reported() {
+        return new IllegalStateException(failure.getMessage(), failure.getCause());
     }
 
     /** Records the first failure (later ones are suppressed into it) and wakes every waiter. */
@@ -237,16 +245,12 @@ final class OffloadPipeline implements AutoCloseable {
         notifyAll();
     }
 
-    private synchronized RuntimeException failure() {
-        return failure;
-    }
-
     private void checkUsable() {
         if (closed) {
             throw new IllegalStateException("the offloaded optimizer is closed");
         }
         if (failure != null) {
-            throw failure;
+            throw reported();
         }
     }
 

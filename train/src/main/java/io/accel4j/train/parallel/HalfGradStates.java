@@ -92,6 +92,9 @@ final class HalfGradStates extends ModelStates {
             super.close();
             throw e;
         }
+        if (offload) { // the upload overlaps the next forward, unit by unit (stage 0: the whole vector)
+            DeferredUpload.wire(adamw, model);
+        }
         this.m = adamw.state().get("m");
         this.v = adamw.state().get("v");
     }
@@ -155,6 +158,7 @@ final class HalfGradStates extends ModelStates {
     @Override
     public void checkReplicas() {
         if (comm != null) {
+            adamw.awaitParameters(); // every reader but a unit's forward waits for a deferred upload
             ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
         }
     }
@@ -196,6 +200,7 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public void copyParameters(MemorySegment dst) {
+        adamw.awaitParameters();
         if (dst != null) {
             model.copyParamsToHost(dst);
         }
@@ -203,6 +208,7 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public Saved gatherForCheckpoint(Arena staging) {
+        adamw.awaitParameters(); // the checkpoint writes the model's parameters next
         boolean root = comm == null || comm.rank() == 0;
         if (stage == 0) {
             DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
@@ -241,6 +247,7 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public TrainState.Header readMoments(Path stateFile) throws IOException {
+        adamw.awaitParameters();
         try (Arena staging = Arena.ofConfined()) {
             DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
             MemorySegment hm = mem.writableOnHost(m, staging), hv = mem.writableOnHost(v, staging);
@@ -254,18 +261,27 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public void setParameters(MemorySegment host) {
+        adamw.awaitParameters(); // an upload still under way would overwrite them
         model.copyParamsFromHost(host);
         adamw.parametersReplaced();
     }
 
     @Override
     public void gatherModel(boolean here) {
+        adamw.awaitParameters();
     }
 
     @Override
     public void close() {
         try {
-            adamw.close();
+            if (offload) {
+                DeferredUpload.unwire(model);
+            }
+            try {
+                adamw.awaitParameters(); // the model's parameters complete for whoever reads them after
+            } finally {
+                adamw.close();
+            }
             if (hostPool != null) {
                 hostPool.close();
             }

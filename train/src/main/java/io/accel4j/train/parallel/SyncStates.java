@@ -80,30 +80,12 @@ final class SyncStates extends ModelStates {
         }
         this.sync = s;
         this.adamw = o;
-        if (offload && o.deferUpload(unitOrder(model))) { // the upload overlaps the next forward, unit by unit
-            model.beforeAcquire(this::awaitUnit);
+        if (offload) { // the upload overlaps the next forward, unit by unit
+            DeferredUpload.wire(o, model);
         }
         this.m = o.state().get("m");
         this.v = o.state().get("v");
         overlapAllReduce(cfg.bucketBytes());
-    }
-
-    /** GPT-2's units first to last, each unit's segments in flat order: the order the forward reads them. */
-    private static java.util.List<Optimizer.Part> unitOrder(Gpt2 model) {
-        java.util.List<Optimizer.Part> order = new java.util.ArrayList<>();
-        for (io.accel4j.train.model.ParameterLayout.Unit u : model.layout().units()) {
-            for (io.accel4j.train.model.ParameterLayout.Segment seg : u.segments()) {
-                order.add(new Optimizer.Part(seg.offset(), seg.count()));
-            }
-        }
-        return order;
-    }
-
-    /** Waits until unit {@code u}'s parameters are up (a deferred offloaded upload). */
-    private void awaitUnit(int u) {
-        for (io.accel4j.train.model.ParameterLayout.Segment seg : model.layout().units().get(u).segments()) {
-            adamw.awaitParameters(seg.offset(), seg.count());
-        }
     }
 
     private static Communicator checkRanks(int stage, Communicator comm, boolean offload) {
@@ -256,7 +238,9 @@ final class SyncStates extends ModelStates {
     public void close() {
         try {
             if (adamw != null) {
-                model.beforeAcquire(null);
+                if (offload) {
+                    DeferredUpload.unwire(model);
+                }
                 try {
                     adamw.awaitParameters(); // the model's parameters complete for whoever reads them after
                 } finally {
