@@ -96,6 +96,11 @@ public final class Bf16AdamW extends FusedOptimizer {
                 gradScale, spec.seed(t));
     }
 
+    @Override
+    boolean hasAfterStep() {
+        return true;
+    }
+
     /** The working weights: the bf16 copy every group's update wrote, widened into the network's fp32 buffer. */
     @Override
     void afterStep(int t) {

@@ -153,6 +153,48 @@ abstract class FusedOptimizer implements Optimizer {
         afterStep(t);
     }
 
+    /** Packed parameters step in parts unless the optimizer has work after the last group ({@link #afterStep}). */
+    @Override
+    public boolean stepsInParts() {
+        return rangesBySlice == null && !hasAfterStep();
+    }
+
+    /** Whether {@link #afterStep} does anything; false by default. */
+    boolean hasAfterStep() {
+        return false;
+    }
+
+    /**
+     * Each group's ranges cut to {@code [from, from + count)}, one fused call per group over that part of the one
+     * slice, the ranges' starts counted from {@code from} and their offsets moved with them: the kernels are
+     * element-wise and name each element by its offset, so every element gets the bits {@link #step} gives it.
+     */
+    @Override
+    public final void stepPart(int t, float lr, float gradScale, long from, long count) {
+        if (!stepsInParts()) {
+            throw new UnsupportedOperationException(describe() + " does not step in parts");
+        }
+        Slice whole = slices.get(0);
+        if (from < 0 || count < 0 || from + count > whole.length()) {
+            throw new IllegalArgumentException("part [" + from + ", " + (from + count) + ") is outside the optimizer's "
+                    + whole.length() + " parameters");
+        }
+        Slice part = new Slice(params.asSlice(from * Float.BYTES, count * Float.BYTES),
+                grads.asSlice(from * Float.BYTES, count * Float.BYTES), from, count);
+        for (int i = 0; i < groups.lrScales().size(); i++) {
+            List<AdamWRange> in = new ArrayList<>();
+            for (AdamWRange r : groups.ranges().get(i)) {
+                long a = Math.max(r.start(), from), b = Math.min(r.start() + r.length(), from + count);
+                if (a < b) {
+                    in.add(new AdamWRange(a - from, r.offset() + a - r.start(), b - a, r.decays()));
+                }
+            }
+            if (!in.isEmpty()) {
+                update(part, in, lr * groups.lrScales().get(i), t, gradScale);
+            }
+        }
+    }
+
     /** Called once after every group's update of step {@code t}; nothing by default. */
     void afterStep(int t) {}
 

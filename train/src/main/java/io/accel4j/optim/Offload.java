@@ -15,12 +15,21 @@ import java.util.Objects;
  * backend's memory then holds no optimizer state: 8 bytes a parameter less for AdamW in fp32.
  *
  * <p>The host optimizer is {@code inner}'s own, created over host buffers, so with a CPU backend the result is the
- * same bits as without offload: the same kernel on the same values.
+ * same bits as without offload: the same kernel on the same values. With {@code overlap} the three moves are
+ * pipelined over chunks (copier threads bring gradients down and take parameters up while the host updates the
+ * chunk between them, {@link OffloadPipeline}): the same copies and updates, so the same bits, whenever the inner
+ * optimizer {@link Optimizer#stepsInParts steps in parts} (the fused fp32 ones); serial otherwise.
  *
- * @param inner the optimizer run on the host
- * @param host  the host backend it runs on; its {@link Ops#memory()} must be host memory
+ * @param inner   the optimizer run on the host
+ * @param host    the host backend it runs on; its {@link Ops#memory()} must be host memory
+ * @param overlap whether the step is pipelined (the default) or three serial moves
  */
-public record Offload(OptimizerSpec inner, Ops host) implements OptimizerSpec {
+public record Offload(OptimizerSpec inner, Ops host, boolean overlap) implements OptimizerSpec {
+
+    /** Overlapped: {@code Offload(inner, host, true)}. */
+    public Offload(OptimizerSpec inner, Ops host) {
+        this(inner, host, true);
+    }
 
     public Offload {
         Objects.requireNonNull(inner, "inner");

@@ -21,16 +21,23 @@ import java.util.Map;
  * The master is taken from the device's parameters before the first step and again after
  * {@link #parametersReplaced} (a resume), so the optimizer may be created before the network is initialised.
  *
- * <p>Not overlapped: the kernel contract has no per-unit "weights ready" event a forward could wait on, so the
- * upload completes before the step returns; on the CPU backend the copies are memcpy on the cores that would
- * otherwise compute, so overlap there would gain nothing.
+ * <p>Overlapped ({@link Offload#overlap()}, the default, when the inner optimizer {@link Optimizer#stepsInParts}): the
+ * three moves are the stages of an {@link OffloadPipeline} over chunks of {@link OffloadPipeline#CHUNK} elements —
+ * chunk i+1's gradients come down and chunk i−1's parameters go up on two copier threads while this thread updates
+ * chunk i —, the same copies and the same element-wise updates, so the same bits. With {@link #deferUpload} the step
+ * returns once the updates are done and the upload overlaps what follows (the next forward), which waits through
+ * {@link #awaitParameters}; without it the step returns once the upload is done. The pipeline needs no buffer
+ * besides the master and the landing buffer. Serial otherwise: the three moves one after the other.
  */
 final class OffloadedOptimizer implements Optimizer {
 
     private final DeviceMemory device;
     private final MemorySegment params;
-    /** Copies the gradients of the range into the host landing buffer (fp32, or widened from 16 bits). */
-    private final java.util.function.Consumer<MemorySegment> gradientsDown;
+    /** Copies elements {@code [from, from + count)} of the range's gradients to host (fp32, or widened from 16 bits). */
+    private final GradientsDown gradientsDown;
+    /** The overlapped step, or null for the serial one. */
+    private OffloadPipeline pipeline;
+    private boolean deferUpload;
     /** The master and the gradients' landing buffer: pinned where the backend's memory has it. */
     private final DeviceArena arena;
     private final MemorySegment master;
@@ -42,7 +49,14 @@ final class OffloadedOptimizer implements Optimizer {
 
     OffloadedOptimizer(Offload spec, DeviceMemory device, ParameterTable table, MemorySegment params,
                        MemorySegment grads, long offset, long length) {
-        this(spec, device, table, params, grads.byteSize(), host -> device.copyToHost(grads, host), offset, length);
+        this(spec, device, table, params, grads.byteSize(), (host, from, count) -> device.copyToHost(
+                grads.asSlice(from * Float.BYTES, count * Float.BYTES), host), offset, length);
+    }
+
+    /** Fills {@code host} with elements {@code [from, from + count)} of the range's gradients, in fp32. */
+    @FunctionalInterface
+    private interface GradientsDown {
+        void copy(MemorySegment host, long from, long count);
     }
 
     /**
@@ -52,12 +66,12 @@ final class OffloadedOptimizer implements Optimizer {
     OffloadedOptimizer(Offload spec, DeviceMemory device, ParameterTable table, MemorySegment params,
                        io.accel4j.nn.HalfGradients grads, long offset, long length) {
         this(spec, device, table, params, Math.multiplyExact(length, (long) Float.BYTES),
-                host -> grads.chunks(offset, length, false, (o, f, n) -> device.copyToHost(f,
-                        host.asSlice((o - offset) * Float.BYTES, n * Float.BYTES))), offset, length);
+                (host, from, count) -> grads.chunks(offset + from, count, false, (o, f, n) -> device.copyToHost(f,
+                        host.asSlice((o - offset - from) * Float.BYTES, n * Float.BYTES))), offset, length);
     }
 
     private OffloadedOptimizer(Offload spec, DeviceMemory device, ParameterTable table, MemorySegment params,
-                               long gradBytes, java.util.function.Consumer<MemorySegment> gradientsDown, long offset,
+                               long gradBytes, GradientsDown gradientsDown, long offset,
                                long length) {
         this.device = device;
         this.arena = device.hostArena();
@@ -73,6 +87,8 @@ final class OffloadedOptimizer implements Optimizer {
             arena.close();
             throw e;
         }
+        this.pipeline = spec.overlap() && inner.stepsInParts() ? new OffloadPipeline(length, OffloadPipeline.CHUNK)
+                : null;
         if (params.byteSize() != master.byteSize() || grads != master.byteSize()) {
             close();
             throw new IllegalArgumentException("the offloaded optimizer's params/grads hold " + params.byteSize()
@@ -82,25 +98,95 @@ final class OffloadedOptimizer implements Optimizer {
 
     @Override
     public void step(int t, float lr, float gradScale) {
+        awaitParameters(); // the last step's upload reads the master this step writes
         if (stale) {
             device.copyToHost(params, master);
             bytesDown += master.byteSize();
             stale = false;
         }
-        gradientsDown.accept(hostGrads);
+        if (pipeline == null) {
+            gradientsDown.copy(hostGrads, 0, hostGrads.byteSize() / Float.BYTES);
+            inner.step(t, lr, gradScale);
+            device.copyToDevice(master, params);
+        } else {
+            pipeline.step((i, from, count) -> gradientsDown.copy(part(hostGrads, from, count), from, count),
+                    (i, from, count) -> inner.stepPart(t, lr, gradScale, from, count),
+                    (i, from, count) -> device.copyToDevice(part(master, from, count), part(params, from, count)),
+                    !deferUpload);
+        }
         bytesDown += hostGrads.byteSize();
-        inner.step(t, lr, gradScale);
-        device.copyToDevice(master, params);
         bytesUp += master.byteSize();
+    }
+
+    private static MemorySegment part(MemorySegment s, long from, long count) {
+        return s.asSlice(from * Float.BYTES, count * Float.BYTES);
+    }
+
+    /**
+     * Whether {@link #step} returns before the parameters are up (overlapped only): whoever reads the parameters
+     * next then waits for the part it reads ({@link #awaitParameters}), e.g. a forward unit by unit. Off by default.
+     *
+     * @return whether the step overlaps its upload with what follows (false when serial)
+     */
+    boolean deferUpload(boolean defer) {
+        deferUpload = defer && pipeline != null;
+        return deferUpload;
+    }
+
+    /** Overlapped only: the pipeline takes {@code order}'s parts in turn and the steps defer their upload. */
+    @Override
+    public boolean deferUpload(java.util.List<Part> order) {
+        if (pipeline == null) {
+            return false;
+        }
+        OffloadPipeline next = new OffloadPipeline(master.byteSize() / Float.BYTES, order, OffloadPipeline.CHUNK);
+        pipeline.awaitAll();
+        pipeline.close();
+        pipeline = next;
+        return deferUpload(true);
+    }
+
+    /**
+     * The overlapped step in chunks of {@code chunk} elements instead of {@link OffloadPipeline#CHUNK} (tests: many
+     * chunks over a small network); between steps, overlapped only.
+     */
+    void rechunk(long chunk) {
+        if (pipeline == null) {
+            throw new IllegalStateException("the serial step has no chunks");
+        }
+        pipeline.awaitAll();
+        pipeline.close();
+        pipeline = new OffloadPipeline(master.byteSize() / Float.BYTES, chunk);
+    }
+
+    /** Whether the step is the overlapped pipeline. */
+    boolean overlapped() {
+        return pipeline != null;
+    }
+
+    @Override
+    public void awaitParameters(long from, long count) {
+        if (pipeline != null) {
+            pipeline.awaitUploaded(from, count);
+        }
+    }
+
+    @Override
+    public void awaitParameters() {
+        if (pipeline != null) {
+            pipeline.awaitAll();
+        }
     }
 
     @Override
     public void parametersReplaced() {
+        awaitParameters(); // an upload still under way would overwrite them
         stale = true;
     }
 
     @Override
     public Map<String, MemorySegment> state() {
+        awaitParameters(); // a checkpoint reads the state after the parameters; a resume writes the state
         return inner.state();
     }
 
@@ -133,6 +219,9 @@ final class OffloadedOptimizer implements Optimizer {
     @Override
     public void close() {
         try {
+            if (pipeline != null) {
+                pipeline.close();
+            }
             if (inner != null) {
                 inner.close();
             }

@@ -121,4 +121,56 @@ class OffloadGpuTest {
         List<Double> rest = train(gpu, true, tmp.resolve("ckpt"), null, 0);
         assertThat(rest).containsExactlyElementsOf(g.subList(3, g.size()));
     }
+
+    /**
+     * GPT-2 124M's parameters on the GPU, AdamW offloaded serial and overlapped ({@code Offload(…, overlap)}) taking
+     * turns over the same gradients: the same parameter bits after every step (the copies from the pipeline's copier
+     * threads, through CudaMemory on the legacy stream, are the serial copies), and each one's step time printed
+     * (what scripts/gpu-check.sh's tests phase logs: {@code offload step ms, 124M: serial … overlapped …}).
+     */
+    @Test
+    void overlappedOffloadStepIsTheSerialBitsAndPrintsBothTimes() {
+        io.accel4j.optim.AdamW.Spec spec = io.accel4j.optim.AdamW.of(0.1f);
+        try (Gpt2 a = new Gpt2(io.accel4j.train.model.GptConfig.GPT2, gpu, 1, 64);
+             Gpt2 b = new Gpt2(io.accel4j.train.model.GptConfig.GPT2, gpu, 1, 64);
+             Parallel host = new Parallel(Parallel.defaultThreads())) {
+            a.initialise(5);
+            b.initialise(5);
+            int n = (int) a.layout().count();
+            float[] g = new float[n];
+            Random r = new Random(7);
+            for (int i = 0; i < n; i++) {
+                g[i] = (float) r.nextGaussian() * 1e-2f;
+            }
+            gpu.memory().copyToDevice(java.lang.foreign.MemorySegment.ofArray(g), a.grads());
+            gpu.memory().copyToDevice(java.lang.foreign.MemorySegment.ofArray(g), b.grads());
+            CpuOps hostOps = new CpuOps(host);
+            try (io.accel4j.optim.Optimizer serial = new io.accel4j.optim.Offload(spec, hostOps, false).create(gpu,
+                    a.network().table(), a.params(), a.grads());
+                 io.accel4j.optim.Optimizer over = new io.accel4j.optim.Offload(spec, hostOps, true).create(gpu,
+                         b.network().table(), b.params(), b.grads())) {
+                int steps = 8;
+                double[][] ms = new double[2][steps];
+                for (int t = 1; t <= steps + 2; t++) {
+                    for (int k = 0; k < 2; k++) {
+                        long t0 = System.nanoTime();
+                        (k == 0 ? serial : over).step(t, 1e-4f, 1f);
+                        long t1 = System.nanoTime();
+                        if (t > 2) {
+                            ms[k][t - 3] = (t1 - t0) / 1e6;
+                        }
+                    }
+                    float[] pa = new float[n], pb = new float[n];
+                    gpu.memory().copyToHost(a.params(), java.lang.foreign.MemorySegment.ofArray(pa));
+                    gpu.memory().copyToHost(b.params(), java.lang.foreign.MemorySegment.ofArray(pb));
+                    assertThat(java.util.Arrays.equals(pa, pb)).as("step %d: the same bits", t).isTrue();
+                }
+                java.util.Arrays.sort(ms[0]);
+                java.util.Arrays.sort(ms[1]);
+                System.out.printf(java.util.Locale.ROOT, "offload step ms, %d parameters, %d host threads: serial "
+                        + "median %.2f best %.2f, overlapped median %.2f best %.2f%n", n, host.threads(),
+                        ms[0][steps / 2], ms[0][0], ms[1][steps / 2], ms[1][0]);
+            }
+        }
+    }
 }

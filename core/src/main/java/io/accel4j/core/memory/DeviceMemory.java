@@ -17,6 +17,10 @@ import java.lang.foreign.MemorySegment;
  * <p>Ordering: each call is ordered after the backend's work queued before it and before the work queued after it;
  * {@link #copyToHost} returns once the host segment holds the data, {@link #copyToDevice} once the host segment may
  * be reused.
+ *
+ * <p>Threads: the copies may be called from any thread, also while another thread queues work (an offloaded
+ * optimizer's copier threads, {@code io.accel4j.optim.OffloadPipeline}); a copy is then ordered after the work queued
+ * before it by any thread. {@code CudaMemory} makes its context current on the calling thread for each call.
  */
 public interface DeviceMemory {
 

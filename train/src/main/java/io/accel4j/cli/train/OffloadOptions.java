@@ -22,13 +22,26 @@ final class OffloadOptions {
             + "Saves 8 bytes a parameter of device memory (--device cuda); the results are the same bits.")
     boolean enabled;
 
+    @Option(names = "--offload-overlap", paramLabel = "on|off", description = "With --offload-optimizer: pipeline "
+            + "each step over chunks, the gradients of the next chunk copied down and the weights of the last one up "
+            + "while the host updates one (on, the default), or copy down, update and copy up one after the other "
+            + "(off). The same bits either way.")
+    String overlap;
+
     /**
      * Refuses, with one line naming both flags, the combinations not supported yet: ZeRO (the trainer's ZeRO updates
-     * its shards itself), --sync async (the servers hold the state), --pp, --tp, --find-batch-size.
+     * its shards itself), --sync async (the servers hold the state), --pp, --tp, --find-batch-size; and
+     * --offload-overlap other than on|off, or without --offload-optimizer.
      */
     void check(TrainConfig cfg, boolean async, boolean pipeline, boolean tensor, boolean findBatchSize,
                Function<String, RuntimeException> usage) {
+        if (overlap != null && !overlap.equals("on") && !overlap.equals("off")) {
+            throw usage.apply("--offload-overlap takes on or off, got '" + overlap + "'");
+        }
         if (!enabled) {
+            if (overlap != null) {
+                throw usage.apply("--offload-overlap " + overlap + " needs --offload-optimizer");
+            }
             return;
         }
         String other = cfg.zeroStage() > 0 ? "--zero " + cfg.zeroStage() : async ? "--sync async"
@@ -51,6 +64,6 @@ final class OffloadOptions {
 
     /** The trainer strategy: {@code synchronous}, or stage 0 with the optimizer offloaded. */
     ModelStates.Factory strategy(ModelStates.Factory synchronous) {
-        return enabled ? ModelStates.offloaded() : synchronous;
+        return enabled ? ModelStates.offloaded(!"off".equals(overlap)) : synchronous;
     }
 }

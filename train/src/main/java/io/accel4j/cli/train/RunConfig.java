@@ -47,7 +47,7 @@ final class RunConfig {
     static final List<String> MAY_CHANGE = List.of("--steps", "--val-every", "--val-batches", "--val-data",
             "--save-every", "--keep-checkpoints", "--save-every-keep", "--threads", "--device", "--recompute",
             "--bucket-mb", "--zero", "--collective-timeout", "--metrics-out", "--samples", "--eval-problems", "--pp",
-            "--offload-optimizer", "--tp", "--grad-storage");
+            "--offload-optimizer", "--offload-overlap", "--tp", "--grad-storage");
 
     private final Map<String, String> values;
 

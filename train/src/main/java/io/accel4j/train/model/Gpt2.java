@@ -375,6 +375,15 @@ public final class Gpt2 implements AutoCloseable {
                 + source.weights.getClass().getSimpleName() + " holds them");
     }
 
+    /**
+     * From now on runs {@code hook} with a unit's index before each use of its parameters (forward and backward,
+     * ahead of {@link Weights#acquire}): an offloaded optimizer's deferred upload makes the unit wait there for its
+     * parameters ({@code io.accel4j.optim.Optimizer#deferUpload}). Null: none.
+     */
+    public void beforeAcquire(java.util.function.IntConsumer hook) {
+        source.beforeAcquire = hook;
+    }
+
     /** Where the parameters and gradients live ({@link FlatWeights} unless {@link #useWeights} changed it). */
     public Weights weights() {
         return source.weights;
@@ -517,6 +526,7 @@ public final class Gpt2 implements AutoCloseable {
      */
     private static final class WeightsSource implements ParameterSource, Units {
         Weights weights;
+        java.util.function.IntConsumer beforeAcquire;
         private Param[] param;
         private int[] layer;
 
@@ -548,6 +558,9 @@ public final class Gpt2 implements AutoCloseable {
 
         @Override
         public void acquire(int unit) {
+            if (beforeAcquire != null) {
+                beforeAcquire.accept(unit);
+            }
             weights.acquire(unit);
         }
 

@@ -69,6 +69,11 @@ final class HalfGradStates extends ModelStates {
 
     /** With {@code offload}: AdamW on the host ({@link Offload}), stage 0 only. */
     HalfGradStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload) {
+        this(comm, model, cfg, values, offload, true);
+    }
+
+    /** With {@code offload}, its step overlapped or not ({@link Offload#overlap()}). */
+    HalfGradStates(Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload, boolean overlap) {
         super(checkStage(comm, cfg, offload), model, values);
         this.offload = offload;
         this.stage = cfg.zeroStage();
@@ -77,7 +82,7 @@ final class HalfGradStates extends ModelStates {
         this.shardOffset = stage == 0 ? 0 : Chunks.start(count, n, r);
         this.shardLength = stage == 0 ? count : Chunks.length(count, n, r);
         try {
-            OptimizerSpec spec = offload ? new Offload(adamw(cfg), hostOps(model.ops())) : adamw(cfg);
+            OptimizerSpec spec = offload ? new Offload(adamw(cfg), hostOps(model.ops()), overlap) : adamw(cfg);
             this.adamw = spec.create(model.ops(), model.network().table(), slice(model.params(), shardOffset,
                     shardLength), grads, shardOffset, shardLength);
         } catch (RuntimeException | Error e) {
@@ -86,6 +91,9 @@ final class HalfGradStates extends ModelStates {
             }
             super.close();
             throw e;
+        }
+        if (offload) { // the upload overlaps the next forward, unit by unit (stage 0: the whole vector)
+            DeferredUpload.wire(adamw, model);
         }
         this.m = adamw.state().get("m");
         this.v = adamw.state().get("v");
@@ -150,6 +158,7 @@ final class HalfGradStates extends ModelStates {
     @Override
     public void checkReplicas() {
         if (comm != null) {
+            adamw.awaitParameters(); // every reader but a unit's forward waits for a deferred upload
             ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
         }
     }
@@ -191,6 +200,7 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public void copyParameters(MemorySegment dst) {
+        adamw.awaitParameters();
         if (dst != null) {
             model.copyParamsToHost(dst);
         }
@@ -198,6 +208,7 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public Saved gatherForCheckpoint(Arena staging) {
+        adamw.awaitParameters(); // the checkpoint writes the model's parameters next
         boolean root = comm == null || comm.rank() == 0;
         if (stage == 0) {
             DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
@@ -236,6 +247,7 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public TrainState.Header readMoments(Path stateFile) throws IOException {
+        adamw.awaitParameters();
         try (Arena staging = Arena.ofConfined()) {
             DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
             MemorySegment hm = mem.writableOnHost(m, staging), hv = mem.writableOnHost(v, staging);
@@ -249,18 +261,27 @@ final class HalfGradStates extends ModelStates {
 
     @Override
     public void setParameters(MemorySegment host) {
+        adamw.awaitParameters(); // an upload still under way would overwrite them
         model.copyParamsFromHost(host);
         adamw.parametersReplaced();
     }
 
     @Override
     public void gatherModel(boolean here) {
+        adamw.awaitParameters();
     }
 
     @Override
     public void close() {
         try {
-            adamw.close();
+            if (offload) {
+                DeferredUpload.unwire(model);
+            }
+            try {
+                adamw.awaitParameters(); // the model's parameters complete for whoever reads them after
+            } finally {
+                adamw.close();
+            }
             if (hostPool != null) {
                 hostPool.close();
             }

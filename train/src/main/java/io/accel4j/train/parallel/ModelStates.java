@@ -58,15 +58,23 @@ public abstract class ModelStates implements AutoCloseable {
      * @throws IllegalArgumentException at creation with a ZeRO stage (its optimizer updates shards itself)
      */
     public static Factory offloaded() {
+        return offloaded(true);
+    }
+
+    /**
+     * {@link #offloaded()}, its step overlapped (the copies pipelined with the host update over chunks, the same bits)
+     * or, without {@code overlap}, three serial moves.
+     */
+    public static Factory offloaded(boolean overlap) {
         return (comm, model, cfg, values) -> {
             if (cfg.zeroStage() > 0) {
                 throw new IllegalArgumentException("the offloaded optimizer does not go with ZeRO stage "
                         + cfg.zeroStage() + " in the trainer yet");
             }
             if (model.gradientStorage() != io.accel4j.core.DType.FP32) { // widened chunk by chunk on the way down
-                return new HalfGradStates(comm, model, cfg, values, true);
+                return new HalfGradStates(comm, model, cfg, values, true, overlap);
             }
-            return new SyncStates(0, comm, model, cfg, values, true);
+            return new SyncStates(0, comm, model, cfg, values, true, overlap);
         };
     }
 

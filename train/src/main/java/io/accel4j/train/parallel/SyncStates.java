@@ -53,6 +53,12 @@ final class SyncStates extends ModelStates {
     private Parallel hostPool;
 
     SyncStates(int stage, Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload) {
+        this(stage, comm, model, cfg, values, offload, true);
+    }
+
+    /** With {@code offload}, its step overlapped or not ({@link Offload#overlap()}). */
+    SyncStates(int stage, Communicator comm, Gpt2 model, TrainConfig cfg, int values, boolean offload,
+               boolean overlap) {
         super(checkRanks(stage, comm, offload), model, values);
         this.stage = stage;
         this.offload = offload;
@@ -67,7 +73,7 @@ final class SyncStates extends ModelStates {
             }
             OptimizerSpec spec = adamw(cfg);
             if (offload) {
-                spec = new Offload(spec, hostOps(model.ops()));
+                spec = new Offload(spec, hostOps(model.ops()), overlap);
             }
             o = s.optimizer(spec, model.ops(), model.network().table(), model.params(), model.grads());
             this.shard = s.shard(count);
@@ -80,6 +86,9 @@ final class SyncStates extends ModelStates {
         }
         this.sync = s;
         this.adamw = o;
+        if (offload) { // the upload overlaps the next forward, unit by unit
+            DeferredUpload.wire(o, model);
+        }
         this.m = o.state().get("m");
         this.v = o.state().get("v");
     }
@@ -147,6 +156,7 @@ final class SyncStates extends ModelStates {
     @Override
     public void checkReplicas() {
         if (comm != null) {
+            adamw.awaitParameters(); // every reader but a unit's forward waits for the whole upload
             ReplicaCheck.check(exchange, comm.rank(), memory, model.params(), count);
         }
     }
@@ -188,6 +198,7 @@ final class SyncStates extends ModelStates {
 
     @Override
     public void copyParameters(MemorySegment dst) {
+        adamw.awaitParameters();
         if (dst != null) {
             model.copyParamsToHost(dst);
         }
@@ -195,6 +206,7 @@ final class SyncStates extends ModelStates {
 
     @Override
     public Saved gatherForCheckpoint(Arena staging) {
+        adamw.awaitParameters(); // the checkpoint writes the model's parameters next
         boolean root = comm == null || comm.rank() == 0;
         if (stage == 0) { // every rank holds the same states: rank 0 writes them
             DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
@@ -214,6 +226,7 @@ final class SyncStates extends ModelStates {
 
     @Override
     public TrainState.Header readMoments(Path stateFile) throws IOException {
+        adamw.awaitParameters();
         try (Arena staging = Arena.ofConfined()) {
             DeviceMemory mem = adamw.stateMemory(); // the host's when offloaded
             MemorySegment hm = mem.writableOnHost(m, staging), hv = mem.writableOnHost(v, staging);
@@ -227,19 +240,28 @@ final class SyncStates extends ModelStates {
 
     @Override
     public void setParameters(MemorySegment host) {
+        adamw.awaitParameters(); // an upload still under way would overwrite them
         model.copyParamsFromHost(host);
         adamw.parametersReplaced();
     }
 
     @Override
     public void gatherModel(boolean here) {
+        adamw.awaitParameters();
     }
 
     @Override
     public void close() {
         try {
             if (adamw != null) {
-                adamw.close();
+                if (offload) {
+                    DeferredUpload.unwire(model);
+                }
+                try {
+                    adamw.awaitParameters(); // the model's parameters complete for whoever reads them after
+                } finally {
+                    adamw.close();
+                }
             }
             if (sync != null) {
                 sync.close();

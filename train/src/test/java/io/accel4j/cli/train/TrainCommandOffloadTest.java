@@ -81,6 +81,37 @@ class TrainCommandOffloadTest {
         }
     }
 
+    /** --offload-overlap off (three serial moves) is the bits of the default, overlapped step; a resume may change it. */
+    @Test
+    void serialAndOverlappedStepsAreTheSameBits() throws IOException {
+        Path on = tmp.resolve("on"), off = tmp.resolve("serial");
+        TrainCommandTest.Result a = run(args(on, "--offload-optimizer", "--offload-overlap", "on"));
+        String[] firstHalf = args(off, "--offload-optimizer", "--offload-overlap", "off");
+        firstHalf[List.of(firstHalf).indexOf("--steps") + 1] = "2";
+        TrainCommandTest.Result b = run(firstHalf);
+        assertThat(a.code()).as(a.err()).isZero();
+        assertThat(b.code()).as(b.err()).isZero();
+        TrainCommandTest.Result c = run("train", "--resume", off.toString(), "--steps", "4", "--threads", "2",
+                "--offload-overlap", "on");
+        assertThat(c.code()).as(c.err()).isZero();
+        for (String f : new String[] {"model_00000004.bin", "state_00000004.bin", "model_00000002.bin",
+                "state_00000002.bin"}) {
+            assertThat(Files.readAllBytes(off.resolve(f))).as(f).isEqualTo(Files.readAllBytes(on.resolve(f)));
+        }
+    }
+
+    @Test
+    void offloadOverlapNeedsOffloadAndOnOrOff() {
+        TrainCommandTest.Result r = run(args(tmp.resolve("y"), "--offload-overlap", "off"));
+        assertThat(r.code()).isEqualTo(2);
+        assertThat(r.err()).contains("--offload-overlap off needs --offload-optimizer").doesNotContain("\tat ");
+        r = run(args(tmp.resolve("z"), "--offload-optimizer", "--offload-overlap", "maybe"));
+        assertThat(r.code()).isEqualTo(2);
+        assertThat(r.err()).contains("--offload-overlap takes on or off, got 'maybe'").doesNotContain("\tat ");
+        assertThat(tmp.resolve("y")).doesNotExist();
+        assertThat(tmp.resolve("z")).doesNotExist();
+    }
+
     /** {@code a} with --steps 1 and --save-every 0. */
     private static String[] oneStep(String[] a) {
         List<String> l = new java.util.ArrayList<>(List.of(a));
