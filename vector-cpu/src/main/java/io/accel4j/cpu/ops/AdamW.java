@@ -38,7 +38,8 @@ import static jdk.incubator.vector.VectorOperators.LSHR;
  * or as {@code [0,k)}, {@code [k,n)} with matching offsets gives the same bits. The range is cut into fixed chunks of
  * {@value #CHUNK} elements spread over the pool. The bf16 variant then writes
  * {@code paramsBf16[i] = Bf16.fromFloatStochastic(p[i], CounterRng.bits(seed, offset + i))}, bit for bit: the random
- * bits come from scalar code (SplitMix64 needs 64-bit multiplies AVX2 lacks), a block of them at a time.
+ * bits come a block at a time from {@link RandomBits} (8 lanes of 64 bits with 512-bit vectors; scalar code with
+ * narrower ones, since SplitMix64 needs 64-bit multiplies AVX2 lacks).
  *
  * <p>Per element the fp32 update reads 16 bytes and writes 12, and computes one square root and one division, both
  * vector instructions; it is memory-bound on any machine where a vector sqrt plus divide take less than the time to
@@ -127,10 +128,8 @@ public final class AdamW {
             long bound = to - (to - from) % L;
             while (i < bound) {
                 long blockStart = i, blockEnd = Math.min(bound, i + RANDOM_BLOCK);
-                if (bf16 != null) { // a block's random bits first: a tight scalar loop, read back long after
-                    for (long j = blockStart; j < blockEnd; j++) {
-                        random[(int) (j - blockStart)] = CounterRng.bits(seed, offset + j);
-                    }
+                if (bf16 != null) { // a block's random bits first, read back long after
+                    RandomBits.fill(random, (int) (blockEnd - blockStart), seed, offset + blockStart);
                 }
                 for (; i < blockEnd; i += L) {
                     long at = i * 4;
