@@ -288,6 +288,9 @@ public final class Trainer implements AutoCloseable {
         long wait0 = parts.train.waitNanos();
         StepMetrics m = recipe.step(s, valLoss, steps);
         step = s + 1;
+        if (done()) {
+            states.awaitParameters(); // no next forward to overlap a deferred upload with: the model whole for readers
+        }
         return m.withDataMs((parts.train.waitNanos() - wait0) / 1e6);
     }
 

@@ -246,6 +246,11 @@ final class HalfGradStates extends ModelStates {
     }
 
     @Override
+    public void awaitParameters() {
+        adamw.awaitParameters();
+    }
+
+    @Override
     public TrainState.Header readMoments(Path stateFile) throws IOException {
         adamw.awaitParameters();
         try (Arena staging = Arena.ofConfined()) {

@@ -116,6 +116,14 @@ public abstract class ModelStates implements AutoCloseable {
     public void abandon(Throwable failure) {
     }
 
+    /**
+     * Returns once the model's parameters hold the last update: an offloaded optimizer's deferred upload runs on into
+     * the next step's forward, so after the run's last step its caller waits here before anyone reads them. Nothing to
+     * wait for by default.
+     */
+    public void awaitParameters() {
+    }
+
     /** After the step's backward: the gradients become their mean over the ranks (whole, or this rank's shard). */
     public abstract void reduceGradients();
 

@@ -225,6 +225,11 @@ final class SyncStates extends ModelStates {
     }
 
     @Override
+    public void awaitParameters() {
+        adamw.awaitParameters();
+    }
+
+    @Override
     public TrainState.Header readMoments(Path stateFile) throws IOException {
         adamw.awaitParameters();
         try (Arena staging = Arena.ofConfined()) {
