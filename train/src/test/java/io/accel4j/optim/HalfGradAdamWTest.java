@@ -9,8 +9,8 @@ import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.nn.HalfGradients;
 import io.accel4j.nn.ParameterTable;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.model.Recompute;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Random;
@@ -49,7 +49,7 @@ class HalfGradAdamWTest {
         long seed = System.nanoTime() & 0xffffffffL; // GPT-2's initialisation takes a 32-bit seed
         Random r = new Random(seed);
         for (DType type : new DType[] {DType.BF16, DType.FP16}) {
-            try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32, type);
+            try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Gpt2Options.DEFAULT.withGradientStorage(type));
                  Gpt2 wide = new Gpt2(CONFIG, ops, 1, 2)) {
                 half.initialise(seed);
                 wide.copyParamsFromHost(half.params());
@@ -88,8 +88,8 @@ class HalfGradAdamWTest {
     void shardsUpdateTheirElementsAsTheWholeVectorDoes() {
         long seed = System.nanoTime() & 0xffffffffL;
         Random r = new Random(seed);
-        try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32, DType.BF16);
-             Gpt2 whole = new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32, DType.BF16)) {
+        try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16));
+             Gpt2 whole = new Gpt2(CONFIG, ops, 1, 2, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16))) {
             half.initialise(seed);
             whole.copyParamsFromHost(half.params());
             ParameterTable table = half.network().table();
@@ -136,7 +136,7 @@ class HalfGradAdamWTest {
             }
         }
         assertThatThrownBy(() -> {
-            try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32, DType.BF16)) {
+            try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16))) {
                 AdamW.of(0f).create(ops, half.network().table(), half.params(), half.halfGradients(), 4, 10);
             }
         }).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("(its shard has 10)");
@@ -144,7 +144,7 @@ class HalfGradAdamWTest {
 
     @Test
     void optimizersThatReadFp32GradientsOnlyAreRefused() {
-        try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32, DType.BF16)) {
+        try (Gpt2 half = new Gpt2(CONFIG, ops, 1, 2, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16))) {
             assertThatThrownBy(() -> Sgd.of(0.9f, 0f).create(ops, half.network().table(), half.params(),
                     half.halfGradients())).isInstanceOf(IllegalArgumentException.class)
                     .hasMessage("16-bit gradients are read by AdamW only yet, not by Sgd: store the gradients in "

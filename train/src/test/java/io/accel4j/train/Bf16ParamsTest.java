@@ -13,6 +13,7 @@ import io.accel4j.optim.Bf16StoreAdamW;
 import io.accel4j.optim.Optimizer;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.ParameterLayout.Param;
@@ -68,7 +69,8 @@ class Bf16ParamsTest {
     }
 
     private static Gpt2 model(GptConfig c, DType gradients, DType parameters) {
-        return new Gpt2(c, ops, B, T, Recompute.NONE, DType.BF16, null, DType.BF16, gradients, parameters);
+        return new Gpt2(c, ops, B, T, Gpt2Options.DEFAULT.withPrecision(DType.BF16, null)
+                .withActivationStorage(DType.BF16).withGradientStorage(gradients).withParameterStorage(parameters));
     }
 
     @Test
@@ -228,8 +230,9 @@ class Bf16ParamsTest {
         for (Recompute recompute : new Recompute[] {Recompute.NONE, Recompute.GELU, Recompute.LAYER}) {
             MemoryPlan plan = Bf16ParamsPlan.of(ODD, B, T, recompute, DType.BF16, gradients);
             CountingMemory counted = new CountingMemory();
-            try (Gpt2 m = new Gpt2(ODD, counted.ops(ops), B, T, recompute, DType.BF16, null, DType.BF16, gradients,
-                    DType.BF16)) {
+            try (Gpt2 m = new Gpt2(ODD, counted.ops(ops), B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
+                    .withPrecision(DType.BF16, null).withActivationStorage(DType.BF16).withGradientStorage(gradients)
+                    .withParameterStorage(DType.BF16))) {
                 m.initialise(1);
                 try (TokenFile f = odd(); Trainer t = new Trainer(m, config(gradients, 1), f, null)) {
                     assertThat(m.totalBytes() + t.stateBytes()).as("recompute %s", recompute).isEqualTo(plan.total());
@@ -258,7 +261,9 @@ class Bf16ParamsTest {
         TrainConfig cfg = config(gradients, steps).toBuilder().gradAccum(2).build();
         java.util.List<Double> losses = new java.util.ArrayList<>();
         try (TokenFile f = odd();
-             Gpt2 m = new Gpt2(ODD, o, B, T, Recompute.NONE, DType.BF16, null, DType.BF16, gradients, DType.BF16)) {
+             Gpt2 m = new Gpt2(ODD, o, B, T, Gpt2Options.DEFAULT.withPrecision(DType.BF16, null)
+                     .withActivationStorage(DType.BF16).withGradientStorage(gradients)
+                     .withParameterStorage(DType.BF16))) {
             m.initialise(resume == null ? 7 : 99);
             try (Trainer t = new Trainer(m, cfg, f, null, null, offload
                     ? io.accel4j.train.parallel.Bf16ParamStates.offloaded()
@@ -312,8 +317,9 @@ class Bf16ParamsTest {
         assertThat(plan.host()).isEqualTo(12 * psi + 6 * Math.min(1 << 16, psi));
         CountingMemory counted = new CountingMemory();
         try (TokenFile f = odd();
-             Gpt2 m = new Gpt2(ODD, counted.ops(ops), B, T, Recompute.NONE, DType.BF16, null, DType.BF16,
-                     gradients, DType.BF16)) {
+             Gpt2 m = new Gpt2(ODD, counted.ops(ops), B, T, Gpt2Options.DEFAULT.withPrecision(DType.BF16, null)
+                     .withActivationStorage(DType.BF16).withGradientStorage(gradients)
+                     .withParameterStorage(DType.BF16))) {
             m.initialise(1);
             try (Trainer t = new Trainer(m, config(gradients, 1), f, null, null,
                     io.accel4j.train.parallel.Bf16ParamStates.offloaded())) {
@@ -333,8 +339,8 @@ class Bf16ParamsTest {
             throws IOException {
         TrainConfig cfg = TrainerTest.base().batch(batch).seq(T).steps(4).lr(2e-2f).gradClip(1f).bucketBytes(0)
                 .seed(9).precision(Precision.of(DType.BF16)).build();
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, T, Recompute.NONE, DType.BF16, null, DType.BF16,
-                DType.FP32, DType.BF16)) {
+        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, T, Gpt2Options.DEFAULT.withPrecision(DType.BF16, null)
+                .withActivationStorage(DType.BF16).withParameterStorage(DType.BF16))) {
             m.initialise(3);
             try (Trainer t = new Trainer(m, cfg, small, null, comm)) {
                 double[] losses = new double[4], norms = new double[4];

@@ -12,8 +12,8 @@ import io.accel4j.train.data.DefaultDataset;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.model.Recompute;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -77,8 +77,9 @@ class Bf16ParamsTrainingTest {
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(STEPS).lr(5e-3f).warmup(STEPS / 10)
                 .schedule(TrainConfig.Schedule.COSINE).gradClip(1f).valEvery(0).valBatches(8).seed(42)
                 .precision(p).build();
-        try (Gpt2 m = new Gpt2(GptConfig.TINY, ops, B, T, Recompute.NONE, p.operands(), p.fp8(),
-                p.activationStorage(), p.gradients(), parameters)) {
+        try (Gpt2 m = new Gpt2(GptConfig.TINY, ops, B, T, Gpt2Options.DEFAULT.withPrecision(p.operands(), p.fp8())
+                .withActivationStorage(p.activationStorage()).withGradientStorage(p.gradients())
+                .withParameterStorage(parameters))) {
             m.initialise(42);
             try (Trainer t = new Trainer(m, cfg, train, val)) {
                 long t0 = System.nanoTime();

@@ -23,7 +23,7 @@ import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Recompute;
+import io.accel4j.train.model.Gpt2Options;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -168,7 +168,7 @@ class GpuTrainerTest {
 
     /** A model of {@code config} for batches of up to 3, initialised from seed 5 (as TrainerTest.model). */
     private static Gpt2 model(Ops ops, GptConfig config, Precision p) {
-        Gpt2 m = new Gpt2(config, ops, 3, config.maxT(), Recompute.NONE, p.operands(), p.fp8());
+        Gpt2 m = new Gpt2(config, ops, 3, config.maxT(), Gpt2Options.DEFAULT.withPrecision(p.operands(), p.fp8()));
         m.initialise(5);
         return m;
     }
@@ -245,7 +245,8 @@ class GpuTrainerTest {
     }
 
     private static Gpt2 fp8Model(Ops ops) {
-        Gpt2 m = new Gpt2(FP8_MODEL, ops, 2, FP8_MODEL.maxT(), Recompute.NONE, DType.FP32, FP8_RECIPE);
+        Gpt2 m = new Gpt2(FP8_MODEL, ops, 2, FP8_MODEL.maxT(), Gpt2Options.DEFAULT
+                .withPrecision(DType.FP32, FP8_RECIPE));
         m.initialise(5);
         return m;
     }

@@ -16,6 +16,7 @@ import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.precision.Precision;
@@ -167,7 +168,8 @@ class LearnerGpt2Test {
         Precision p = cfg.precision();
         try (Parallel pool = new Parallel(1);
              Gpt2 m = initialised(new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(), TrainerTest.TINY.maxT(),
-                     recompute, p.operands(), p.fp8(), storage));
+                     Gpt2Options.DEFAULT.withRecompute(recompute).withPrecision(p.operands(), p.fp8())
+                             .withActivationStorage(storage)));
              Trainer t = new Trainer(m, cfg, trainFile, null, comm, ModelStates::of)) {
             t.checkReplicas();
             java.util.ArrayList<StepMetrics> steps = new java.util.ArrayList<>();
@@ -349,7 +351,7 @@ class LearnerGpt2Test {
         Precision p = cfg.precision();
         try (Parallel pool = new Parallel(1);
              Gpt2 m = new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(), TrainerTest.TINY.maxT(),
-                     Recompute.NONE, p.operands(), p.fp8(), DType.FP32, p.gradients());
+                     Gpt2Options.DEFAULT.withPrecision(p.operands(), p.fp8()).withGradientStorage(p.gradients()));
              Trainer t = new Trainer(m, cfg, trainFile, null, comm, strategy)) {
             m.initialise(INIT_SEED);
             java.util.ArrayList<StepMetrics> steps = new java.util.ArrayList<>();

@@ -15,6 +15,7 @@ import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.parallel.ModelStates;
 import java.io.IOException;
@@ -62,7 +63,8 @@ class LearnerLlmcCheckpointsTest {
         Precisions p = new Precisions(cfg);
         try (Parallel pool = new Parallel(1);
              Gpt2 m = LearnerGpt2Test.initialised(new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(),
-                     TrainerTest.TINY.maxT(), Recompute.NONE, p.operands, cfg.precision().fp8(), p.storage));
+                     TrainerTest.TINY.maxT(), Gpt2Options.DEFAULT.withPrecision(p.operands, cfg.precision().fp8())
+                             .withActivationStorage(p.storage)));
              Trainer t = new Trainer(m, cfg, trainFile, null, comm, ModelStates::of)) {
             if (resume != null) {
                 t.resume(resume);

@@ -12,6 +12,7 @@ import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.parallel.ModelStates;
 import java.io.IOException;
@@ -62,7 +63,7 @@ class LearnerMemoryLineTest {
     private static String trainerRank(TrainConfig cfg, Communicator comm) {
         try (Parallel pool = new Parallel(1);
              Gpt2 m = LearnerGpt2Test.initialised(new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(),
-                     cfg.seq(), recompute(cfg), DType.FP32, null, DType.FP32)); // as RankRun builds it
+                     cfg.seq(), Gpt2Options.DEFAULT.withRecompute(recompute(cfg)))); // as RankRun builds it
              Trainer t = new Trainer(m, cfg, trainFile, null, comm, ModelStates::of)) {
             return line(t.memory().describe(t.modelStateBytes(), t.workingBytes()), t.modelStateBytes(),
                     t.workingBytes()) + " model " + m.totalBytes() + ", activations " + m.activationBytes();

@@ -14,6 +14,7 @@ import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.parallel.ModelStates;
 import java.io.IOException;
@@ -69,7 +70,7 @@ class LearnerValidationTest {
         DType operands = cfg.precision().operands();
         try (Parallel pool = new Parallel(1);
              Gpt2 m = new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(), TrainerTest.TINY.maxT(),
-                     Recompute.NONE, operands, cfg.precision().fp8(), DType.FP32);
+                     Gpt2Options.DEFAULT.withPrecision(operands, cfg.precision().fp8()));
              Trainer t = new Trainer(m, cfg, trainFile, valFile, comm, ModelStates::of)) {
             m.initialise(3);
             List<StepMetrics> steps = new ArrayList<>();

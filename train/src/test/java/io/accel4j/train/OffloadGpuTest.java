@@ -88,7 +88,7 @@ class OffloadGpuTest {
 
     private static List<Double> train(Ops ops, boolean offload, Path resume, Path save, int saveAt) throws IOException {
         List<Double> losses = new ArrayList<>();
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, ops, 3, TrainerTest.TINY.maxT(), Recompute.NONE);
+        try (Gpt2 m = new Gpt2(TrainerTest.TINY, ops, 3, TrainerTest.TINY.maxT());
              Trainer t = new Trainer(m, config(), trainFile, null, null,
                      offload ? ModelStates.offloaded() : ModelStates::of)) {
             m.initialise(5);

@@ -10,6 +10,7 @@ import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.parallel.ModelStates;
@@ -71,7 +72,7 @@ class OffloadHalfGradientsTest {
     }
 
     private static Gpt2 model(Ops ops) {
-        return new Gpt2(CONFIG, ops, B, T, Recompute.NONE, DType.FP32, null, DType.FP32, DType.BF16);
+        return new Gpt2(CONFIG, ops, B, T, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16));
     }
 
     private record Run(List<Double> losses, float[] params) {}

@@ -9,6 +9,7 @@ import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.parallel.ModelStates;
@@ -71,7 +72,7 @@ class OffloadTrainerTest {
             throws IOException {
         List<Double> losses = new ArrayList<>();
         try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, ops, B, T, Recompute.NONE);
+             Gpt2 model = new Gpt2(CONFIG, ops, B, T);
              Trainer t = new Trainer(model, config(steps), train, null, null,
                      offload ? ModelStates.offloaded() : ModelStates::of)) {
             model.initialise(resume == null ? 7 : 99); // a resume's own initial parameters lose to the checkpoint's
@@ -128,8 +129,7 @@ class OffloadTrainerTest {
     }
 
     private static Gpt2 model(Ops ops, io.accel4j.core.DType grads) {
-        return new Gpt2(CONFIG, ops, B, T, Recompute.NONE, io.accel4j.core.DType.FP32, null,
-                io.accel4j.core.DType.FP32, grads);
+        return new Gpt2(CONFIG, ops, B, T, Gpt2Options.DEFAULT.withGradientStorage(grads));
     }
 
     private static void nextForwardStartsBeforeTheLastUnitIsUp(io.accel4j.core.DType grads) throws Exception {
@@ -237,7 +237,7 @@ class OffloadTrainerTest {
         assertThat(plan.device().total()).isEqualTo(whole.total() - 8 * psi);
         assertThat(plan.host()).isEqualTo(16 * psi);
         try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, new StrictMemory().ops(cpu), B, T, Recompute.NONE);
+             Gpt2 model = new Gpt2(CONFIG, new StrictMemory().ops(cpu), B, T);
              Trainer t = new Trainer(model, config(1), train, null, null, ModelStates.offloaded())) {
             assertThat(model.totalBytes() + t.stateBytes()).isEqualTo(plan.device().total());
             assertThat(t.hostBytes()).isEqualTo(plan.host());
@@ -250,7 +250,7 @@ class OffloadTrainerTest {
     @Test
     void zeroIsRefusedNamingTheStage() throws IOException {
         try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, cpu, B, T, Recompute.NONE)) {
+             Gpt2 model = new Gpt2(CONFIG, cpu, B, T)) {
             TrainConfig z = config(1).toBuilder().zeroStage(1).build();
             assertThatThrownBy(() -> ModelStates.offloaded().create(null, model, z, 0))
                     .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ZeRO stage 1");

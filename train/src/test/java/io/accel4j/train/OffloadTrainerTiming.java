@@ -6,7 +6,6 @@ import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.model.Recompute;
 import io.accel4j.train.parallel.ModelStates;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -39,8 +38,8 @@ class OffloadTrainerTiming {
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
         try (Parallel pool = new Parallel(Integer.getInteger("accel4j.timing.threads", 2));
              TokenFile data = TokenFile.open(dir.resolve("t.bin"));
-             Gpt2 ms = new Gpt2(config, new CpuOps(pool), b, t, Recompute.NONE);
-             Gpt2 mo = new Gpt2(config, new CpuOps(pool), b, t, Recompute.NONE);
+             Gpt2 ms = new Gpt2(config, new CpuOps(pool), b, t);
+             Gpt2 mo = new Gpt2(config, new CpuOps(pool), b, t);
              Trainer serial = new Trainer(ms, cfg, data, null, null, ModelStates.offloaded(false));
              Trainer over = new Trainer(mo, cfg, data, null, null, ModelStates.offloaded(true))) {
             ms.initialise(3);

@@ -12,8 +12,8 @@ import io.accel4j.train.data.DefaultDataset;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.model.Recompute;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -97,8 +97,8 @@ class SixteenBitGradientsTest {
                 .schedule(TrainConfig.Schedule.COSINE).gradClip(1f).valEvery(0).valBatches(8).seed(42)
                 .precision(p).build();
         GptConfig c = GptConfig.TINY;
-        try (Gpt2 m = new Gpt2(c, ops, B, T, Recompute.NONE, p.operands(), p.fp8(), p.activationStorage(),
-                p.gradients())) {
+        try (Gpt2 m = new Gpt2(c, ops, B, T, Gpt2Options.DEFAULT.withPrecision(p.operands(), p.fp8())
+                .withActivationStorage(p.activationStorage()).withGradientStorage(p.gradients()))) {
             m.initialise(42);
             try (Trainer t = new Trainer(m, cfg, train, val)) {
                 long t0 = System.nanoTime();
@@ -137,8 +137,8 @@ class SixteenBitGradientsTest {
 
     private static Run ddpRun(CpuOps o, int batch, io.accel4j.collectives.Communicator comm) throws IOException {
         TrainConfig cfg = ddpConfig(batch);
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, TrainerTest.TINY.maxT(), Recompute.NONE, DType.BF16,
-                null, DType.BF16, DType.BF16)) {
+        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, TrainerTest.TINY.maxT(), Gpt2Options.DEFAULT
+                .withPrecision(DType.BF16, null).withActivationStorage(DType.BF16).withGradientStorage(DType.BF16))) {
             m.initialise(1);
             try (Trainer t = new Trainer(m, cfg, small, null, comm)) {
                 double[] norms = new double[DDP_STEPS], losses = new double[DDP_STEPS];
@@ -193,8 +193,7 @@ class SixteenBitGradientsTest {
 
     @Test
     void whatCannotTakeSixteenBitGradientsIsRefusedBeforeAnyStep() throws IOException {
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, ops, 2, 5, Recompute.NONE, DType.FP32, null, DType.FP32,
-                DType.BF16)) {
+        try (Gpt2 m = new Gpt2(TrainerTest.TINY, ops, 2, 5, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16))) {
             TrainConfig fp32 = TrainConfig.builder().batch(2).seq(5).steps(1).build();
             assertThatThrownBy(() -> new Trainer(m, fp32, small, null)).isInstanceOf(IllegalArgumentException.class)
                     .hasMessage("the model stores its gradients in bf16, the run asks for fp32: build it with the "

@@ -8,8 +8,8 @@ import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.DefaultDataset;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.model.Recompute;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -69,7 +69,8 @@ class SixteenBitTrainingTest {
                 .schedule(TrainConfig.Schedule.COSINE).gradClip(1f).valEvery(0).valBatches(8).seed(42)
                 .precision(p).build();
         GptConfig c = GptConfig.TINY;
-        try (Gpt2 m = new Gpt2(c, ops, B, T, Recompute.NONE, p.operands(), p.fp8(), storage)) {
+        try (Gpt2 m = new Gpt2(c, ops, B, T, Gpt2Options.DEFAULT.withPrecision(p.operands(), p.fp8())
+                .withActivationStorage(storage))) {
             m.initialise(42);
             try (Trainer t = new Trainer(m, cfg, train, val)) {
                 long t0 = System.nanoTime();

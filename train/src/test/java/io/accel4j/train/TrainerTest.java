@@ -13,7 +13,7 @@ import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.io.FileFormatException;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Recompute;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.ParameterLayout;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -82,7 +82,7 @@ public class TrainerTest {
 
     /** The TINY model initialised from {@code seed}, built in precision {@code p} (a trainer of {@code p} needs it). */
     static Gpt2 model(Ops ops, int maxB, long seed, Precision p) {
-        Gpt2 m = new Gpt2(TINY, ops, maxB, TINY.maxT(), Recompute.NONE, p.operands(), p.fp8());
+        Gpt2 m = new Gpt2(TINY, ops, maxB, TINY.maxT(), Gpt2Options.DEFAULT.withPrecision(p.operands(), p.fp8()));
         m.initialise(seed);
         return m;
     }

@@ -13,6 +13,7 @@ import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.plan.BatchSizeFinder;
@@ -76,8 +77,8 @@ class ZeroOneHalfGradientsTest {
 
     /** {@code STEPS} steps, then a checkpoint into {@code dir} (its state file's bytes returned, rank 0's). */
     private static Run run(CpuOps o, int batch, int zero, Communicator comm, Path dir) throws IOException {
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, TrainerTest.TINY.maxT(), Recompute.NONE, DType.BF16,
-                null, DType.BF16, DType.BF16)) {
+        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, TrainerTest.TINY.maxT(), Gpt2Options.DEFAULT
+                .withPrecision(DType.BF16, null).withActivationStorage(DType.BF16).withGradientStorage(DType.BF16))) {
             m.initialise(1);
             try (Trainer t = new Trainer(m, config(batch, zero), small, null, comm)) {
                 assertThat(t.zeroStage()).isEqualTo(zero);
@@ -158,8 +159,9 @@ class ZeroOneHalfGradientsTest {
             seen = g.run(comm -> {
                 CountingMemory counted = new CountingMemory();
                 try (Parallel p = new Parallel(1); TokenFile train = TokenFile.open(tmp.resolve("small.bin"));
-                     Gpt2 m = new Gpt2(TrainerTest.TINY, counted.ops(new CpuOps(p)), B, T, Recompute.NONE,
-                             DType.BF16, null, DType.BF16, DType.BF16)) {
+                     Gpt2 m = new Gpt2(TrainerTest.TINY, counted.ops(new CpuOps(p)), B, T, Gpt2Options.DEFAULT
+                             .withPrecision(DType.BF16, null).withActivationStorage(DType.BF16)
+                             .withGradientStorage(DType.BF16))) {
                     m.initialise(1);
                     try (Trainer t = new Trainer(m, config(B, 1).toBuilder().seq(T).build(), train, null, comm)) {
                         long live = counted.live.get();
@@ -187,8 +189,7 @@ class ZeroOneHalfGradientsTest {
 
     @Test
     void zeroTwoAndThreeAreRefusedNamingBoth() throws IOException {
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, ops, 2, 5, Recompute.NONE, DType.FP32, null, DType.FP32,
-                DType.BF16)) {
+        try (Gpt2 m = new Gpt2(TrainerTest.TINY, ops, 2, 5, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16))) {
             for (int stage = 2; stage <= 3; stage++) {
                 TrainConfig cfg = TrainConfig.builder().batch(2).seq(5).steps(1).zeroStage(stage)
                         .precision(Precision.FP32.withGradients(DType.BF16)).build();

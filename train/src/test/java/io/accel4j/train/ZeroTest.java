@@ -13,6 +13,7 @@ import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import java.io.IOException;
@@ -93,7 +94,8 @@ class ZeroTest {
     private static Run train(GptConfig config, Recompute recompute, TrainConfig cfg, Communicator comm)
             throws IOException {
         try (Parallel pool = new Parallel(1);
-             Gpt2 m = new Gpt2(config, new CpuOps(pool), cfg.batch(), config.maxT(), recompute)) {
+             Gpt2 m = new Gpt2(config, new CpuOps(pool), cfg.batch(), config.maxT(), Gpt2Options.DEFAULT
+                     .withRecompute(recompute))) {
             m.initialise(1);
             try (Trainer t = new Trainer(m, cfg, trainFile, null, comm)) {
                 assertThat(t.zeroStage()).isEqualTo(cfg.zeroStage());

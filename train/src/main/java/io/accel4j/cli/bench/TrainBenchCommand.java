@@ -17,7 +17,7 @@ import io.accel4j.optim.Bf16StoreAdamW;
 import io.accel4j.train.data.Mt19937;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Recompute;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.profile.ProfileReport;
 import io.accel4j.train.profile.ProfilingOps;
@@ -229,9 +229,10 @@ public final class TrainBenchCommand implements Callable<Integer> {
         AdamWConfig adam = new AdamWConfig(lr, 0.9f, 0.999f, 1e-8f, 0f);
         boolean fp8 = precision == PrecisionOptions.Precisions.FP8;
         try (Arena arena = Arena.ofShared();
-             Gpt2 gpt = new Gpt2(config, ops, B, T, Recompute.NONE, fp8 ? DType.FP32 : precision,
-                     fp8 ? DelayedScaling.defaults() : null, storage(), gradStorage,
-                     bf16Params ? DType.BF16 : DType.FP32);
+             Gpt2 gpt = new Gpt2(config, ops, B, T, Gpt2Options.DEFAULT
+                     .withPrecision(fp8 ? DType.FP32 : precision, fp8 ? DelayedScaling.defaults() : null)
+                     .withActivationStorage(storage()).withGradientStorage(gradStorage)
+                     .withParameterStorage(bf16Params ? DType.BF16 : DType.FP32));
              DeviceArena states = gpt.memory().arena();
              // --bf16-params: the optimizer's master (the initial weights, bf16), m and v
              Bf16StoreAdamW store = bf16Params ? bf16Optimizer(gpt, ops) : null) {

@@ -14,6 +14,7 @@ import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.data.DefaultDataset;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.parallel.ModelStates;
@@ -175,12 +176,13 @@ final class RankRun {
     /** The model: loaded from {@code file}, or the preset initialised from --seed. */
     private Gpt2 createModel(Ops ops, TrainConfig cfg, Path file, GptConfig c) throws IOException {
         Precision p = cfg.precision();
+        Gpt2Options options = Gpt2Options.DEFAULT.withRecompute(cmd.memory.recompute)
+                .withPrecision(p.operands(), p.fp8()).withActivationStorage(p.activationStorage())
+                .withGradientStorage(p.gradients()).withParameterStorage(cmd.bf16Params.parameters());
         if (file != null) {
-            return Gpt2.load(file, ops, cfg.batch(), cfg.seq(), cmd.memory.recompute, p.operands(), p.fp8(),
-                    p.activationStorage(), p.gradients(), cmd.bf16Params.parameters());
+            return Gpt2.load(file, ops, cfg.batch(), cfg.seq(), options);
         }
-        Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq(), cmd.memory.recompute, p.operands(), p.fp8(),
-                p.activationStorage(), p.gradients(), cmd.bf16Params.parameters());
+        Gpt2 g = new Gpt2(c, ops, cfg.batch(), cfg.seq(), options);
         g.initialise(cmd.seed);
         return g;
     }

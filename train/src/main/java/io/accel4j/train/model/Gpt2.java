@@ -1,21 +1,15 @@
 package io.accel4j.train.model;
 
 import io.accel4j.core.DType;
-import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.Gpt2Blocks;
 import io.accel4j.nn.Network;
-import io.accel4j.nn.ParameterSource;
-import io.accel4j.nn.ParameterTable;
-import io.accel4j.nn.Units;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
-import io.accel4j.train.model.ParameterLayout.Param;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
-import java.util.List;
 import java.util.Objects;
 import java.util.function.IntConsumer;
 
@@ -27,10 +21,11 @@ import java.util.function.IntConsumer;
  * ZeRO-2/3 replace by shards ({@link #useWeights}) — and the units the weights gather bracketed by the blocks'
  * {@link io.accel4j.nn.UnitScope}s.
  *
- * <p>Precision is fixed when the model is made: the matmuls' operands (FP32, BF16, FP16; attention BF16 where the
- * backend takes it) or FP8 linear layers under a delayed-scaling recipe ({@link #fp8()}), the LM head staying in the
- * operands' precision. Activation checkpointing ({@link Recompute}) keeps fewer activations and recomputes the rest
- * with the same bits. All memory is the backend's ({@link Ops#memory()}), allocated once; {@link #close} frees it.
+ * <p>Precision is fixed when the model is made ({@link Gpt2Options}): the matmuls' operands (FP32, BF16, FP16;
+ * attention BF16 where the backend takes it) or FP8 linear layers under a delayed-scaling recipe ({@link #fp8()}), the
+ * LM head staying in the operands' precision; so is how activations, gradients and working weights are stored.
+ * Activation checkpointing ({@link Recompute}) keeps fewer activations and recomputes the rest with the same bits.
+ * All memory is the backend's ({@link Ops#memory()}), allocated once; {@link #close} frees it.
  *
  * <p>A step is {@link #zeroGrad}, {@link #forward} with targets, {@link #backward}; or {@link #forwardBackward}.
  * Backward adds into the gradients, so micro-batches accumulate until the next {@code zeroGrad}. Not thread-safe.
@@ -42,91 +37,44 @@ public final class Gpt2 implements AutoCloseable {
     private final Ops ops;
     private final int maxB;
     private final int maxT;
-    private final Recompute recompute;
-    private final DType operands;
-    private final DType storage;
-    private final DType gradients;
-    private final DType parameters;
+    private final Gpt2Options options;
     private final DeviceMemory memory;
     private final WeightsSource source;
     private final Network net;
 
     /**
      * A model of shape {@code config} for batches of up to {@code maxB} sequences of up to {@code maxT} tokens
-     * ({@code maxT ≤ config.maxT()}), fp32, keeping every activation. Parameters and gradients start at zero: fill
-     * {@link #params()} (e.g. {@link #initialise}, {@link #load}).
+     * ({@code maxT ≤ config.maxT()}), fp32, keeping every activation ({@link Gpt2Options#DEFAULT}).
      */
     public Gpt2(GptConfig config, Ops ops, int maxB, int maxT) {
-        this(config, ops, maxB, maxT, Recompute.NONE);
-    }
-
-    /** {@link #Gpt2(GptConfig, Ops, int, int)} keeping the activations {@code recompute} says. */
-    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute) {
-        this(config, ops, maxB, maxT, recompute, DType.FP32, null);
+        this(config, ops, maxB, maxT, Gpt2Options.DEFAULT);
     }
 
     /**
-     * {@link #Gpt2(GptConfig, Ops, int, int, Recompute)} whose matmuls take {@code operands} (FP32, BF16 or FP16; see
-     * {@link io.accel4j.core.ops.MatmulOps}), or — with {@code fp8} not null — whose blocks' linear layers take FP8
-     * operands under that recipe (the LM head keeps {@code operands}).
+     * A model of shape {@code config} for batches of up to {@code maxB} sequences of up to {@code maxT} tokens
+     * ({@code maxT ≤ config.maxT()}), made as {@code options} say. Parameters and gradients start at zero: fill
+     * {@link #params()} (e.g. {@link #initialise}, {@link #load}).
      *
-     * @throws IllegalArgumentException for other operands, or sizes the backend's attention cannot take
+     * @throws IllegalArgumentException for sizes out of range, storage types the blocks or weights cannot take, or
+     *                                  sizes the backend's attention cannot take
      */
-    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
-                DelayedScaling fp8) {
-        this(config, ops, maxB, maxT, recompute, operands, fp8, DType.FP32);
-    }
-
-    /**
-     * {@link #Gpt2(GptConfig, Ops, int, int, Recompute, DType, DelayedScaling)} storing the activations its blocks
-     * save for backward in {@code storage} (FP32, or BF16/FP16: {@link io.accel4j.nn.NetworkSpec#activationStorage}).
-     */
-    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
-                DelayedScaling fp8, DType storage) {
-        this(config, ops, maxB, maxT, recompute, operands, fp8, storage, DType.FP32);
-    }
-
-    /**
-     * {@link #Gpt2(GptConfig, Ops, int, int, Recompute, DType, DelayedScaling, DType)} storing the gradients in
-     * {@code gradients}: FP32 ({@link FlatWeights}), or BF16/FP16 ({@link HalfWeights}: the blocks' and the final
-     * LayerNorm's gradients in 16 bits, one layer's fp32 working region; {@link #grads()} is then not available, the
-     * trainer reads them through {@link #halfGradients()}).
-     */
-    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
-                DelayedScaling fp8, DType storage, DType gradients) {
-        this(config, ops, maxB, maxT, recompute, operands, fp8, storage, gradients, DType.FP32);
-    }
-
-    /**
-     * {@link #Gpt2(GptConfig, Ops, int, int, Recompute, DType, DelayedScaling, DType, DType)} storing the working
-     * weights in {@code parameters}: FP32, or BF16 ({@link Bf16ParamWeights}, {@code --bf16-params}: the blocks' and
-     * the final LayerNorm's in a bf16 store widened one layer at a time into an fp32 working region, the embeddings
-     * as an fp32 copy of bf16 values; {@link #params()} is then not available: the fp32 master weights are the
-     * optimizer's, the parameters are set through {@link #copyParamsFromHost} (rounded to nearest even) or
-     * {@link #halfParameters()}).
-     */
-    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
-                DelayedScaling fp8, DType storage, DType gradients, DType parameters) {
+    public Gpt2(GptConfig config, Ops ops, int maxB, int maxT, Gpt2Options options) {
         this.config = Objects.requireNonNull(config, "config");
         this.ops = Objects.requireNonNull(ops, "ops");
-        this.recompute = Objects.requireNonNull(recompute, "recompute");
+        this.options = Objects.requireNonNull(options, "options");
         checkBatch(config, maxB, maxT);
         this.maxB = maxB;
         this.maxT = maxT;
-        this.operands = operands;
-        this.storage = Objects.requireNonNull(storage, "storage");
         this.layout = new ParameterLayout(config);
         this.memory = ops.memory();
-        this.gradients = Objects.requireNonNull(gradients, "gradients");
-        this.parameters = Objects.requireNonNull(parameters, "parameters");
-        if (parameters != DType.FP32 && parameters != DType.BF16) {
-            throw new IllegalArgumentException("the working weights are stored in fp32 or bf16, got " + parameters);
-        }
-        this.source = new WeightsSource(parameters == DType.BF16 ? new Bf16ParamWeights(layout, ops, gradients)
+        DType gradients = options.gradients();
+        this.source = new WeightsSource(options.parameters() == DType.BF16
+                ? new Bf16ParamWeights(layout, ops, gradients)
                 : gradients == DType.FP32 ? new FlatWeights(layout, memory) : new HalfWeights(layout, ops, gradients));
         try {
-            this.net = Gpt2Blocks.spec(config).batch(maxB, maxT).recompute(recompute).matmulOperands(operands)
-                    .activationStorage(storage).fp8(fp8).parameters(source::bind, source).build(ops);
+            this.net = Gpt2Blocks.spec(config).batch(maxB, maxT).recompute(options.recompute())
+                    .matmulOperands(options.operands()).activationStorage(options.activations()).fp8(options.fp8())
+                    .parameters(source::bind, source).build(ops);
         } catch (RuntimeException | Error e) {
             source.weights.close();
             throw e;
@@ -142,39 +90,17 @@ public final class Gpt2 implements AutoCloseable {
 
     /** Reads an llm.c checkpoint ({@link LlmcCheckpoint}, fp32 or bf16) into a new fp32 model. */
     public static Gpt2 load(Path file, Ops ops, int maxB, int maxT) throws IOException {
-        return load(file, ops, maxB, maxT, Recompute.NONE);
+        return load(file, ops, maxB, maxT, Gpt2Options.DEFAULT);
     }
 
-    /** {@link #load(Path, Ops, int, int)} keeping the activations {@code recompute} says. */
-    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute) throws IOException {
-        return load(file, ops, maxB, maxT, recompute, DType.FP32, null);
-    }
-
-    /** {@link #load(Path, Ops, int, int, Recompute)} in the precision of {@link #Gpt2(GptConfig, Ops, int, int, Recompute, DType, DelayedScaling)}. */
-    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
-                            DelayedScaling fp8) throws IOException {
-        return load(file, ops, maxB, maxT, recompute, operands, fp8, DType.FP32);
-    }
-
-    /** {@link #load(Path, Ops, int, int, Recompute, DType, DelayedScaling)} storing saved activations in {@code storage}. */
-    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
-                            DelayedScaling fp8, DType storage) throws IOException {
-        return load(file, ops, maxB, maxT, recompute, operands, fp8, storage, DType.FP32);
-    }
-
-    /** {@link #load(Path, Ops, int, int, Recompute, DType, DelayedScaling, DType)} storing the gradients in {@code gradients}. */
-    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
-                            DelayedScaling fp8, DType storage, DType gradients) throws IOException {
-        return load(file, ops, maxB, maxT, recompute, operands, fp8, storage, gradients, DType.FP32);
-    }
-
-    /** {@link #load(Path, Ops, int, int, Recompute, DType, DelayedScaling, DType, DType)} with the working weights in {@code parameters}. */
-    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Recompute recompute, DType operands,
-                            DelayedScaling fp8, DType storage, DType gradients, DType parameters) throws IOException {
+    /**
+     * Reads an llm.c checkpoint ({@link LlmcCheckpoint}, fp32 or bf16) into a new model made as {@code options} say,
+     * its {@code maxT} capped at the checkpoint's.
+     */
+    public static Gpt2 load(Path file, Ops ops, int maxB, int maxT, Gpt2Options options) throws IOException {
         try (Arena tmp = Arena.ofConfined()) {
             LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(file, tmp);
-            Gpt2 model = new Gpt2(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()), recompute,
-                    operands, fp8, storage, gradients, parameters);
+            Gpt2 model = new Gpt2(loaded.config(), ops, maxB, Math.min(maxT, loaded.config().maxT()), options);
             try {
                 model.copyParamsFromHost(loaded.params());
             } catch (RuntimeException e) {
@@ -288,7 +214,7 @@ public final class Gpt2 implements AutoCloseable {
 
     /** The matmuls' operand precision (under FP8: the LM head's). */
     public DType matmulOperands() {
-        return operands;
+        return options.operands();
     }
 
     /**
@@ -338,7 +264,7 @@ public final class Gpt2 implements AutoCloseable {
 
     /** How the gradients are stored: FP32, or BF16/FP16 ({@link HalfWeights}). */
     public DType gradientStorage() {
-        return gradients;
+        return options.gradients();
     }
 
     /**
@@ -359,7 +285,7 @@ public final class Gpt2 implements AutoCloseable {
 
     /** How the working weights are stored: FP32, or BF16 ({@link Bf16ParamWeights}, {@code --bf16-params}). */
     public DType parameterStorage() {
-        return parameters;
+        return options.parameters();
     }
 
     /**
@@ -380,7 +306,7 @@ public final class Gpt2 implements AutoCloseable {
      * ahead of {@link Weights#acquire}): an offloaded optimizer's deferred upload makes the unit wait there for its
      * parameters ({@code io.accel4j.optim.Optimizer#deferUpload}). Null: none.
      */
-    public void beforeAcquire(java.util.function.IntConsumer hook) {
+    public void beforeAcquire(IntConsumer hook) {
         source.beforeAcquire = hook;
     }
 
@@ -395,13 +321,13 @@ public final class Gpt2 implements AutoCloseable {
      */
     public void useWeights(Weights next) {
         Objects.requireNonNull(next, "next");
-        if (parameters != DType.FP32) {
+        if (options.parameters() != DType.FP32) {
             throw new IllegalStateException("this model stores its working weights in bf16 (Bf16ParamWeights): they "
                     + "cannot be replaced by " + next.getClass().getSimpleName());
         }
-        if (gradients != DType.FP32) {
-            throw new IllegalStateException("this model stores its gradients in " + gradients + " (HalfWeights): "
-                    + "they cannot be replaced by " + next.getClass().getSimpleName() + "'s fp32 ones");
+        if (options.gradients() != DType.FP32) {
+            throw new IllegalStateException("this model stores its gradients in " + options.gradients()
+                    + " (HalfWeights): they cannot be replaced by " + next.getClass().getSimpleName() + "'s fp32 ones");
         }
         Weights old = source.weights;
         source.weights = next;
@@ -418,7 +344,12 @@ public final class Gpt2 implements AutoCloseable {
 
     /** Which activations backward recomputes. */
     public Recompute recompute() {
-        return recompute;
+        return options.recompute();
+    }
+
+    /** How this model was made. */
+    public Gpt2Options options() {
+        return options;
     }
 
     /** Bytes of the activations, their gradients and the token buffers, for {@code maxB·maxT} positions. */
@@ -448,7 +379,7 @@ public final class Gpt2 implements AutoCloseable {
 
     /** How the activations saved for backward are stored (FP32, BF16, FP16). */
     public DType activationStorage() {
-        return storage;
+        return options.activations();
     }
 
     /** Zeroes the parameter gradients; {@link #backward} adds into them. */
@@ -518,70 +449,5 @@ public final class Gpt2 implements AutoCloseable {
     public void close() {
         net.close();
         source.weights.close();
-    }
-
-    /**
-     * The network's parameters through the current {@link Weights}: each tensor of the table named by its llm.c
-     * tensor and block, each unit bracket passed on.
-     */
-    private static final class WeightsSource implements ParameterSource, Units {
-        Weights weights;
-        java.util.function.IntConsumer beforeAcquire;
-        private Param[] param;
-        private int[] layer;
-
-        WeightsSource(Weights weights) {
-            this.weights = weights;
-        }
-
-        ParameterSource bind(ParameterTable table) {
-            List<ParameterTable.Entry> entries = table.entries();
-            param = new Param[entries.size()];
-            layer = new int[entries.size()];
-            for (int i = 0; i < param.length; i++) {
-                String name = entries.get(i).name();
-                param[i] = Param.values()[Gpt2Blocks.llmcKey(name)];
-                layer[i] = Gpt2Blocks.layerOf(name);
-            }
-            return this;
-        }
-
-        @Override
-        public MemorySegment param(int i) {
-            return weights.param(param[i], layer[i]);
-        }
-
-        @Override
-        public MemorySegment grad(int i) {
-            return weights.grad(param[i], layer[i]);
-        }
-
-        @Override
-        public void acquire(int unit) {
-            if (beforeAcquire != null) {
-                beforeAcquire.accept(unit);
-            }
-            weights.acquire(unit);
-        }
-
-        @Override
-        public void prefetch(int unit) {
-            weights.prefetch(unit);
-        }
-
-        @Override
-        public void release(int unit) {
-            weights.release(unit);
-        }
-
-        @Override
-        public void beginGradients(int unit) {
-            weights.beginGradients(unit);
-        }
-
-        @Override
-        public void gradientsDone(int unit) {
-            weights.gradientsDone(unit);
-        }
     }
 }

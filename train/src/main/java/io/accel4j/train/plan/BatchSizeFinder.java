@@ -4,6 +4,7 @@ import io.accel4j.core.DType;
 import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
@@ -140,7 +141,8 @@ public final class BatchSizeFinder {
         }
         // the communicator outlives the model, whose sharded weights may still have collectives queued on it
         try (TrialCommunicator alone = new TrialCommunicator(largest, ranks);
-             Gpt2 model = new Gpt2(config, ops, B, T, recompute, DType.FP32, null, storage, gradients);
+             Gpt2 model = new Gpt2(config, ops, B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
+                     .withActivationStorage(storage).withGradientStorage(gradients));
              Arena arena = Arena.ofShared()) {
             ShardedWeights sharded = null;
             if (zeroStage >= 2) { // the largest rank's shards and working buffers, as the trainer's ShardedStates

@@ -6,6 +6,7 @@ import io.accel4j.optim.Bf16AdamW;
 import io.accel4j.optim.Bf16StoreAdamW;
 import io.accel4j.train.model.Bf16ParamWeights;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.HalfWeights;
 import io.accel4j.train.model.ParameterLayout;
@@ -122,7 +123,9 @@ public final class Bf16ParamsPlan {
     public static long trialStep(GptConfig config, Ops ops, int B, int T, Recompute recompute, DType storage,
                                  DType gradients) {
         DType operands = storage == DType.FP32 ? DType.FP32 : storage;
-        try (Gpt2 model = new Gpt2(config, ops, B, T, recompute, operands, null, storage, gradients, DType.BF16);
+        try (Gpt2 model = new Gpt2(config, ops, B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
+                .withPrecision(operands, null).withActivationStorage(storage).withGradientStorage(gradients)
+                .withParameterStorage(DType.BF16));
              Arena arena = Arena.ofShared()) {
             model.initialise(1);
             try (Bf16StoreAdamW adamw = new Bf16StoreAdamW(Bf16AdamW.of(0f, 1), ops, model.network().table(),

@@ -100,8 +100,10 @@ class HalfGradientStorageTest {
         float dloss = (type == DType.FP16 ? 1024f : 1f) / (B * T);
         DType operands = acts == DType.FP32 ? DType.FP32 : acts;
         try (Arena a = Arena.ofConfined();
-             Gpt2 wide = new Gpt2(CONFIG, ops, B, T, recompute, operands, null, acts, DType.FP32);
-             Gpt2 narrow = new Gpt2(CONFIG, ops, B, T, recompute, operands, null, acts, type)) {
+             Gpt2 wide = new Gpt2(CONFIG, ops, B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
+                     .withPrecision(operands, null).withActivationStorage(acts));
+             Gpt2 narrow = new Gpt2(CONFIG, ops, B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
+                     .withPrecision(operands, null).withActivationStorage(acts).withGradientStorage(type))) {
             assertThat(narrow.gradientStorage()).isEqualTo(type);
             wide.initialise(seed);
             narrow.copyParamsFromHost(wide.params());
@@ -148,7 +150,7 @@ class HalfGradientStorageTest {
 
     @Test
     void sixteenBitGradientsAreNotAFlatBufferAndRefuseShardedWeights() {
-        try (Gpt2 m = new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32, DType.BF16)) {
+        try (Gpt2 m = new Gpt2(CONFIG, ops, 1, 2, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16))) {
             assertThatThrownBy(m::grads).isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("16-bit gradients are read through halfGradients()");
             assertThatThrownBy(() -> m.useWeights(new FlatWeights(m.layout(), m.memory())))
@@ -160,8 +162,8 @@ class HalfGradientStorageTest {
             assertThatThrownBy(m::halfGradients).isInstanceOf(IllegalStateException.class)
                     .hasMessage("the gradients are not stored in 16 bits here: FlatWeights holds them");
         }
-        assertThatThrownBy(() -> new Gpt2(CONFIG, ops, 1, 2, Recompute.NONE, DType.FP32, null, DType.FP32,
-                DType.FP8_E4M3)).hasMessage("16-bit gradients are stored in BF16 or FP16, got FP8_E4M3");
+        assertThatThrownBy(() -> new Gpt2(CONFIG, ops, 1, 2, Gpt2Options.DEFAULT.withGradientStorage(DType.FP8_E4M3)))
+                .hasMessage("16-bit gradients are stored in BF16 or FP16, got FP8_E4M3");
     }
 
     @Test

@@ -53,8 +53,8 @@ class RecomputeTest {
     void lossesAndGradientsAreBitIdenticalToKeepingEverything(Recompute mode) {
         float[] params = Gpt2Test.randomParams(CONFIG, 7);
         try (Arena arena = Arena.ofConfined();
-             Gpt2 keep = new Gpt2(CONFIG, ops, MAX_B, MAX_T, Recompute.NONE);
-             Gpt2 recompute = new Gpt2(CONFIG, ops, MAX_B, MAX_T, mode)) {
+             Gpt2 keep = new Gpt2(CONFIG, ops, MAX_B, MAX_T);
+             Gpt2 recompute = new Gpt2(CONFIG, ops, MAX_B, MAX_T, Gpt2Options.DEFAULT.withRecompute(mode))) {
             Gpt2Test.setParams(keep, params);
             Gpt2Test.setParams(recompute, params);
             Random r = new Random(11);
@@ -105,7 +105,7 @@ class RecomputeTest {
         long expected = none - savedFloats * Float.BYTES;
         long planned = Gpt2.activationBytes(CONFIG, MAX_B, MAX_T, mode);
         assertThat(planned).as("planned activation bytes with %s", mode).isEqualTo(expected);
-        try (Gpt2 model = new Gpt2(CONFIG, ops, MAX_B, MAX_T, mode)) {
+        try (Gpt2 model = new Gpt2(CONFIG, ops, MAX_B, MAX_T, Gpt2Options.DEFAULT.withRecompute(mode))) {
             assertThat(model.activationBytes()).as("allocated = planned").isEqualTo(planned);
             assertThat(model.recompute()).isEqualTo(mode);
         }

@@ -47,8 +47,8 @@ class SegmentRecomputeTest {
         float[] params = Gpt2Test.randomParams(CONFIG, 17);
         Recompute mode = Recompute.every(k);
         try (Arena arena = Arena.ofConfined();
-             Gpt2 keep = new Gpt2(CONFIG, ops, MAX_B, MAX_T, Recompute.NONE);
-             Gpt2 segments = new Gpt2(CONFIG, ops, MAX_B, MAX_T, mode)) {
+             Gpt2 keep = new Gpt2(CONFIG, ops, MAX_B, MAX_T);
+             Gpt2 segments = new Gpt2(CONFIG, ops, MAX_B, MAX_T, Gpt2Options.DEFAULT.withRecompute(mode))) {
             Gpt2Test.setParams(keep, params);
             Gpt2Test.setParams(segments, params);
             assertThat(segments.recompute()).isEqualTo(mode);
@@ -95,7 +95,7 @@ class SegmentRecomputeTest {
         GptConfig twelve = new GptConfig(16, 13, 16, 12, 2, 8); // GPT-2 small's 12 layers: 11 outputs become 5
         assertThat(Gpt2.activationBytes(twelve, MAX_B, MAX_T, Recompute.LAYER)
                 - Gpt2.activationBytes(twelve, MAX_B, MAX_T, Recompute.every(3))).isEqualTo(6 * region);
-        try (Gpt2 g = new Gpt2(CONFIG, ops, MAX_B, MAX_T, Recompute.every(2))) {
+        try (Gpt2 g = new Gpt2(CONFIG, ops, MAX_B, MAX_T, Gpt2Options.DEFAULT.withRecompute(Recompute.every(2)))) {
             assertThat(g.activationBytes()).isEqualTo(layer - region);
         }
     }

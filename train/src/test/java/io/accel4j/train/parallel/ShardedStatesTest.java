@@ -14,7 +14,7 @@ import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Recompute;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -82,8 +82,8 @@ class ShardedStatesTest {
     private record Seen(String steps, byte[] model, byte[] state, String params, String resumed, String resumedParams) {}
 
     private static Gpt2 model(GptConfig c, TrainConfig cfg, Parallel pool, long seed) {
-        Gpt2 m = new Gpt2(c, new CpuOps(pool), cfg.batch(), c.maxT(), Recompute.NONE, cfg.precision().operands(),
-                cfg.precision().fp8());
+        Gpt2 m = new Gpt2(c, new CpuOps(pool), cfg.batch(), c.maxT(), Gpt2Options.DEFAULT
+                .withPrecision(cfg.precision().operands(), cfg.precision().fp8()));
         m.initialise(seed);
         return m;
     }

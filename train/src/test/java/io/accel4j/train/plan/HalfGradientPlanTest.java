@@ -12,6 +12,7 @@ import io.accel4j.train.Trainer;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.precision.Precision;
@@ -84,7 +85,8 @@ class HalfGradientPlanTest {
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
         CountingMemory counted = new CountingMemory();
         try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, counted.ops(ops), B, T, recompute, operands, null, acts, gradients);
+             Gpt2 model = new Gpt2(CONFIG, counted.ops(ops), B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
+                     .withPrecision(operands, null).withActivationStorage(acts).withGradientStorage(gradients));
              Trainer trainer = new Trainer(model, cfg, train, null)) {
             assertThat(model.totalBytes() + trainer.stateBytes()).isEqualTo(plan.total());
             // the trainer's batch buffers are the JVM's arena, the rest the backend's memory

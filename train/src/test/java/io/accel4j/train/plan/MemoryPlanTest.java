@@ -12,6 +12,7 @@ import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
@@ -75,7 +76,7 @@ class MemoryPlanTest {
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(1).lr(1e-3f)
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
         try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, ops, B, T, recompute);
+             Gpt2 model = new Gpt2(CONFIG, ops, B, T, Gpt2Options.DEFAULT.withRecompute(recompute));
              Trainer trainer = new Trainer(model, cfg, train, null)) {
             assertThat(model.totalBytes() + trainer.stateBytes()).isEqualTo(plan.total());
         }

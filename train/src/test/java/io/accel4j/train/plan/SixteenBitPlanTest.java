@@ -10,6 +10,7 @@ import io.accel4j.train.Trainer;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.precision.Precision;
@@ -78,7 +79,8 @@ class SixteenBitPlanTest {
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(1).lr(1e-3f).precision(precision)
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
         try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, ops, B, T, recompute, storage, null, storage);
+             Gpt2 model = new Gpt2(CONFIG, ops, B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
+                     .withPrecision(storage, null).withActivationStorage(storage));
              Trainer trainer = new Trainer(model, cfg, train, null)) {
             assertThat(model.activationStorage()).isEqualTo(storage);
             assertThat(model.totalBytes() + trainer.stateBytes()).isEqualTo(plan.total());
