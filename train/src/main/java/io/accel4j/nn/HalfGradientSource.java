@@ -29,7 +29,7 @@ final class HalfGradientSource implements ParameterSource, Units, AutoCloseable 
     private final Map<Integer, Integer> index;
 
     /** The layout of the store: its units and where each tree unit and each tensor went. */
-    private record Layout(List<HalfGradients.Unit> units, Map<Integer, Integer> index, int[] unitOf) {}
+    private record Layout(List<HalfUnitLayout.Unit> units, Map<Integer, Integer> index, int[] unitOf) {}
 
     HalfGradientSource(Ops ops, DType type, ParameterTable table, List<Integer> declaredIn, Set<Integer> full,
                        MemorySegment params) {
@@ -57,7 +57,7 @@ final class HalfGradientSource implements ParameterSource, Units, AutoCloseable 
 
     private static Layout layout(ParameterTable table, List<Integer> declaredIn, Set<Integer> full) {
         Map<Integer, Integer> index = new HashMap<>();
-        List<List<HalfGradients.Piece>> pieces = new ArrayList<>();
+        List<List<HalfUnitLayout.Piece>> pieces = new ArrayList<>();
         List<Long> packed = new ArrayList<>();
         pieces.add(new ArrayList<>()); // store unit 0: the wide one
         packed.add(0L);
@@ -80,7 +80,7 @@ final class HalfGradientSource implements ParameterSource, Units, AutoCloseable 
                 });
             }
             unitOf[i] = s;
-            pieces.get(s).add(new HalfGradients.Piece(e.offset(), e.count(), packed.get(s)));
+            pieces.get(s).add(new HalfUnitLayout.Piece(e.offset(), e.count(), packed.get(s)));
             packed.set(s, packed.get(s) + e.count());
         }
         if (index.isEmpty()) {
@@ -88,9 +88,9 @@ final class HalfGradientSource implements ParameterSource, Units, AutoCloseable 
                     + "opens and closes in one backward (UnitScope.perChild, Gpt2Blocks.body), and this tree has no "
                     + "such unit: wrap its blocks in UnitScopes, or keep fp32 gradients");
         }
-        List<HalfGradients.Unit> units = new ArrayList<>();
+        List<HalfUnitLayout.Unit> units = new ArrayList<>();
         for (int s = 0; s < pieces.size(); s++) {
-            units.add(new HalfGradients.Unit(pieces.get(s), s > 0));
+            units.add(new HalfUnitLayout.Unit(pieces.get(s), s > 0));
         }
         return new Layout(units, Map.copyOf(index), unitOf);
     }

@@ -4,9 +4,9 @@ import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.nn.HalfUnitLayout.Piece;
+import io.accel4j.nn.HalfUnitLayout.Unit;
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Objects;
 
@@ -34,49 +34,17 @@ public final class HalfGradients implements AutoCloseable {
     /** Elements of the fp32 chunk consumers see a half piece through: 64 Ki floats, 256 KiB. */
     public static final long CHUNK = 1 << 16;
 
-    /** Elements {@code [offset, offset + count)} of the vector, at {@code packed} in its unit's working region. */
-    public record Piece(long offset, long count, long packed) {}
-
-    /** A unit: its pieces, and whether its gradients are stored in 16 bits (else fp32, wide). */
-    public record Unit(List<Piece> pieces, boolean half) {
-        public Unit {
-            pieces = List.copyOf(pieces);
-        }
-
-        long count() {
-            long n = 0;
-            for (Piece p : pieces) {
-                n += p.count();
-            }
-            return n;
-        }
-    }
-
     /** Consumes one fp32 chunk: elements {@code [offset, offset + n)} of the vector in {@code fp32}. */
     @FunctionalInterface
     public interface Chunk {
         void accept(long offset, MemorySegment fp32, long n);
     }
 
-    /** A piece in vector order: where it is stored (in {@code wide} or {@code narrow}, elements). */
-    private record Span(long offset, long count, boolean half, long at) {}
-
-    /** Element counts of the buffers: wide fp32, narrow 16-bit, the working region, the chunk scratch. */
-    private record Sizes(long wide, long narrow, long work, long chunk) {
-        long bytes() {
-            return Math.addExact(Math.addExact(Math.multiplyExact(wide, 4L), Math.multiplyExact(narrow, 2L)),
-                    Math.multiplyExact(Math.addExact(work, chunk), 4L));
-        }
-    }
-
     private final Ops ops;
     private final DeviceMemory memory;
     private final DType type;
     private final long count;
-    private final List<Unit> units;
-    private final Span[] spans;
-    /** Per unit, per piece: where it is stored ({@link Span#at}). */
-    private final long[][] storedAt;
+    private final HalfUnitLayout layout;
     private final boolean[] filled;
     private final DeviceArena arena;
     private final MemorySegment wide;
@@ -96,39 +64,14 @@ public final class HalfGradients implements AutoCloseable {
         this.memory = ops.memory();
         this.type = checkType(type);
         this.count = count;
-        this.units = List.copyOf(units);
-        Sizes sizes = sizes(this.units, count);
-        this.storedAt = new long[this.units.size()][];
-        this.filled = new boolean[this.units.size()];
-        List<Span> list = new ArrayList<>();
-        long wideAt = 0, narrowAt = 0;
-        List<long[]> order = new ArrayList<>(); // {offset, unit, piece}
-        for (int u = 0; u < this.units.size(); u++) {
-            storedAt[u] = new long[this.units.get(u).pieces().size()];
-            for (int i = 0; i < storedAt[u].length; i++) {
-                order.add(new long[] {this.units.get(u).pieces().get(i).offset(), u, i});
-            }
-        }
-        order.sort(Comparator.comparingLong(a -> a[0]));
-        for (long[] o : order) {
-            Unit unit = this.units.get((int) o[1]);
-            Piece p = unit.pieces().get((int) o[2]);
-            long at = unit.half() ? narrowAt : wideAt;
-            storedAt[(int) o[1]][(int) o[2]] = at;
-            list.add(new Span(p.offset(), p.count(), unit.half(), at));
-            if (unit.half()) {
-                narrowAt += p.count();
-            } else {
-                wideAt += p.count();
-            }
-        }
-        this.spans = list.toArray(Span[]::new);
+        this.layout = new HalfUnitLayout(units, count, "gradients");
+        this.filled = new boolean[layout.size()];
         this.arena = memory.arena();
         try {
-            this.wide = arena.allocate(sizes.wide() * Float.BYTES);
-            this.narrow = arena.allocate(sizes.narrow() * 2);
-            this.work = arena.allocate(sizes.work() * Float.BYTES);
-            this.scratch = arena.allocate(sizes.chunk() * Float.BYTES);
+            this.wide = arena.allocate(layout.wide() * Float.BYTES);
+            this.narrow = arena.allocate(layout.narrow() * 2);
+            this.work = arena.allocate(layout.work() * Float.BYTES);
+            this.scratch = arena.allocate(chunkElements(layout) * Float.BYTES);
         } catch (RuntimeException | OutOfMemoryError e) {
             arena.close();
             throw e;
@@ -150,43 +93,14 @@ public final class HalfGradients implements AutoCloseable {
      * piece when that is smaller: a chunk never spans two pieces), without allocating.
      */
     public static long bytes(List<Unit> units, long count) {
-        return sizes(units, count).bytes();
+        HalfUnitLayout l = new HalfUnitLayout(units, count, "gradients");
+        return Math.addExact(Math.addExact(Math.multiplyExact(l.wide(), 4L), Math.multiplyExact(l.narrow(), 2L)),
+                Math.multiplyExact(Math.addExact(l.work(), chunkElements(l)), 4L));
     }
 
-    private static Sizes sizes(List<Unit> units, long count) {
-        List<Piece> all = new ArrayList<>();
-        long wide = 0, narrow = 0, work = 0, piece = 0;
-        for (Unit u : units) {
-            long n = 0;
-            for (Piece p : u.pieces()) {
-                if (p.offset() < 0 || p.count() < 0 || p.packed() != n) {
-                    throw new IllegalArgumentException("piece " + p + " of a unit: pieces must be packed one after "
-                            + "another from 0 (expected packed " + n + ")");
-                }
-                n = Math.addExact(n, p.count());
-                all.add(p);
-                piece = u.half() ? Math.max(piece, p.count()) : piece;
-            }
-            if (u.half()) {
-                narrow += n;
-                work = Math.max(work, n);
-            } else {
-                wide += n;
-            }
-        }
-        all.sort(Comparator.comparingLong(Piece::offset));
-        long at = 0;
-        for (Piece p : all) {
-            if (p.offset() != at) {
-                throw new IllegalArgumentException("the units must cover the " + count + " gradients once each: "
-                        + "element " + (p.offset() > at ? at + " is in no unit" : p.offset() + " is in two"));
-            }
-            at += p.count();
-        }
-        if (at != count) {
-            throw new IllegalArgumentException("the units cover " + at + " gradients, the vector has " + count);
-        }
-        return new Sizes(wide, narrow, work, Math.min(CHUNK, piece));
+    /** Elements of the chunk scratch: {@link #CHUNK}, or the largest half piece when that is smaller. */
+    private static long chunkElements(HalfUnitLayout layout) {
+        return Math.min(CHUNK, layout.largestPiece(true));
     }
 
     /** The storage type (BF16 or FP16). */
@@ -219,7 +133,7 @@ public final class HalfGradients implements AutoCloseable {
      * @throws IllegalStateException when another half unit is open
      */
     public void begin(int u) {
-        Unit unit = unit(u);
+        Unit unit = layout.unit(u);
         if (!unit.half()) {
             return;
         }
@@ -232,16 +146,16 @@ public final class HalfGradients implements AutoCloseable {
             memory.zero(work.asSlice(0, unit.count() * Float.BYTES));
             return;
         }
-        for (int i = 0; i < storedAt[u].length; i++) {
+        for (int i = 0; i < unit.pieces().size(); i++) {
             Piece p = unit.pieces().get(i);
-            ops.castToFp32(workSlice(p.packed(), p.count()), narrowSlice(storedAt[u][i], p.count()), type, p.count(),
+            ops.castToFp32(workSlice(p.packed(), p.count()), narrowSlice(layout.storedAt(u, i), p.count()), type, p.count(),
                     1f);
         }
     }
 
     /** Unit {@code u}'s backward is done: a half unit's working region is rounded into its store. */
     public void done(int u) {
-        Unit unit = unit(u);
+        Unit unit = layout.unit(u);
         if (!unit.half()) {
             return;
         }
@@ -249,9 +163,9 @@ public final class HalfGradients implements AutoCloseable {
             throw new IllegalStateException("unit " + u + "'s gradients end, but " + (open < 0 ? "none are open"
                     : "unit " + open + "'s are"));
         }
-        for (int i = 0; i < storedAt[u].length; i++) {
+        for (int i = 0; i < unit.pieces().size(); i++) {
             Piece p = unit.pieces().get(i);
-            ops.castFromFp32(narrowSlice(storedAt[u][i], p.count()), type, workSlice(p.packed(), p.count()),
+            ops.castFromFp32(narrowSlice(layout.storedAt(u, i), p.count()), type, workSlice(p.packed(), p.count()),
                     p.count());
         }
         filled[u] = true;
@@ -265,21 +179,12 @@ public final class HalfGradients implements AutoCloseable {
      * @throws IllegalStateException for a half unit that is not open
      */
     public MemorySegment grad(int u, long offset, long n) {
-        Unit unit = unit(u);
+        Unit unit = layout.unit(u);
         if (unit.half() && open != u) {
             throw new IllegalStateException("unit " + u + "'s 16-bit gradients are read outside its backward "
                     + "(between begin and done)");
         }
-        for (int i = 0; i < storedAt[u].length; i++) {
-            Piece p = unit.pieces().get(i);
-            if (offset >= p.offset() && offset + n <= p.offset() + p.count()) {
-                long d = offset - p.offset();
-                return unit.half() ? workSlice(p.packed() + d, n)
-                        : wide.asSlice((storedAt[u][i] + d) * Float.BYTES, n * Float.BYTES);
-            }
-        }
-        throw new IllegalArgumentException("elements [" + offset + ", " + (offset + n) + ") are not inside one piece "
-                + "of unit " + u);
+        return layout.fp32(u, offset, n, work, wide);
     }
 
     /**
@@ -311,7 +216,7 @@ public final class HalfGradients implements AutoCloseable {
             throw new IllegalStateException("the gradients are read while unit " + open + "'s backward is open");
         }
         long end = from + length;
-        for (Span s : spans) {
+        for (HalfUnitLayout.Span s : layout.spans()) {
             long a = Math.max(from, s.offset()), b = Math.min(end, s.offset() + s.count());
             if (a >= b) {
                 continue;
@@ -345,13 +250,6 @@ public final class HalfGradients implements AutoCloseable {
         boolean[] any = {false};
         chunks(0, count, false, (o, f, n) -> any[0] |= !any[0] && ops.hasNonFinite(f, n));
         return any[0];
-    }
-
-    private Unit unit(int u) {
-        if (u < 0 || u >= units.size()) {
-            throw new IllegalArgumentException("unit " + u + " is not in [0, " + units.size() + ")");
-        }
-        return units.get(u);
     }
 
     private MemorySegment workSlice(long at, long n) {

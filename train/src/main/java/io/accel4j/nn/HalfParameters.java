@@ -4,9 +4,9 @@ import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
 import io.accel4j.core.ops.Ops;
+import io.accel4j.nn.HalfUnitLayout.Piece;
+import io.accel4j.nn.HalfUnitLayout.Unit;
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Objects;
 
@@ -33,47 +33,16 @@ public final class HalfParameters implements AutoCloseable {
     /** Elements of the bf16 scratch a wide piece is written through: 64 Ki values, 128 KiB. */
     public static final long CHUNK = 1 << 16;
 
-    /** Elements {@code [offset, offset + count)} of the vector, at {@code packed} in its unit's working region. */
-    public record Piece(long offset, long count, long packed) {}
-
-    /** A unit: its pieces, and whether its values are stored in bf16 (else as an fp32 copy, wide). */
-    public record Unit(List<Piece> pieces, boolean half) {
-        public Unit {
-            pieces = List.copyOf(pieces);
-        }
-
-        long count() {
-            long n = 0;
-            for (Piece p : pieces) {
-                n += p.count();
-            }
-            return n;
-        }
-    }
-
     /** Writes the bf16 values of elements {@code [offset, offset + n)} of the vector into {@code bf16}. */
     @FunctionalInterface
     public interface Writer {
         void write(long offset, MemorySegment bf16, long n);
     }
 
-    /** A piece in vector order: where it is stored (in {@code wide} or {@code narrow}, elements). */
-    private record Span(long offset, long count, boolean half, long at) {}
-
-    /** Element counts: wide fp32, narrow bf16, the working region (fp32), the scratch (bf16). */
-    private record Sizes(long wide, long narrow, long work, long scratch) {
-        long bytes() {
-            return Math.addExact(Math.addExact(Math.multiplyExact(wide, 4L), Math.multiplyExact(narrow, 2L)),
-                    Math.addExact(Math.multiplyExact(work, 4L), Math.multiplyExact(scratch, 2L)));
-        }
-    }
-
     private final Ops ops;
     private final DeviceMemory memory;
     private final long count;
-    private final List<Unit> units;
-    private final Span[] spans;
-    private final long[][] storedAt;
+    private final HalfUnitLayout layout;
     private final DeviceArena arena;
     private final MemorySegment wide;
     private final MemorySegment narrow;
@@ -94,38 +63,13 @@ public final class HalfParameters implements AutoCloseable {
         this.ops = Objects.requireNonNull(ops, "ops");
         this.memory = ops.memory();
         this.count = count;
-        this.units = List.copyOf(units);
-        Sizes sizes = sizes(this.units, count);
-        this.storedAt = new long[this.units.size()][];
-        List<long[]> order = new ArrayList<>(); // {offset, unit, piece}
-        for (int u = 0; u < this.units.size(); u++) {
-            storedAt[u] = new long[this.units.get(u).pieces().size()];
-            for (int i = 0; i < storedAt[u].length; i++) {
-                order.add(new long[] {this.units.get(u).pieces().get(i).offset(), u, i});
-            }
-        }
-        order.sort(Comparator.comparingLong(a -> a[0]));
-        List<Span> list = new ArrayList<>();
-        long wideAt = 0, narrowAt = 0;
-        for (long[] o : order) {
-            Unit unit = this.units.get((int) o[1]);
-            Piece p = unit.pieces().get((int) o[2]);
-            long at = unit.half() ? narrowAt : wideAt;
-            storedAt[(int) o[1]][(int) o[2]] = at;
-            list.add(new Span(p.offset(), p.count(), unit.half(), at));
-            if (unit.half()) {
-                narrowAt += p.count();
-            } else {
-                wideAt += p.count();
-            }
-        }
-        this.spans = list.toArray(Span[]::new);
+        this.layout = new HalfUnitLayout(units, count, "parameters");
         this.arena = memory.arena();
         try {
-            this.wide = arena.allocate(sizes.wide() * Float.BYTES);
-            this.narrow = arena.allocate(sizes.narrow() * 2);
-            this.work = arena.allocate(sizes.work() * Float.BYTES);
-            this.scratch = arena.allocate(sizes.scratch() * 2);
+            this.wide = arena.allocate(layout.wide() * Float.BYTES);
+            this.narrow = arena.allocate(layout.narrow() * 2);
+            this.work = arena.allocate(layout.work() * Float.BYTES);
+            this.scratch = arena.allocate(scratchElements(layout) * 2);
         } catch (RuntimeException | OutOfMemoryError e) {
             arena.close();
             throw e;
@@ -138,43 +82,14 @@ public final class HalfParameters implements AutoCloseable {
      * piece when that is smaller), without allocating.
      */
     public static long bytes(List<Unit> units, long count) {
-        return sizes(units, count).bytes();
+        HalfUnitLayout l = new HalfUnitLayout(units, count, "parameters");
+        return Math.addExact(Math.addExact(Math.multiplyExact(l.wide(), 4L), Math.multiplyExact(l.narrow(), 2L)),
+                Math.addExact(Math.multiplyExact(l.work(), 4L), Math.multiplyExact(scratchElements(l), 2L)));
     }
 
-    private static Sizes sizes(List<Unit> units, long count) {
-        List<Piece> all = new ArrayList<>();
-        long wide = 0, narrow = 0, work = 0, piece = 0;
-        for (Unit u : units) {
-            long n = 0;
-            for (Piece p : u.pieces()) {
-                if (p.offset() < 0 || p.count() < 0 || p.packed() != n) {
-                    throw new IllegalArgumentException("piece " + p + " of a unit: pieces must be packed one after "
-                            + "another from 0 (expected packed " + n + ")");
-                }
-                n = Math.addExact(n, p.count());
-                all.add(p);
-                piece = u.half() ? piece : Math.max(piece, p.count());
-            }
-            if (u.half()) {
-                narrow += n;
-                work = Math.max(work, n);
-            } else {
-                wide += n;
-            }
-        }
-        all.sort(Comparator.comparingLong(Piece::offset));
-        long at = 0;
-        for (Piece p : all) {
-            if (p.offset() != at) {
-                throw new IllegalArgumentException("the units must cover the " + count + " parameters once each: "
-                        + "element " + (p.offset() > at ? at + " is in no unit" : p.offset() + " is in two"));
-            }
-            at += p.count();
-        }
-        if (at != count) {
-            throw new IllegalArgumentException("the units cover " + at + " parameters, the vector has " + count);
-        }
-        return new Sizes(wide, narrow, work, Math.min(CHUNK, piece));
+    /** Elements of the bf16 scratch: {@link #CHUNK}, or the largest wide piece when that is smaller. */
+    private static long scratchElements(HalfUnitLayout layout) {
+        return Math.min(CHUNK, layout.largestPiece(false));
     }
 
     /** Elements of the vector. */
@@ -194,7 +109,7 @@ public final class HalfParameters implements AutoCloseable {
      * @throws IllegalStateException when another half unit is acquired
      */
     public void acquire(int u) {
-        Unit unit = unit(u);
+        Unit unit = layout.unit(u);
         if (!unit.half()) {
             return;
         }
@@ -206,9 +121,9 @@ public final class HalfParameters implements AutoCloseable {
         if (resident == u) {
             return;
         }
-        for (int i = 0; i < storedAt[u].length; i++) {
+        for (int i = 0; i < unit.pieces().size(); i++) {
             Piece p = unit.pieces().get(i);
-            ops.castToFp32(workSlice(p.packed(), p.count()), narrowSlice(storedAt[u][i], p.count()), DType.BF16,
+            ops.castToFp32(workSlice(p.packed(), p.count()), narrowSlice(layout.storedAt(u, i), p.count()), DType.BF16,
                     p.count(), 1f);
         }
         resident = u;
@@ -216,7 +131,7 @@ public final class HalfParameters implements AutoCloseable {
 
     /** Unit {@code u}'s values are not read again until its next {@link #acquire}. */
     public void release(int u) {
-        if (unit(u).half() && acquired == u) {
+        if (layout.unit(u).half() && acquired == u) {
             acquired = -1;
         }
     }
@@ -228,20 +143,11 @@ public final class HalfParameters implements AutoCloseable {
      * @throws IllegalStateException for a half unit that is not acquired
      */
     public MemorySegment param(int u, long offset, long n) {
-        Unit unit = unit(u);
+        Unit unit = layout.unit(u);
         if (unit.half() && acquired != u) {
             throw new IllegalStateException("unit " + u + "'s bf16 parameters are read outside an acquire of it");
         }
-        for (int i = 0; i < storedAt[u].length; i++) {
-            Piece p = unit.pieces().get(i);
-            if (offset >= p.offset() && offset + n <= p.offset() + p.count()) {
-                long d = offset - p.offset();
-                return unit.half() ? workSlice(p.packed() + d, n)
-                        : wide.asSlice((storedAt[u][i] + d) * Float.BYTES, n * Float.BYTES);
-            }
-        }
-        throw new IllegalArgumentException("elements [" + offset + ", " + (offset + n) + ") are not inside one piece "
-                + "of unit " + u);
+        return layout.fp32(u, offset, n, work, wide);
     }
 
     /**
@@ -256,7 +162,7 @@ public final class HalfParameters implements AutoCloseable {
         }
         resident = -1;
         long end = from + length;
-        for (Span s : spans) {
+        for (HalfUnitLayout.Span s : layout.spans()) {
             long a = Math.max(from, s.offset()), b = Math.min(end, s.offset() + s.count());
             if (a >= b) {
                 continue;
@@ -289,7 +195,7 @@ public final class HalfParameters implements AutoCloseable {
         }
         resident = -1;
         try (java.lang.foreign.Arena tmp = java.lang.foreign.Arena.ofConfined()) {
-            for (Span s : spans) {
+            for (HalfUnitLayout.Span s : layout.spans()) {
                 MemorySegment src = host.asSlice(s.offset() * 2, s.count() * 2);
                 if (s.half()) {
                     memory.copyToDevice(src, narrowSlice(s.at(), s.count()));
@@ -311,7 +217,7 @@ public final class HalfParameters implements AutoCloseable {
             throw new IllegalArgumentException("dst has " + dst.byteSize() + " bytes, the " + count
                     + " parameters need " + count * Float.BYTES);
         }
-        for (Span s : spans) {
+        for (HalfUnitLayout.Span s : layout.spans()) {
             MemorySegment d = dst.asSlice(s.offset() * Float.BYTES, s.count() * Float.BYTES);
             if (s.half()) {
                 ops.castToFp32(d, narrowSlice(s.at(), s.count()), DType.BF16, s.count(), 1f);
@@ -331,7 +237,7 @@ public final class HalfParameters implements AutoCloseable {
                     + " parameters need " + count * Float.BYTES);
         }
         try (java.lang.foreign.Arena tmp = java.lang.foreign.Arena.ofConfined()) {
-            for (Span s : spans) {
+            for (HalfUnitLayout.Span s : layout.spans()) {
                 MemorySegment d = host.asSlice(s.offset() * Float.BYTES, s.count() * Float.BYTES);
                 if (!s.half()) {
                     memory.copyToHost(wide.asSlice(s.at() * Float.BYTES, s.count() * Float.BYTES), d);
@@ -352,13 +258,6 @@ public final class HalfParameters implements AutoCloseable {
             throw new IllegalArgumentException("elements [" + from + ", " + (from + length) + ") are outside the "
                     + count + " parameters");
         }
-    }
-
-    private Unit unit(int u) {
-        if (u < 0 || u >= units.size()) {
-            throw new IllegalArgumentException("unit " + u + " is not in [0, " + units.size() + ")");
-        }
-        return units.get(u);
     }
 
     private MemorySegment workSlice(long at, long n) {

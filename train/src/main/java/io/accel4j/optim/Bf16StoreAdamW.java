@@ -2,8 +2,6 @@ package io.accel4j.optim;
 
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
-import io.accel4j.core.ops.AdamWConfig;
-import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.HalfGradients;
 import io.accel4j.nn.HalfParameters;
@@ -88,17 +86,12 @@ public final class Bf16StoreAdamW implements Optimizer {
     public void step(int t, float lr, float gradScale) {
         MemorySegment master = state.get("master"), m = state.get("m"), v = state.get("v");
         long seed = spec.seed(t);
-        for (int i = 0; i < groups.lrScales().size(); i++) {
-            AdamWConfig c = new AdamWConfig(lr * groups.lrScales().get(i), spec.beta1(), spec.beta2(), spec.eps(),
-                    spec.weightDecay());
-            for (AdamWRange r : groups.ranges().get(i)) {
-                AdamWConfig rc = r.decays() ? c : c.withWeightDecay(0);
-                grads.chunks(r.offset(), r.length(), (o, g, n) -> params.update(o, n, (po, bf16, pn) ->
-                        ops.adamwBf16(bf16, slice(master, po, pn), g.asSlice((po - o) * Float.BYTES,
-                                pn * Float.BYTES), slice(m, po, pn), slice(v, po, pn), po, pn, rc, t, gradScale,
-                                seed)));
-            }
-        }
+        groups.forEachRange(lr, spec.beta1(), spec.beta2(), spec.eps(), spec.weightDecay(), (r, rc) -> {
+            grads.chunks(r.offset(), r.length(), (o, g, n) -> params.update(o, n, (po, bf16, pn) ->
+                    ops.adamwBf16(bf16, slice(master, po, pn), g.asSlice((po - o) * Float.BYTES,
+                            pn * Float.BYTES), slice(m, po, pn), slice(v, po, pn), po, pn, rc, t, gradScale,
+                            seed)));
+        });
     }
 
     private static MemorySegment slice(MemorySegment s, long offset, long n) {

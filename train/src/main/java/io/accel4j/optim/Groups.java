@@ -1,5 +1,6 @@
 package io.accel4j.optim;
 
+import io.accel4j.core.ops.AdamWConfig;
 import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.nn.ParameterTable;
 import java.util.ArrayList;
@@ -54,5 +55,24 @@ record Groups(List<Float> lrScales, List<List<AdamWRange>> ranges) {
             r.add(List.copyOf(l));
         }
         return new Groups(List.copyOf(byScale.keySet()), List.copyOf(r));
+    }
+
+    /** One fused AdamW call over range {@code r} of a group with that group's config {@code c}. */
+    @FunctionalInterface
+    interface RangeUpdate {
+        void update(AdamWRange r, AdamWConfig c);
+    }
+
+    /**
+     * Calls {@code fn} for every range of every group in order, with AdamW's config at {@code lr} times the group's
+     * multiplier, and without weight decay where the range does not decay.
+     */
+    void forEachRange(float lr, float beta1, float beta2, float eps, float weightDecay, RangeUpdate fn) {
+        for (int i = 0; i < lrScales.size(); i++) {
+            AdamWConfig c = new AdamWConfig(lr * lrScales.get(i), beta1, beta2, eps, weightDecay);
+            for (AdamWRange r : ranges.get(i)) {
+                fn.update(r, r.decays() ? c : c.withWeightDecay(0));
+            }
+        }
     }
 }

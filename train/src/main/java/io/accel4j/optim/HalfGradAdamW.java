@@ -2,8 +2,6 @@ package io.accel4j.optim;
 
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
-import io.accel4j.core.ops.AdamWConfig;
-import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.HalfGradients;
 import io.accel4j.nn.ParameterTable;
@@ -69,15 +67,10 @@ final class HalfGradAdamW implements Optimizer {
     @Override
     public void step(int t, float lr, float gradScale) {
         MemorySegment m = state.get("m"), v = state.get("v");
-        for (int i = 0; i < groups.lrScales().size(); i++) {
-            AdamWConfig c = new AdamWConfig(lr * groups.lrScales().get(i), spec.beta1(), spec.beta2(), spec.eps(),
-                    spec.weightDecay());
-            for (AdamWRange r : groups.ranges().get(i)) {
-                AdamWConfig rc = r.decays() ? c : c.withWeightDecay(0);
-                grads.chunks(r.offset(), r.length(), false, (o, f, n) -> ops.adamw(slice(params, o - offset, n),
-                        f, slice(m, o - offset, n), slice(v, o - offset, n), o, n, rc, t, gradScale));
-            }
-        }
+        groups.forEachRange(lr, spec.beta1(), spec.beta2(), spec.eps(), spec.weightDecay(), (r, rc) -> {
+            grads.chunks(r.offset(), r.length(), false, (o, f, n) -> ops.adamw(slice(params, o - offset, n),
+                    f, slice(m, o - offset, n), slice(v, o - offset, n), o, n, rc, t, gradScale));
+        });
     }
 
     private static MemorySegment slice(MemorySegment s, long offset, long n) {

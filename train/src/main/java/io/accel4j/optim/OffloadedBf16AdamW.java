@@ -2,8 +2,6 @@ package io.accel4j.optim;
 
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.memory.DeviceMemory;
-import io.accel4j.core.ops.AdamWConfig;
-import io.accel4j.core.ops.AdamWRange;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.HalfParameters;
 import io.accel4j.nn.ParameterTable;
@@ -88,26 +86,21 @@ public final class OffloadedBf16AdamW implements Optimizer {
     public void step(int t, float lr, float gradScale) {
         MemorySegment master = state.get("master"), m = state.get("m"), v = state.get("v");
         long seed = spec.seed(t);
-        for (int i = 0; i < groups.lrScales().size(); i++) {
-            AdamWConfig c = new AdamWConfig(lr * groups.lrScales().get(i), spec.beta1(), spec.beta2(), spec.eps(),
-                    spec.weightDecay());
-            for (AdamWRange r : groups.ranges().get(i)) {
-                AdamWConfig rc = r.decays() ? c : c.withWeightDecay(0);
-                long end = r.offset() + r.length();
-                for (long from = r.offset(); from < end; from += CHUNK) {
-                    grads.chunks(from, Math.min(CHUNK, end - from), (o, g, n) -> {
-                        device.copyToHost(g, hostGrads.asSlice(0, n * Float.BYTES));
-                        params.update(o, n, (po, bf16, pn) -> {
-                            MemorySegment h = hostBf16.asSlice(0, pn * 2);
-                            host.adamwBf16(h, slice(master, po, pn), hostGrads.asSlice((po - o) * Float.BYTES,
-                                    pn * Float.BYTES), slice(m, po, pn), slice(v, po, pn), po, pn, rc, t, gradScale,
-                                    seed);
-                            device.copyToDevice(h, bf16);
-                        });
+        groups.forEachRange(lr, spec.beta1(), spec.beta2(), spec.eps(), spec.weightDecay(), (r, rc) -> {
+            long end = r.offset() + r.length();
+            for (long from = r.offset(); from < end; from += CHUNK) {
+                grads.chunks(from, Math.min(CHUNK, end - from), (o, g, n) -> {
+                    device.copyToHost(g, hostGrads.asSlice(0, n * Float.BYTES));
+                    params.update(o, n, (po, bf16, pn) -> {
+                        MemorySegment h = hostBf16.asSlice(0, pn * 2);
+                        host.adamwBf16(h, slice(master, po, pn), hostGrads.asSlice((po - o) * Float.BYTES,
+                                pn * Float.BYTES), slice(m, po, pn), slice(v, po, pn), po, pn, rc, t, gradScale,
+                                seed);
+                        device.copyToDevice(h, bf16);
                     });
-                }
+                });
             }
-        }
+        });
     }
 
     private static MemorySegment slice(MemorySegment s, long offset, long n) {

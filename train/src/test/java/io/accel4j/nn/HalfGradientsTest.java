@@ -51,7 +51,7 @@ class HalfGradientsTest {
     }
 
     /** Three units over the vector: unit 0 wide (pieces a, d), units 1 and 2 half, interleaved a b c d e f. */
-    private static List<HalfGradients.Unit> units(long[] n) {
+    private static List<HalfUnitLayout.Unit> units(long[] n) {
         long at = 0;
         long[] off = new long[n.length];
         for (int i = 0; i < n.length; i++) {
@@ -59,12 +59,12 @@ class HalfGradientsTest {
             at += n[i];
         }
         return List.of(
-                new HalfGradients.Unit(List.of(new HalfGradients.Piece(off[0], n[0], 0),
-                        new HalfGradients.Piece(off[3], n[3], n[0])), false),
-                new HalfGradients.Unit(List.of(new HalfGradients.Piece(off[1], n[1], 0),
-                        new HalfGradients.Piece(off[4], n[4], n[1])), true),
-                new HalfGradients.Unit(List.of(new HalfGradients.Piece(off[2], n[2], 0),
-                        new HalfGradients.Piece(off[5], n[5], n[2])), true));
+                new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(off[0], n[0], 0),
+                        new HalfUnitLayout.Piece(off[3], n[3], n[0])), false),
+                new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(off[1], n[1], 0),
+                        new HalfUnitLayout.Piece(off[4], n[4], n[1])), true),
+                new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(off[2], n[2], 0),
+                        new HalfUnitLayout.Piece(off[5], n[5], n[2])), true));
     }
 
     @ParameterizedTest
@@ -77,7 +77,7 @@ class HalfGradientsTest {
         for (long x : n) {
             count += x;
         }
-        List<HalfGradients.Unit> units = units(n);
+        List<HalfUnitLayout.Unit> units = units(n);
         CountingMemory counted = new CountingMemory();
         try (HalfGradients g = new HalfGradients(counted.ops(ops), type, count, units)) {
             assertThat(g.bytes()).isEqualTo(HalfGradients.bytes(units, count)).isEqualTo(counted.live.get());
@@ -87,9 +87,9 @@ class HalfGradientsTest {
                 java.util.Arrays.fill(expected, 0f);
                 for (int k = 0; k < 3; k++) { // micro-batches; the units' backward in reverse order, as a network's
                     for (int u = units.size() - 1; u >= 0; u--) {
-                        HalfGradients.Unit unit = units.get(u);
+                        HalfUnitLayout.Unit unit = units.get(u);
                         g.begin(u);
-                        for (HalfGradients.Piece p : unit.pieces()) {
+                        for (HalfUnitLayout.Piece p : unit.pieces()) {
                             MemorySegment s = g.grad(u, p.offset(), p.count());
                             for (long i = 0; i < p.count(); i++) {
                                 // magnitudes over ~7 decades, within fp16's range after 3 adds
@@ -101,7 +101,7 @@ class HalfGradientsTest {
                         }
                         g.done(u);
                         if (unit.half()) {
-                            for (HalfGradients.Piece p : unit.pieces()) {
+                            for (HalfUnitLayout.Piece p : unit.pieces()) {
                                 for (long i = 0; i < p.count(); i++) {
                                     int e = (int) (p.offset() + i);
                                     expected[e] = type.decode(type.encode(expected[e], false));
@@ -164,21 +164,21 @@ class HalfGradientsTest {
 
     @Test
     void badUnitsAndMisuseAreRefusedInOneLine() {
-        List<HalfGradients.Unit> gap = List.of(new HalfGradients.Unit(List.of(new HalfGradients.Piece(0, 3, 0),
-                new HalfGradients.Piece(4, 2, 3)), true));
+        List<HalfUnitLayout.Unit> gap = List.of(new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(0, 3, 0),
+                new HalfUnitLayout.Piece(4, 2, 3)), true));
         assertThatThrownBy(() -> HalfGradients.bytes(gap, 6)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("the units must cover the 6 gradients once each: element 3 is in no unit");
-        List<HalfGradients.Unit> twice = List.of(new HalfGradients.Unit(List.of(new HalfGradients.Piece(0, 3, 0)),
-                true), new HalfGradients.Unit(List.of(new HalfGradients.Piece(2, 2, 0)), false));
+        List<HalfUnitLayout.Unit> twice = List.of(new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(0, 3, 0)),
+                true), new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(2, 2, 0)), false));
         assertThatThrownBy(() -> HalfGradients.bytes(twice, 4)).hasMessage("the units must cover the 4 gradients "
                 + "once each: element 2 is in two");
-        List<HalfGradients.Unit> short3 = List.of(new HalfGradients.Unit(List.of(new HalfGradients.Piece(0, 3, 0)),
+        List<HalfUnitLayout.Unit> short3 = List.of(new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(0, 3, 0)),
                 true));
         assertThatThrownBy(() -> HalfGradients.bytes(short3, 4)).hasMessage("the units cover 3 gradients, the vector "
                 + "has 4");
         assertThatThrownBy(() -> new HalfGradients(ops, DType.FP32, 1, List.of()))
                 .hasMessage("16-bit gradients are stored in BF16 or FP16, got FP32");
-        List<HalfGradients.Unit> two = new ArrayList<>(units(new long[] {1, 2, 3, 4, 5, 6}));
+        List<HalfUnitLayout.Unit> two = new ArrayList<>(units(new long[] {1, 2, 3, 4, 5, 6}));
         try (HalfGradients g = new HalfGradients(ops, DType.BF16, 21, two)) {
             assertThatThrownBy(() -> g.grad(1, 1, 2)).isInstanceOf(IllegalStateException.class)
                     .hasMessage("unit 1's 16-bit gradients are read outside its backward (between begin and done)");

@@ -41,12 +41,12 @@ class HalfParametersTest {
     }
 
     /** Unit 0 wide [0, WIDE); unit 1 half: [WIDE, +40) and [WIDE+60, +9); unit 2 half: [WIDE+40, +20). */
-    static List<HalfParameters.Unit> units() {
+    static List<HalfUnitLayout.Unit> units() {
         return List.of(
-                new HalfParameters.Unit(List.of(new HalfParameters.Piece(0, WIDE, 0)), false),
-                new HalfParameters.Unit(List.of(new HalfParameters.Piece(WIDE, 40, 0),
-                        new HalfParameters.Piece(WIDE + 60, 9, 40)), true),
-                new HalfParameters.Unit(List.of(new HalfParameters.Piece(WIDE + 40, 20, 0)), true));
+                new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(0, WIDE, 0)), false),
+                new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(WIDE, 40, 0),
+                        new HalfUnitLayout.Piece(WIDE + 60, 9, 40)), true),
+                new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(WIDE + 40, 20, 0)), true));
     }
 
     private static float[] widened(HalfParameters p, Arena a) {
@@ -117,8 +117,8 @@ class HalfParametersTest {
 
     @Test
     void unitsThatDoNotCoverTheVectorAreRefused() {
-        List<HalfParameters.Unit> gap = List.of(new HalfParameters.Unit(List.of(new HalfParameters.Piece(0, 5, 0)),
-                true), new HalfParameters.Unit(List.of(new HalfParameters.Piece(6, 4, 0)), true));
+        List<HalfUnitLayout.Unit> gap = List.of(new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(0, 5, 0)),
+                true), new HalfUnitLayout.Unit(List.of(new HalfUnitLayout.Piece(6, 4, 0)), true));
         assertThatThrownBy(() -> new HalfParameters(ops, 10, gap)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("the units must cover the 10 parameters once each: element 5 is in no unit");
         assertThatThrownBy(() -> HalfParameters.bytes(units(), COUNT + 1)).isInstanceOf(

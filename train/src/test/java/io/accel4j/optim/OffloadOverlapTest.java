@@ -147,10 +147,10 @@ class OffloadOverlapTest {
         for (long chunk : new long[] {7, 100}) {
             try (Network a = network(device); Network b = network(device); Network c = network(device)) {
                 int n = (int) a.table().count(), wide = 500;
-                List<io.accel4j.nn.HalfGradients.Unit> units = List.of(
-                        new io.accel4j.nn.HalfGradients.Unit(List.of(new io.accel4j.nn.HalfGradients.Piece(0, wide,
+                List<io.accel4j.nn.HalfUnitLayout.Unit> units = List.of(
+                        new io.accel4j.nn.HalfUnitLayout.Unit(List.of(new io.accel4j.nn.HalfUnitLayout.Piece(0, wide,
                                 0)), false),
-                        new io.accel4j.nn.HalfGradients.Unit(List.of(new io.accel4j.nn.HalfGradients.Piece(wide,
+                        new io.accel4j.nn.HalfUnitLayout.Unit(List.of(new io.accel4j.nn.HalfUnitLayout.Piece(wide,
                                 n - wide, 0)), true));
                 Random r = new Random(77 + chunk);
                 float[] p = gaussians(r, n);

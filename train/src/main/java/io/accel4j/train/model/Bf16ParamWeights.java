@@ -7,8 +7,6 @@ import io.accel4j.nn.HalfGradients;
 import io.accel4j.nn.HalfParameters;
 import io.accel4j.train.model.ParameterLayout.Param;
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * {@link Gpt2}'s working weights stored in bf16 ({@code --bf16-params}): the parameters in {@link HalfParameters}
@@ -47,7 +45,7 @@ public final class Bf16ParamWeights implements Weights {
         HalfParameters p = null;
         HalfGradients h = null;
         try {
-            p = new HalfParameters(ops, layout.count(), units(layout));
+            p = new HalfParameters(ops, layout.count(), HalfWeights.units(layout));
             this.grads = gradients == DType.FP32 ? arena.allocate(layout.fp32Bytes()) : null;
             h = gradients == DType.FP32 ? null : new HalfGradients(ops, gradients, layout.count(),
                     HalfWeights.units(layout));
@@ -62,23 +60,10 @@ public final class Bf16ParamWeights implements Weights {
         this.halfGrads = h;
     }
 
-    /** The units of {@code layout} as {@link HalfParameters} takes them: every one half but the embeddings. */
-    static List<HalfParameters.Unit> units(ParameterLayout layout) {
-        List<HalfParameters.Unit> units = new ArrayList<>();
-        for (ParameterLayout.Unit u : layout.units()) {
-            List<HalfParameters.Piece> pieces = new ArrayList<>();
-            for (ParameterLayout.Segment s : u.segments()) {
-                pieces.add(new HalfParameters.Piece(s.offset(), s.count(), s.packed()));
-            }
-            units.add(new HalfParameters.Unit(pieces, u.index() != ParameterLayout.EMBEDDING));
-        }
-        return units;
-    }
-
     /** Bytes of the bf16 parameters of {@code config} stored this way, without allocating them. */
     public static long parameterBytes(GptConfig config) {
         ParameterLayout layout = new ParameterLayout(config);
-        return HalfParameters.bytes(units(layout), layout.count());
+        return HalfParameters.bytes(HalfWeights.units(layout), layout.count());
     }
 
     /** The bf16 parameters. */
@@ -103,24 +88,12 @@ public final class Bf16ParamWeights implements Weights {
 
     @Override
     public MemorySegment param(Param p, int layer) {
-        ParameterLayout.Span t = layout.tensor(p);
-        return switch (p) {
-            case WTE, WPE, LNFW, LNFB -> params.param(layout.unitOf(p, layer), t.offset(), t.count());
-            default -> params.param(layout.unitOf(p, layer), t.layerOffset(layer), t.count() / layout.config().L());
-        };
+        return params.param(layout.unitOf(p, layer), layout.offset(p, layer), layout.count(p, layer));
     }
 
     @Override
     public MemorySegment grad(Param p, int layer) {
-        ParameterLayout.Span t = layout.tensor(p);
-        long offset = switch (p) {
-            case WTE, WPE, LNFW, LNFB -> t.offset();
-            default -> t.layerOffset(layer);
-        };
-        long n = switch (p) {
-            case WTE, WPE, LNFW, LNFB -> t.count();
-            default -> t.count() / layout.config().L();
-        };
+        long offset = layout.offset(p, layer), n = layout.count(p, layer);
         return halfGrads != null ? halfGrads.grad(layout.unitOf(p, layer), offset, n)
                 : grads.asSlice(offset * Float.BYTES, n * Float.BYTES);
     }

@@ -58,11 +58,7 @@ public final class FlatWeights implements Weights {
     }
 
     private MemorySegment slice(MemorySegment buf, Param p, int layer) {
-        ParameterLayout.Span t = layout.tensor(p);
-        return switch (p) {
-            case WTE, WPE, LNFW, LNFB -> buf.asSlice(t.offset() * Float.BYTES, t.count() * Float.BYTES);
-            default -> buf.asSlice(t.layerOffset(layer) * Float.BYTES, t.count() / layout.config().L() * Float.BYTES);
-        };
+        return buf.asSlice(layout.offset(p, layer) * Float.BYTES, layout.count(p, layer) * Float.BYTES);
     }
 
     @Override

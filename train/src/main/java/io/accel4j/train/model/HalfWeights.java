@@ -4,6 +4,7 @@ import io.accel4j.core.DType;
 import io.accel4j.core.memory.DeviceArena;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.nn.HalfGradients;
+import io.accel4j.nn.HalfUnitLayout;
 import io.accel4j.train.model.ParameterLayout.Param;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -42,15 +43,18 @@ public final class HalfWeights implements Weights {
         }
     }
 
-    /** The units of {@code layout} as {@link HalfGradients} takes them: every one half but the embeddings. */
-    static List<HalfGradients.Unit> units(ParameterLayout layout) {
-        List<HalfGradients.Unit> units = new ArrayList<>();
+    /**
+     * The units of {@code layout} as {@link HalfGradients} and {@link io.accel4j.nn.HalfParameters} take them: every
+     * one half but the embeddings.
+     */
+    static List<HalfUnitLayout.Unit> units(ParameterLayout layout) {
+        List<HalfUnitLayout.Unit> units = new ArrayList<>();
         for (ParameterLayout.Unit u : layout.units()) {
-            List<HalfGradients.Piece> pieces = new ArrayList<>();
+            List<HalfUnitLayout.Piece> pieces = new ArrayList<>();
             for (ParameterLayout.Segment s : u.segments()) {
-                pieces.add(new HalfGradients.Piece(s.offset(), s.count(), s.packed()));
+                pieces.add(new HalfUnitLayout.Piece(s.offset(), s.count(), s.packed()));
             }
-            units.add(new HalfGradients.Unit(pieces, u.index() != ParameterLayout.EMBEDDING));
+            units.add(new HalfUnitLayout.Unit(pieces, u.index() != ParameterLayout.EMBEDDING));
         }
         return units;
     }
@@ -73,21 +77,12 @@ public final class HalfWeights implements Weights {
 
     @Override
     public MemorySegment param(Param p, int layer) {
-        ParameterLayout.Span t = layout.tensor(p);
-        return switch (p) {
-            case WTE, WPE, LNFW, LNFB -> params.asSlice(t.offset() * Float.BYTES, t.count() * Float.BYTES);
-            default -> params.asSlice(t.layerOffset(layer) * Float.BYTES,
-                    t.count() / layout.config().L() * Float.BYTES);
-        };
+        return params.asSlice(layout.offset(p, layer) * Float.BYTES, layout.count(p, layer) * Float.BYTES);
     }
 
     @Override
     public MemorySegment grad(Param p, int layer) {
-        ParameterLayout.Span t = layout.tensor(p);
-        return switch (p) {
-            case WTE, WPE, LNFW, LNFB -> grads.grad(layout.unitOf(p, layer), t.offset(), t.count());
-            default -> grads.grad(layout.unitOf(p, layer), t.layerOffset(layer), t.count() / layout.config().L());
-        };
+        return grads.grad(layout.unitOf(p, layer), layout.offset(p, layer), layout.count(p, layer));
     }
 
     @Override

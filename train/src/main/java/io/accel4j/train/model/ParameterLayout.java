@@ -150,6 +150,27 @@ public final class ParameterLayout {
         };
     }
 
+    /**
+     * First element in the vector of tensor {@code p}'s slice for layer {@code layer}: the whole tensor's for wte,
+     * wpe, lnfw, lnfb (layer ignored).
+     */
+    public long offset(Param p, int layer) {
+        Span t = tensor(p);
+        return switch (p) {
+            case WTE, WPE, LNFW, LNFB -> t.offset();
+            default -> t.layerOffset(layer);
+        };
+    }
+
+    /** Elements of tensor {@code p}'s slice for layer {@code layer} ({@link #offset(Param, int)}). */
+    public long count(Param p, int layer) {
+        Span t = tensor(p);
+        return switch (p) {
+            case WTE, WPE, LNFW, LNFB -> t.count();
+            default -> t.count() / config.L();
+        };
+    }
+
     /** Where tensor {@code p}'s slice for {@code layer} starts in its unit's packing ({@link Segment#packed}). */
     public long packedOffset(Param p, int layer) {
         for (Segment s : units.get(unitOf(p, layer)).segments()) {

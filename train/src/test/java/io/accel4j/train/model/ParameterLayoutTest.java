@@ -67,6 +67,8 @@ class ParameterLayoutTest {
                 assertThat(s.packed()).as("%s packed after the segments before it", s).isEqualTo(packed);
                 assertThat(layout.unitOf(s.param(), s.layer())).isEqualTo(u.index());
                 assertThat(layout.packedOffset(s.param(), s.layer())).isEqualTo(s.packed());
+                assertThat(layout.offset(s.param(), s.layer())).as("%s offset", s).isEqualTo(s.offset());
+                assertThat(layout.count(s.param(), s.layer())).as("%s count", s).isEqualTo(s.count());
                 for (long i = s.offset(); i < s.offset() + s.count(); i++) {
                     assertThat(owner[(int) i]).as("element %d in one unit", i).isEqualTo(-1);
                     owner[(int) i] = u.index();
