@@ -51,25 +51,14 @@ public final class DataParallelLayouts implements LayoutSource {
     @Override
     public List<Layout> layouts(GptConfig model, int globalBatch, int T, Cluster cluster) {
         int n = cluster.devices();
-        if (globalBatch % n != 0) {
-            throw new IllegalArgumentException("the global batch " + globalBatch + " is not a multiple of the "
-                    + n + " devices");
-        }
-        int perRank = globalBatch / n;
+        int perRank = LayoutSource.perDevice(globalBatch, cluster);
         // ZeRO shards nothing on one device; 16-bit gradients go up to ZeRO-1 (ZeRO-2/3 hold fp32 gradient shards)
         int maxStage = n == 1 ? 0 : gradients != DType.FP32 ? 1 : 3;
         List<Layout> out = new ArrayList<>();
         for (int stage = 0; stage <= maxStage; stage++) {
             for (Recompute r : modes(model)) {
-                Layout fit = null;
-                Layout last = null;
-                for (int b = perRank; b >= 1 && fit == null; b--) {
-                    if (perRank % b == 0) {
-                        last = layout(model, T, cluster, stage, r, b, perRank / b);
-                        fit = last.bytesPerDevice() <= cluster.memoryBytes() ? last : null;
-                    }
-                }
-                out.add(fit != null ? fit : last); // else B = 1: the smallest need
+                int z = stage;
+                out.add(LayoutSource.largestFitting(perRank, cluster, (b, k) -> layout(model, T, cluster, z, r, b, k)));
             }
         }
         return out;

@@ -40,23 +40,10 @@ public final class OffloadLayouts implements LayoutSource {
 
     @Override
     public List<Layout> layouts(GptConfig model, int globalBatch, int T, Cluster cluster) {
-        int n = cluster.devices();
-        if (globalBatch % n != 0) {
-            throw new IllegalArgumentException("the global batch " + globalBatch + " is not a multiple of the "
-                    + n + " devices");
-        }
-        int perRank = globalBatch / n;
+        int perRank = LayoutSource.perDevice(globalBatch, cluster);
         List<Layout> out = new ArrayList<>();
         for (Recompute r : DataParallelLayouts.modes(model)) {
-            Layout fit = null;
-            Layout last = null;
-            for (int b = perRank; b >= 1 && fit == null; b--) {
-                if (perRank % b == 0) {
-                    last = layout(model, T, cluster, r, b, perRank / b);
-                    fit = last.bytesPerDevice() <= cluster.memoryBytes() ? last : null;
-                }
-            }
-            out.add(fit != null ? fit : last);
+            out.add(LayoutSource.largestFitting(perRank, cluster, (b, k) -> layout(model, T, cluster, r, b, k)));
         }
         return out;
     }
