@@ -14,8 +14,6 @@ import io.accel4j.train.parallel.UnitShards;
 import io.accel4j.train.parallel.ZeroMemory;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.util.Random;
 
 /**
  * {@code --find-batch-size}: the largest micro-batch whose {@link MemoryPlan} fits a memory budget, the accumulation
@@ -150,17 +148,9 @@ public final class BatchSizeFinder {
                 model.useWeights(sharded);
             }
             MemorySegment m = arena.allocate(shard * Float.BYTES, 64), v = arena.allocate(shard * Float.BYTES, 64);
-            long tokens = (long) B * T;
-            MemorySegment inputs = arena.allocate(tokens * Integer.BYTES, 64);
-            MemorySegment targets = arena.allocate(tokens * Integer.BYTES, 64);
-            MemorySegment scalar = arena.allocate(Float.BYTES, 64);
-            Random r = new Random(1);
-            for (long i = 0; i < tokens; i++) {
-                inputs.setAtIndex(ValueLayout.JAVA_INT, i, r.nextInt(config.V()));
-                targets.setAtIndex(ValueLayout.JAVA_INT, i, r.nextInt(config.V()));
-            }
+            TrialBatch batch = TrialBatch.random(arena, config, B, T);
             model.zeroGrad();
-            model.forwardBackward(inputs, targets, B, T, 1f / tokens);
+            model.forwardBackward(batch.inputs(), batch.targets(), B, T, 1f / ((long) B * T));
             if (sharded != null) {
                 sharded.finishGradients();
             }
@@ -176,8 +166,7 @@ public final class BatchSizeFinder {
                 MemorySegment g = sharded != null ? sharded.gradShard() : model.grads();
                 ops.adamw(p.asSlice(0, shardBytes), g.asSlice(0, shardBytes), m, v, 0, shard, adam, 1, 1f);
             }
-            return model.totalBytes() + m.byteSize() + v.byteSize() + inputs.byteSize() + targets.byteSize()
-                    + scalar.byteSize();
+            return model.totalBytes() + m.byteSize() + v.byteSize() + batch.bytes();
         }
     }
 }

@@ -12,9 +12,6 @@ import io.accel4j.train.model.HalfWeights;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
 import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.util.Random;
 
 /**
  * The {@link MemoryPlan} of a rank whose working weights are stored in bf16 ({@code --bf16-params}, stage 0: one rank
@@ -131,20 +128,11 @@ public final class Bf16ParamsPlan {
             try (Bf16StoreAdamW adamw = new Bf16StoreAdamW(Bf16AdamW.of(0f, 1), ops, model.network().table(),
                     model.halfParameters(), gradients == DType.FP32 ? Bf16StoreAdamW.Gradients.of(model.grads())
                     : Bf16StoreAdamW.Gradients.of(model.halfGradients()))) {
-                long tokens = (long) B * T;
-                MemorySegment inputs = arena.allocate(tokens * Integer.BYTES, 64);
-                MemorySegment targets = arena.allocate(tokens * Integer.BYTES, 64);
-                MemorySegment scalar = arena.allocate(Float.BYTES, 64);
-                Random r = new Random(1);
-                for (long i = 0; i < tokens; i++) {
-                    inputs.setAtIndex(ValueLayout.JAVA_INT, i, r.nextInt(config.V()));
-                    targets.setAtIndex(ValueLayout.JAVA_INT, i, r.nextInt(config.V()));
-                }
+                TrialBatch batch = TrialBatch.random(arena, config, B, T);
                 model.zeroGrad();
-                model.forwardBackward(inputs, targets, B, T, 1f / tokens);
+                model.forwardBackward(batch.inputs(), batch.targets(), B, T, 1f / ((long) B * T));
                 adamw.step(1, 1e-4f, 1f);
-                return model.totalBytes() + adamw.stateBytes() + inputs.byteSize() + targets.byteSize()
-                        + scalar.byteSize();
+                return model.totalBytes() + adamw.stateBytes() + batch.bytes();
             }
         }
     }
