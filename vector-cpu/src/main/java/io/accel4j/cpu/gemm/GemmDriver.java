@@ -182,12 +182,12 @@ final class GemmDriver {
      * Whether threads split C's columns rather than its rows: when there are too few rows to share, and when C is no
      * taller than wide with enough column tiles for every thread. Split by columns, each task packs the B it reads and
      * all of A (A is the smaller operand then); split by rows, the threads share one packed B block, each reading the
-     * panels the others packed, after a barrier. On a 2-vCPU guest whose cores sit now in one CCX and now in two
-     * (a cache line's round trip between them measured 70 ns and 340 ns minutes apart), sharing B cost the 256-row
-     * products of a GPT-2 step 13–25 % (256×1024×256 NN, 256×768×256 NT, 256×256×1024 NT: the column split 1.25×,
-     * 1.13×, 1.13× the row split, medians of 30 alternated pairs in one JVM); at 1024³ and the GPT-2 and LM-head
-     * forward shapes the two were within 0–3 %. Either way each element of C is the same sum (the row blocks are
-     * the same), so the choice does not change the bits.
+     * panels the others packed, after a barrier. On a 2-vCPU guest whose cores sit now in one CCX and now in two (a
+     * cache line's round trip between them measured 70 ns or 340 ns, switching every few seconds), sharing B cost
+     * the 256-row products of a GPT-2 step 13–25 % (256×1024×256 NN, 256×768×256 NT, 256×256×1024 NT: the column
+     * split 1.25×, 1.13×, 1.13× the row split, medians of 30 alternated pairs in one JVM); at 1024³ and the GPT-2 and
+     * LM-head forward shapes the two were within 0–3 %. Either way each element of C is the same sum (the row blocks
+     * are the same), so the choice does not change the bits.
      */
     static boolean splitsColumns(int threads, int M, int N) {
         int rowTiles = (M + MR - 1) / MR;

@@ -34,7 +34,7 @@ final class Transpose {
     /** Whether {@link #block} has a body for this width (16, 8 or 4 lanes; never in scalar mode). */
     static final boolean AVAILABLE = !Simd.SCALAR && (L == 16 || L == 8 || L == 4);
     private static final int STAGES = Integer.numberOfTrailingZeros(L);
-    /** Per stage s (b = 2^s), the index vectors of its two {@code selectFrom}s; an index ≥ L takes the second vector. */
+    /** Per stage s (b = 2^s), the index vectors of its two {@code selectFrom}s; an index ≥ L takes the second one. */
     private static final FloatVector[] LOW = new FloatVector[STAGES];
     private static final FloatVector[] HIGH = new FloatVector[STAGES];
 
