@@ -232,7 +232,9 @@ public final class Gpt2 implements AutoCloseable {
     }
 
     /**
-     * The parameters: {@code layout().count()} fp32, native order, in {@link #memory()}.
+     * The parameters: {@code layout().count()} fp32, native order, in {@link #memory()}. Under an overlapped offloaded
+     * optimizer ({@link #beforeAcquire}) the last update may still be arriving between two steps: read them after the
+     * trainer's last step, a checkpoint or its close, which wait for it.
      *
      * @throws IllegalStateException when the weights do not hold them whole (ZeRO-3 shards them)
      */
