@@ -29,6 +29,12 @@ public record StepMetrics(int step, double trainLoss, double valLoss, double ste
                 Double.NaN);
     }
 
+    /** This step with the validation loss measured before it. */
+    public StepMetrics withValLoss(double loss) {
+        return new StepMetrics(step, trainLoss, loss, stepMs, tokensPerS, lr, gradNorm, lossScale, skipped,
+                skippedSteps, dataMs);
+    }
+
     /** This step with its data wait. */
     public StepMetrics withDataMs(double ms) {
         return new StepMetrics(step, trainLoss, valLoss, stepMs, tokensPerS, lr, gradNorm, lossScale, skipped,

@@ -120,8 +120,10 @@ final class RankRun {
             trainer.gatherModel(true); // ZeRO-3: the report's samples run the model on this rank alone
             // taken before the report, whose sample completions also run the model
             List<ProfilingOps.Entry> profile = profiler[0] == null ? null : profiler[0].entries();
-            cmd.outcome = Report.finish(w, trainer, history, progress, dir, data, cmd.seed, cmd.samples,
-                    cmd.evalProblems);
+            try (io.accel4j.train.sample.Sampler sampler = new io.accel4j.train.sample.Sampler(trainer.model())) {
+                cmd.outcome = Report.finish(w, trainer.step(), trainer.lossScaler(), trainer.model().config(),
+                        sampler, history, progress, dir, data, cmd.seed, cmd.samples, cmd.evalProblems);
+            }
             if (cmd.async.async()) {
                 Path png = dir.resolve("staleness.png");
                 try {
@@ -215,7 +217,7 @@ final class RankRun {
                 @Override
                 public void stepped(StepMetrics m) {
                     history.add(m);
-                    RunDirectory.record(json, m, trainer.strategyJson(), metrics, trainer, dir, lastSaved[0]);
+                    RunDirectory.record(json, m, trainer.strategyJson(), metrics, trainer.step(), dir, lastSaved[0]);
                     progress.step(m);
                     cmd.async.afterStep(trainer.rank());
                 }
@@ -223,7 +225,7 @@ final class RankRun {
                 @Override
                 public void validated(StepMetrics m) {
                     history.add(m);
-                    RunDirectory.record(json, m, "", metrics, trainer, dir, lastSaved[0]);
+                    RunDirectory.record(json, m, "", metrics, trainer.step(), dir, lastSaved[0]);
                 }
 
                 @Override

@@ -2,7 +2,8 @@ package io.accel4j.cli.train;
 
 import io.accel4j.train.sample.Sampler;
 import io.accel4j.train.StepMetrics;
-import io.accel4j.train.Trainer;
+import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.precision.LossScaler;
 import io.accel4j.train.data.DefaultDataset;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -27,13 +28,18 @@ final class Report {
     /**
      * Prints the summary and writes {@code dir/loss.png}.
      *
+     * @param step     the run's last step
+     * @param scaler   fp16's loss scaler (its skips and final scale), disabled otherwise
+     * @param model    the model's shape (the plot's title)
+     * @param sampler  greedy completions from the trained model (null: none; needed with {@code data})
      * @param data     the generated dataset, or null for the user's data (no samples, no accuracy)
      * @param seed     the generated dataset's seed
      * @param samples  completions to show
      * @param problems held-out problems to score
      */
-    static Outcome finish(PrintWriter w, Trainer trainer, List<StepMetrics> history, Progress progress, Path dir,
-                          DefaultDataset.Splits data, long seed, int samples, int problems) {
+    static Outcome finish(PrintWriter w, int step, LossScaler scaler, GptConfig model, Sampler sampler,
+                          List<StepMetrics> history, Progress progress, Path dir, DefaultDataset.Splits data,
+                          long seed, int samples, int problems) {
         double trainLoss = Double.NaN, valLoss = Double.NaN;
         int n = 0;
         double sum = 0;
@@ -54,11 +60,11 @@ final class Report {
         }
         double entropy = data == null ? Double.NaN : DefaultDataset.unigramEntropyNats(data.val());
         w.printf(Locale.ROOT, "done: %d steps in %s, %,.0f tokens/s; train loss %.4f (mean of the last %d steps)%s%n",
-                trainer.step(), Progress.clock(progress.elapsedSeconds()), progress.tokensPerSecond(), trainLoss, n,
+                step, Progress.clock(progress.elapsedSeconds()), progress.tokensPerSecond(), trainLoss, n,
                 Double.isFinite(valLoss) ? String.format(Locale.ROOT, ", val loss %.4f", valLoss) : "");
-        if (trainer.lossScaler().enabled()) {
+        if (scaler.enabled()) {
             w.printf(Locale.ROOT, "fp16 loss scaling: %d of %d steps skipped for overflow, final loss scale %.0f%n",
-                    trainer.lossScaler().skippedSteps(), trainer.step(), trainer.lossScaler().scale());
+                    scaler.skippedSteps(), step, scaler.scale());
         }
         if (data != null) {
             w.printf(Locale.ROOT, "the validation text's unigram entropy is %.4f nats/token: a model that ignores the "
@@ -66,7 +72,7 @@ final class Report {
         }
         Path png = dir.resolve("loss.png");
         try {
-            LossPlot.write(png, history, entropy, "unigram entropy", "accel4j train: " + trainer.model().config());
+            LossPlot.write(png, history, entropy, "unigram entropy", "accel4j train: " + model);
             w.println("loss curve " + png);
         } catch (IOException | RuntimeException | LinkageError e) {
             w.println("no loss curve (" + e + ")");
@@ -74,22 +80,20 @@ final class Report {
         double accuracy = Double.NaN;
         if (data != null && (samples > 0 || problems > 0)) {
             List<DefaultDataset.Problem> held = DefaultDataset.heldOut(seed);
-            try (Sampler sampler = new Sampler(trainer.model())) {
-                if (samples > 0) {
-                    w.println("completions of held-out problems (never seen in training):");
-                    for (DefaultDataset.Problem p : held.subList(0, Math.min(samples, held.size()))) {
-                        String c = sampler.completeLine(p.prompt(), ANSWER_TOKENS);
-                        String answer = c.endsWith("\n") ? c.substring(0, c.length() - 1) : c;
-                        w.printf("  %-7s %-5s %s%n", p.prompt(), printable(answer),
-                                answer.equals(p.answer()) ? "right" : "wrong, " + p.answer());
-                    }
+            if (samples > 0) {
+                w.println("completions of held-out problems (never seen in training):");
+                for (DefaultDataset.Problem p : held.subList(0, Math.min(samples, held.size()))) {
+                    String c = sampler.completeLine(p.prompt(), ANSWER_TOKENS);
+                    String answer = c.endsWith("\n") ? c.substring(0, c.length() - 1) : c;
+                    w.printf("  %-7s %-5s %s%n", p.prompt(), printable(answer),
+                            answer.equals(p.answer()) ? "right" : "wrong, " + p.answer());
                 }
-                if (problems > 0) {
-                    List<DefaultDataset.Problem> scored = held.subList(0, Math.min(problems, held.size()));
-                    accuracy = DefaultDataset.accuracy(scored, q -> sampler.completeLine(q, ANSWER_TOKENS));
-                    w.printf(Locale.ROOT, "accuracy on %d held-out problems: %.1f%%%n", scored.size(),
-                            100 * accuracy);
-                }
+            }
+            if (problems > 0) {
+                List<DefaultDataset.Problem> scored = held.subList(0, Math.min(problems, held.size()));
+                accuracy = DefaultDataset.accuracy(scored, q -> sampler.completeLine(q, ANSWER_TOKENS));
+                w.printf(Locale.ROOT, "accuracy on %d held-out problems: %.1f%%%n", scored.size(),
+                        100 * accuracy);
             }
         }
         w.flush();

@@ -223,7 +223,7 @@ final class RunDirectory {
 
     /** One metrics record, flushed; a failure names the file, the step and the last complete checkpoint. */
     static void record(java.io.BufferedWriter json, io.accel4j.train.StepMetrics m, String extra, Path metrics,
-                       io.accel4j.train.Trainer trainer, Path dir, int lastSaved) {
+                       int step, Path dir, int lastSaved) {
         try {
             String line = m.toJson(); // the strategy's fields (e.g. async's staleness) before the closing brace
             json.write(extra.isEmpty() ? line : line.substring(0, line.length() - 1) + extra + "}");
@@ -231,22 +231,30 @@ final class RunDirectory {
             json.flush();
         } catch (IOException e) {
             throw new CliException((IoMessages.diskFull(e) ? "disk full while writing " : "cannot write ") + metrics
-                    + " at step " + trainer.step() + ": " + IoMessages.describe(e, metrics) + "; "
+                    + " at step " + step + ": " + IoMessages.describe(e, metrics) + "; "
                     + lastCheckpoint(dir, lastSaved), e);
         }
     }
 
-    /** {@link Trainer#save}, whose failure names the step, the problem and the last complete checkpoint. */
+    /** {@link io.accel4j.train.Trainer#save}, whose failure names the step, the problem and the last checkpoint. */
     static Path save(io.accel4j.train.Trainer trainer, Path dir, int[] lastSaved) {
         try {
             Path model = trainer.save(dir);
             lastSaved[0] = trainer.step();
             return model;
         } catch (IOException e) {
-            throw new CliException((IoMessages.diskFull(e) ? "disk full while writing the checkpoint of step "
-                    : "cannot write the checkpoint of step ") + trainer.step() + " in " + dir + ": "
-                    + IoMessages.describe(e) + "; " + lastCheckpoint(dir, lastSaved[0]), e);
+            throw saveFailed(e, trainer.step(), dir, lastSaved[0]);
         }
+    }
+
+    /**
+     * The error of a checkpoint of step {@code step} that could not be written in {@code dir}: the step, the problem
+     * and the last complete checkpoint ({@code lastSaved}, or −1: none yet).
+     */
+    static CliException saveFailed(IOException e, int step, Path dir, int lastSaved) {
+        return new CliException((IoMessages.diskFull(e) ? "disk full while writing the checkpoint of step "
+                : "cannot write the checkpoint of step ") + step + " in " + dir + ": " + IoMessages.describe(e)
+                + "; " + lastCheckpoint(dir, lastSaved), e);
     }
 
     private static String lastCheckpoint(Path dir, int step) {

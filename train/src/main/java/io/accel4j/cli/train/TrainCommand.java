@@ -204,6 +204,12 @@ public final class TrainCommand implements Callable<Integer> {
             + "the final accuracy is measured on, on the generated dataset (default: ${DEFAULT-VALUE}).")
     int evalProblems;
 
+    /**
+     * Runs the data-parallel path on {@code Trainer} even where {@link LearnerRun} could: for the tests that run the
+     * two side by side until {@code Trainer} is deleted; never set otherwise.
+     */
+    static volatile boolean viaTrainer;
+
     /** How each rank's trainer holds the model states: the synchronous strategies, or async's workers. */
     private ModelStates.Factory strategy = ModelStates::of;
     /** The run directory of the lead rank, null on the others. */
@@ -365,9 +371,8 @@ public final class TrainCommand implements Callable<Integer> {
                     new AsyncProcessRun(this, async).run(world, launch.lead(), nThreads, cfg, modelFile, modelConfig,
                             dir, trainPath, valPath, data, w);
                 } else {
-                    new RankRun(this, strategy).train(world, gpu, nThreads, cfg, modelFile, modelConfig, dir, trainPath,
-                        valPath, data,
-                        launch.lead() ? w : new PrintWriter(Writer.nullWriter()));
+                    rank(world, gpu, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data,
+                            launch.lead() ? w : new PrintWriter(Writer.nullWriter()));
                 }
             } catch (CliException e) {
                 throw e;
@@ -376,8 +381,7 @@ public final class TrainCommand implements Callable<Integer> {
             }
             world.close(); // MPI_Finalize; a rank that failed skips it, exits 1, and mpirun stops the others
         } else if (ranks == 1) {
-            new RankRun(this, strategy).train(null, 0, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath,
-                    data, w);
+            rank(null, 0, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data, w);
         } else {
             int perRank = Math.max(1, nThreads / ranks);
             Path tp = trainPath, vp = valPath;
@@ -392,12 +396,26 @@ public final class TrainCommand implements Callable<Integer> {
             try (servers; InProcessGroup group = InProcessGroup.create(servers == null ? ranks
                     : ranks - servers.servers(), timeout())) {
                 group.run(comm -> {
-                    new RankRun(this, strategy).train(comm, comm.rank(), perRank, cfg, modelFile, modelConfig, dir,
-                            tp, vp, d,
+                    rank(comm, comm.rank(), perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
                             comm.rank() == 0 ? w : new PrintWriter(Writer.nullWriter()));
                     return null;
                 });
             }
+        }
+    }
+
+    /**
+     * One rank of the data-parallel path: on the Java API ({@link LearnerRun}), or on {@code Trainer}
+     * ({@link RankRun}) for what the learner does not run yet (the async workers, bf16 working weights) and, while
+     * both exist, when a side-by-side test asks ({@link #viaTrainer}).
+     */
+    private void rank(Communicator host, int gpu, int nThreads, TrainConfig cfg, Path modelFile, GptConfig c,
+                      Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data, PrintWriter w) {
+        if (viaTrainer || async.async() || bf16Params.enabled) {
+            new RankRun(this, strategy).train(host, gpu, nThreads, cfg, modelFile, c, dir, trainPath, valPath, data,
+                    w);
+        } else {
+            new LearnerRun(this).train(host, gpu, nThreads, cfg, modelFile, c, dir, trainPath, valPath, data, w);
         }
     }
 
