@@ -121,7 +121,7 @@ public final class Learner implements AutoCloseable {
         }
         Parallel pool = new Parallel(threads);
         owned.add(pool);
-        return new io.accel4j.optim.Offload(b.optimizer, new CpuOps(pool));
+        return new io.accel4j.optim.Offload(b.optimizer, new CpuOps(pool), b.offloadOverlap);
     }
 
     /** Buckets the first rank held here started during backward so far (0 without {@code bucketMb}; for tests). */

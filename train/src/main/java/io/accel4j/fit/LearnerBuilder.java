@@ -29,6 +29,7 @@ public final class LearnerBuilder {
     int gradAccum = 1;
     OptimizerSpec optimizer = AdamW.of(0f);
     boolean offloadOptimizer;
+    boolean offloadOverlap = true;
     LrSchedule schedule = LrSchedule.constant(1e-3f);
     float gradClip;
     DType precision = DType.FP32;
@@ -104,7 +105,16 @@ public final class LearnerBuilder {
      * memory keeps only the parameters, gradients and activations. Not with pipeline stages.
      */
     public LearnerBuilder offloadOptimizer() {
+        return offloadOptimizer(true);
+    }
+
+    /**
+     * {@link #offloadOptimizer()}, its step pipelined over chunks ({@code overlap}: the default) or three serial moves
+     * (the gradients down, the update, the parameters up): the same bits either way ({@link io.accel4j.optim.Offload}).
+     */
+    public LearnerBuilder offloadOptimizer(boolean overlap) {
         this.offloadOptimizer = true;
+        this.offloadOverlap = overlap;
         return this;
     }
 

@@ -169,7 +169,7 @@ final class LearnerRun {
             b.fp8(p.fp8());
         }
         if (cmd.offload.enabled) {
-            b.offloadOptimizer();
+            b.offloadOptimizer(cmd.offload.overlaps());
         }
         if (comm != null) {
             b.communicator(comm);

@@ -62,6 +62,11 @@ final class OffloadOptions {
         }
     }
 
+    /** Whether the offloaded step is pipelined over chunks (--offload-overlap on, the default). */
+    boolean overlaps() {
+        return !"off".equals(overlap);
+    }
+
     /** The trainer strategy: {@code synchronous}, or stage 0 with the optimizer offloaded. */
     ModelStates.Factory strategy(ModelStates.Factory synchronous) {
         return enabled ? ModelStates.offloaded(!"off".equals(overlap)) : synchronous;

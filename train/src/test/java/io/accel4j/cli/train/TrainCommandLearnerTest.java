@@ -93,6 +93,7 @@ class TrainCommandLearnerTest {
         "--steps 4 --precision fp8",
         "--steps 4 --precision bf16 --grad-storage bf16 --recompute layer",
         "--steps 4 --offload-optimizer --grad-accum 2",
+        "--steps 4 --offload-optimizer --offload-overlap off --precision fp16",
         "--steps 4 --ranks 2 --bucket-mb 0",
         "--steps 4 --ranks 2 --bucket-mb 0.0001 --precision bf16",
         "--steps 4 --ranks 2 --zero 1 --grad-accum 2",
