@@ -104,6 +104,15 @@ public record TrainConfig(int batch, int seq, int steps, int gradAccum, float lr
     }
 
     /**
+     * The run's AdamW (betas, epsilon, weight decay; with {@link #decayMatricesOnly} and a decay, the no-decay set
+     * spared), as the CLI trains with it.
+     */
+    public io.accel4j.optim.OptimizerSpec adamw() {
+        boolean decayAll = !decayMatricesOnly || weightDecay == 0;
+        return new io.accel4j.optim.AdamW.Spec(beta1, beta2, eps, weightDecay, decayAll);
+    }
+
+    /**
      * The learning rate of step {@code step} (0-based): {@code lr·(step+1)/warmup} during the warmup; then lr
      * (constant), or {@code min + (lr − min)·½(1 + cos(π·(step − warmup)/(steps − warmup)))} with
      * {@code min = minLrFraction·lr} (cosine; llm.c's schedule).

@@ -19,7 +19,6 @@ import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.precision.Precision;
 import io.accel4j.train.profile.ProfileReport;
 import io.accel4j.train.profile.ProfilingOps;
@@ -159,7 +158,7 @@ final class LearnerRun {
         Precision p = cfg.precision();
         LearnerBuilder b = Learner.of(() -> Gpt2Blocks.body(c)).tokens(c.V()).classes(c.V())
                 .parameterOrder(Gpt2Blocks.LLMC_ORDER).batch(cfg.batch(), cfg.seq()).gradAccum(cfg.gradAccum())
-                .optimizer(ModelStates.adamw(cfg)).schedule(cfg::learningRate).gradClip(cfg.gradClip())
+                .optimizer(cfg.adamw()).schedule(cfg::learningRate).gradClip(cfg.gradClip())
                 .precision(p.operands()).lossScaling(p.initialLossScale(), p.lossScaleWindow())
                 .recompute(cmd.memory.recompute).activationStorage(p.activationStorage())
                 .gradientStorage(p.gradients()).zero(comm == null ? 0 : cfg.zeroStage())

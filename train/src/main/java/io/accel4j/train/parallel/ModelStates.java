@@ -95,8 +95,7 @@ public abstract class ModelStates implements AutoCloseable {
      * only when {@code cfg} says so (and there is any), else on every parameter (llm.c's {@code train_gpt2.c}).
      */
     public static OptimizerSpec adamw(TrainConfig cfg) {
-        boolean decayAll = !cfg.decayMatricesOnly() || cfg.weightDecay() == 0;
-        return new AdamW.Spec(cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay(), decayAll);
+        return cfg.adamw();
     }
 
     /** The number of ranks. */
