@@ -188,7 +188,9 @@ final class AsyncWorkers implements GradientSync, GradientSync.ServerState {
             none.put("v", MemorySegment.NULL);
         }
 
-        /** {@code t} is the servers' to count (a shard's version); {@code lr} and {@code gradScale} go with the push. */
+        /**
+         * {@code t} is the servers' to count (a shard's version); {@code lr} and {@code gradScale} go with the push.
+         */
         @Override
         public void step(int t, float lr, float gradScale) {
             connect();

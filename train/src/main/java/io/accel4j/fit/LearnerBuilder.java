@@ -302,7 +302,7 @@ public final class LearnerBuilder {
      *
      * <p>The servers run GPT-2's AdamW of {@code cfg} (betas, ε, weight decay, decay on the matrices of
      * {@code layout} or on all): in-process servers start with it when the first worker steps; servers of other
-     * processes ({@link ParameterServers#remote}) were given theirs. The {@link #optimizer} must be the same AdamW
+     * processes ({@link io.accel4j.train.parallel.ParameterServers#remote}) were given theirs. The {@link #optimizer} must be the same AdamW
      * ({@code new AdamW.Spec(β1, β2, ε, wd, !decayMatricesOnly || wd == 0)}), the model {@code layout}'s
      * parameters in llm.c's order. Not with ZeRO, tensor or pipeline stages, an offloaded optimizer, buckets,
      * 16-bit gradients or fp16's loss scaling (a skipped step would push nothing). The caller closes

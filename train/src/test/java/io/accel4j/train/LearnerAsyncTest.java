@@ -136,7 +136,7 @@ class LearnerAsyncTest {
         }
     }
 
-    /** The Java API's parts for {@code cfg} ({@link LearnerGpt2Test#builder}) as {@code workers} workers of {@code ps}. */
+    /** {@link LearnerGpt2Test#builder}'s parts for {@code cfg}, {@code workers} workers of {@code ps}. */
     private static LearnerBuilder builder(TrainConfig cfg, int workers, ParameterServers ps, TokenSource data) {
         return LearnerGpt2Test.builder(cfg, workers, Recompute.NONE, DType.FP32, data)
                 .asyncWorkers(ps, new ParameterLayout(TrainerTest.TINY), cfg);
@@ -266,6 +266,67 @@ class LearnerAsyncTest {
             List<StepMetrics> rest = l.fit(cfg.steps() - SAVED_AT, null);
             assertThat(new Run(rest, List.of(), params(l.network().params())).crcFrom(0))
                     .isEqualTo(whole.crcFrom(SAVED_AT));
+        }
+    }
+
+    /**
+     * Workers of other processes, as {@code accel4j launch} runs them ({@code AsyncProcessRun}): each a
+     * {@link Learner} of its own over a {@link LearnerBuilder#communicator} of the workers, reaching server ranks
+     * that run {@link ParameterServers#serve} through its mailbox ({@link ParameterServers#remote}; here in-process
+     * mailboxes and threads), trains as the in-process workers do, and worker 0's checkpoint is theirs byte for byte.
+     */
+    @ParameterizedTest(name = "{0} workers, {1} servers, staleness {2}")
+    @CsvSource({"1, 2, 1", "2, 1, 0"})
+    void workersOfOtherProcessesTrainAsInProcessOnes(int workers, int servers, int s, @TempDir Path dir)
+            throws Exception {
+        TrainConfig cfg = LearnerGpt2Test.cfg("fp32", 2, 0.5f, 0, 0);
+        Path inProcess = dir.resolve("in-process"), remote = dir.resolve("remote");
+        Run whole = fresh(servers, workers, s, side(LearnerAsyncTest::learner, cfg, workers, null, inProcess,
+                cfg.steps()));
+        io.accel4j.collectives.Mailbox[] boxes = io.accel4j.collectives.InProcessMailboxes.create(workers + servers);
+        List<Thread> serving = new ArrayList<>();
+        List<String> failures = java.util.Collections.synchronizedList(new ArrayList<>());
+        for (int k = 0; k < servers; k++) {
+            io.accel4j.collectives.Mailbox box = boxes[workers + k];
+            Thread t = new Thread(() -> {
+                String failed = ParameterServers.serve(box, servers, workers, s, TIMEOUT,
+                        new ParameterLayout(TrainerTest.TINY), cfg, msg -> { });
+                if (failed != null) {
+                    failures.add(failed);
+                }
+            });
+            t.start();
+            serving.add(t);
+        }
+        List<Run> runs;
+        try (InProcessGroup g = InProcessGroup.create(workers, TIMEOUT)) {
+            runs = g.run(comm -> {
+                try (ParameterServers ps = ParameterServers.remote(boxes[comm.rank()], servers, workers, s, TIMEOUT);
+                     TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
+                     Learner l = LearnerGpt2Test.builder(cfg, 1, Recompute.NONE, DType.FP32, data).communicator(comm)
+                             .asyncWorkers(ps, new ParameterLayout(TrainerTest.TINY), cfg).build()) {
+                    LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, comm.rank() == 0, TrainerTest.TINY,
+                            cfg.batch(), cfg.seq(), cfg.gradAccum(), data.loaders(), CheckpointFiles.Retention.LATEST);
+                    ck.start(null, SEED);
+                    List<StepMetrics> steps = new ArrayList<>();
+                    while (l.step() < cfg.steps()) {
+                        steps.addAll(l.fit(1, null));
+                        if (l.step() == SAVED_AT) {
+                            ck.save(remote);
+                        }
+                    }
+                    return new Run(steps, List.of(), params(l.network().params()));
+                }
+            });
+        }
+        for (Thread t : serving) {
+            t.join(TIMEOUT.toMillis()); // every worker said it was done: the servers' loops end
+            assertThat(t.isAlive()).as("a server still serving").isFalse();
+        }
+        assertThat(failures).isEmpty();
+        assertThat(runs.get(0).crcFrom(0)).isEqualTo(whole.crcFrom(0));
+        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin", Trainer.POINTER}) {
+            assertThat(Files.readAllBytes(remote.resolve(f))).as(f).isEqualTo(Files.readAllBytes(inProcess.resolve(f)));
         }
     }
 
