@@ -192,7 +192,7 @@ public final class Learner implements AutoCloseable {
             mine.add(m);
             history.add(m);
             if (lead()) {
-                output.append(m);
+                output.append(m, strategyJson());
             }
             if (lines != null) {
                 lines.step(m);

@@ -332,20 +332,27 @@ class LearnerAsyncTest {
 
     /**
      * Several workers with staleness bound 1 (nondeterministic: see the class comment): every step's staleness
-     * fields, and the servers' version stamps, stay within the bound; each worker's loss is its own and finite.
+     * fields, and the servers' version stamps, stay within the bound; each worker's loss is its own and finite; the
+     * learner's {@code metrics.jsonl} lines end with the same fields.
      */
     @Test
-    void severalWorkersWithABoundStayWithinIt() {
+    void severalWorkersWithABoundStayWithinIt() throws IOException {
         TrainConfig cfg = LearnerGpt2Test.cfg("fp32", 1, 0f, 0, 0);
+        Path out = tmp.resolve("bounded");
         try (ParameterServers ps = servers(2, 3, 1);
              TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
-             Learner l = builder(cfg, 3, ps, data).build()) {
+             Learner l = builder(cfg, 3, ps, data).out(out).build()) {
             List<String> json = new ArrayList<>();
             List<StepMetrics> steps = l.fit(cfg.steps(), m -> json.add(l.strategyJson()));
             assertThat(steps).hasSize(cfg.steps()).allSatisfy(m -> assertThat(m.trainLoss()).isFinite());
             assertThat(json).hasSize(cfg.steps()).allSatisfy(j -> assertThat(j)
                     .matches(",\"staleness_min\":[01],\"staleness_mean\":[01]\\.\\d{3},\"staleness_max\":[01]"));
             assertThat(ps.maxStaleness()).as("from the version stamps").isBetween(0, 1);
+            List<String> lines = Files.readAllLines(out.resolve("metrics.jsonl"));
+            assertThat(lines).as("the learner's own metrics lines carry the same fields").hasSize(cfg.steps());
+            for (int i = 0; i < lines.size(); i++) {
+                assertThat(lines.get(i)).endsWith(json.get(i) + "}");
+            }
         }
     }
 
