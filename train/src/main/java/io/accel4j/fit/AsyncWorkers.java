@@ -160,14 +160,24 @@ final class AsyncWorkers implements GradientSync, GradientSync.ServerState {
             return;
         }
         connect();
-        worker.gather(whole, state.get("m"), state.get("v"));
+        worker.gather(whole, buffer(state, "m"), buffer(state, "v"));
+    }
+
+    /** The servers' AdamW state buffer {@code name} of {@code state}. */
+    private static MemorySegment buffer(Map<String, MemorySegment> state, String name) {
+        MemorySegment b = state.get(name);
+        if (b == null) {
+            throw new IllegalArgumentException("the optimizer state has no '" + name + "' buffer (the parameter "
+                    + "servers' AdamW holds m and v), got " + state.keySet());
+        }
+        return b;
     }
 
     /** {@link ServerState#restore}: the clocks become {@code step}; worker 0 gives the shards their state. */
     @Override
     public void restore(MemorySegment whole, Map<String, MemorySegment> state, int step) {
         connected = true;
-        worker.restore(whole, state.get("m"), state.get("v"), step);
+        worker.restore(whole, buffer(state, "m"), buffer(state, "v"), step);
     }
 
     @Override
