@@ -71,6 +71,11 @@ abstract class ForwardingGradientSync implements GradientSync {
     }
 
     @Override
+    public String stepJson() {
+        return inner.stepJson();
+    }
+
+    @Override
     public void close() {
         inner.close();
     }

@@ -2,6 +2,7 @@ package io.accel4j.fit;
 
 import io.accel4j.core.ops.Ops;
 import java.lang.foreign.MemorySegment;
+import java.util.Map;
 
 /**
  * How the ranks of a data-parallel run agree on a step, composed with the optimizer. After every rank's backward,
@@ -10,7 +11,8 @@ import java.lang.foreign.MemorySegment;
  * whole; the optimizer updates this rank's {@link #shard} of the parameters, and {@link #afterUpdate} gives every rank
  * the others' updated shards. {@link #local()} is one rank; {@link DataParallel} is DDP (the shard is everything);
  * {@link ZeroSharding} is ZeRO-1/2 over chunks of the flat vector; {@link UnitSharding} is ZeRO-2/3 unit by unit (a
- * module tree's children, or the CLI trainer's GPT-2). The step reads the same in every mode ({@link RankStep}); every
+ * module tree's children, or the CLI trainer's GPT-2); {@link AsyncWorkers} is asynchronous data parallelism (no
+ * reduction; the parameter servers update). The step reads the same in every mode ({@link RankStep}); every
  * rank calls the same methods in the same order.
  */
 public interface GradientSync extends AutoCloseable {
@@ -140,6 +142,40 @@ public interface GradientSync extends AutoCloseable {
 
     /** After this rank's optimizer updated its shard of {@code params}: every rank gets every shard. */
     default void afterUpdate(MemorySegment params, long count) {
+    }
+
+    /**
+     * Fields this strategy adds to the last step's metrics line, as JSON ({@code ,"name":value…}): the run's rank 0
+     * reads them after each step ({@link Learner#strategyJson}); none by default. {@link AsyncWorkers}: the staleness.
+     */
+    default String stepJson() {
+        return "";
+    }
+
+    /**
+     * Where the parameters of record and the optimizer state live when the ranks do not hold them (asynchronous
+     * workers: the parameter servers, {@link AsyncWorkers}): checkpoints and resumes go through it instead of the
+     * rank's network and optimizer buffers. Null by default: the ranks hold them.
+     */
+    default ServerState serverState() {
+        return null;
+    }
+
+    /** The parameters and optimizer state of a run whose ranks do not hold them ({@link #serverState}). */
+    interface ServerState {
+
+        /**
+         * On the run's rank 0 (the other ranks: nothing): the whole parameters into {@code params} and each of the
+         * optimizer's state buffers, by name, into {@code state} (host memory, the parameter count of fp32 each).
+         */
+        void gather(MemorySegment params, Map<String, MemorySegment> state);
+
+        /**
+         * Every rank, resuming at step {@code step} from the whole {@code params} and {@code state} (host, as
+         * {@link #gather} gives them): the run's rank 0 gives them to where they live. The rank's network takes
+         * {@code params} separately ({@link GradientSync#setParameters}).
+         */
+        void restore(MemorySegment params, Map<String, MemorySegment> state, int step);
     }
 
     /** The mean of {@code value} over the ranks (fp32, as the train loss is reported). */

@@ -168,6 +168,18 @@ public final class Learner implements AutoCloseable {
     }
 
     /**
+     * Fields the strategy adds to the metrics of the run's rank 0's last step, as JSON ({@code ,"name":value…}, to
+     * append to a metrics line): with {@link LearnerBuilder#asyncWorkers} the staleness of the updates the servers
+     * applied since rank 0's previous step ({@code staleness_min}, {@code staleness_mean}, {@code staleness_max}, as
+     * the CLI trainer's {@code AsyncStates}); empty for the other strategies and for a pipeline. Read it in
+     * {@link #fit}'s consumer (called after each of rank 0's steps, on its thread) or between fits; on a process
+     * that does not hold rank 0, that process's rank's (all zero for async workers).
+     */
+    public String strategyJson() {
+        return pipeline != null ? "" : ranks.get(0).sync().stepJson();
+    }
+
+    /**
      * Trains {@code steps} optimizer steps on every rank, telling {@code each} rank 0's metrics after each; returns
      * them.
      */
@@ -180,7 +192,7 @@ public final class Learner implements AutoCloseable {
             mine.add(m);
             history.add(m);
             if (lead()) {
-                output.append(m);
+                output.append(m, strategyJson());
             }
             if (lines != null) {
                 lines.step(m);

@@ -53,6 +53,7 @@ public final class LearnerBuilder {
     io.accel4j.collectives.Communicator comm;
     java.io.PrintWriter progress;
     PipelineLearning.Layout pipeline;
+    AsyncWorkers.Servers async;
 
     LearnerBuilder(Supplier<? extends Module> model) {
         this.model = Objects.requireNonNull(model, "model");
@@ -294,6 +295,34 @@ public final class LearnerBuilder {
     public LearnerBuilder pipeline(io.accel4j.pipeline.StagedModel model, int stages, int micro,
                                    io.accel4j.pipeline.Schedule schedule) {
         this.pipeline = new PipelineLearning.Layout(stages, micro, schedule, model);
+        return this;
+    }
+
+    /**
+     * Asynchronous data parallelism (stale synchronous parallel): every rank of this learner — {@link #ranks} in
+     * this process, or this process's rank of the {@link #communicator} (then a group of the workers only, on which
+     * no collective is called) — is worker {@code rank} of {@code servers}, which hold the parameters of record and
+     * AdamW's state in shards. After each step's backward a worker pushes its own gradients (times the clipping's
+     * scale) with the schedule's learning rate to every shard and pulls the parameters once the staleness bound
+     * allows; nothing is averaged over the workers: the loss, norm, overflow and FP8 amaxes each rank reports are
+     * its own (rank 0's the run's). {@link Learner#strategyJson} gives the staleness of each of rank 0's steps;
+     * checkpoints ({@link Learner#save}, {@link Learner#gatherState}) gather the servers' shards on rank 0 and
+     * resumes give them back, the clocks at the checkpoint's step; {@link Learner#network} and
+     * {@link Learner#gatherParameters} give rank 0's own copy (its last pull). The same bits as the CLI trainer's
+     * {@code AsyncStates} over the same servers.
+     *
+     * <p>The servers run GPT-2's AdamW of {@code cfg} (betas, ε, weight decay, decay on the matrices of
+     * {@code layout} or on all): in-process servers start with it when the first worker steps; servers of other
+     * processes ({@link io.accel4j.train.parallel.ParameterServers#remote}) were given theirs. The {@link #optimizer} must be the same AdamW
+     * ({@code new AdamW.Spec(β1, β2, ε, wd, !decayMatricesOnly || wd == 0)}), the model {@code layout}'s
+     * parameters in llm.c's order. Not with ZeRO, tensor or pipeline stages, an offloaded optimizer, buckets,
+     * 16-bit gradients or fp16's loss scaling (a skipped step would push nothing). The caller closes
+     * {@code servers} after the learner.
+     */
+    public LearnerBuilder asyncWorkers(io.accel4j.train.parallel.ParameterServers servers,
+                                       io.accel4j.train.model.ParameterLayout layout,
+                                       io.accel4j.train.TrainConfig cfg) {
+        this.async = new AsyncWorkers.Servers(servers, layout, cfg);
         return this;
     }
 

@@ -55,6 +55,7 @@ final class LearnerChecks {
                     + b.tensorParallel + " tensor ranks)" : ""));
         }
         checkGradients(b);
+        checkAsync(b, world);
         String unbucketed = b.zero > 1 ? "zero(" + b.zero + ")" : b.tensorParallel > 1 ? "tensorParallel("
                 + b.tensorParallel + ")" : b.pipeline != null ? "pipeline(" + b.pipeline.stages() + ", …)"
                 : b.gradients != DType.FP32 ? "gradientStorage(" + b.gradients + ")" : null;
@@ -76,6 +77,34 @@ final class LearnerChecks {
         Class<?> c = spec.getClass().getEnclosingClass() != null ? spec.getClass().getEnclosingClass()
                 : spec.getClass();
         return c.getSimpleName();
+    }
+
+    /** Refuses what asynchronous workers cannot run with, naming the options. */
+    private static void checkAsync(LearnerBuilder b, int world) {
+        if (b.async == null) {
+            return;
+        }
+        String other = b.zero > 0 ? "zero(" + b.zero + "): the servers shard the optimizer state already"
+                : b.tensorParallel > 1 ? "tensorParallel(" + b.tensorParallel + ")"
+                : b.pipeline != null ? "pipeline(" + b.pipeline.stages() + ", …)"
+                : b.offloadOptimizer ? "offloadOptimizer(): the servers run the optimizer"
+                : b.bucketBytes > 0 ? "bucketMb: the workers average no gradients"
+                : b.gradients != DType.FP32 ? "gradientStorage(" + b.gradients + ")"
+                : b.precision == DType.FP16 ? "precision(FP16)'s loss scaling: a skipped step would push nothing"
+                : null;
+        if (other != null) {
+            throw new IllegalArgumentException("asyncWorkers does not go with " + other + " yet: drop one of them");
+        }
+        if (world != b.async.servers().workers()) {
+            throw new IllegalArgumentException("asyncWorkers: the learner has " + world + " rank"
+                    + (world == 1 ? "" : "s") + ", but the parameter servers wait for " + b.async.servers().workers()
+                    + " workers: one rank per worker");
+        }
+        if (!b.async.adamw().equals(b.optimizer)) {
+            throw new IllegalArgumentException("asyncWorkers: the parameter servers run " + b.async.adamw()
+                    + " (the TrainConfig's), but the optimizer is " + b.optimizer + ": set optimizer(...) to the "
+                    + "servers' AdamW");
+        }
     }
 
     /** Refuses 16-bit gradients with what cannot read them yet, naming both options. */

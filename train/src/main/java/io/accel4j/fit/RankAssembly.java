@@ -21,9 +21,9 @@ import java.util.List;
  * rank's data-parallel group ({@link GradientSync#local()}, {@link DataParallel}, {@link ZeroSharding} 1–2,
  * {@link UnitSharding} (ZeRO-3, and ZeRO-2 of a model with unit scopes of its own: {@link #unitSharded}); with
  * {@link BucketedDataParallel} over the model's children when buckets are asked; composed with
- * {@link TensorParallelSync} in a tensor grid), the initial parameters (drawn whole
- * from the seed, placed by the strategy), the optimizer over the rank's part ({@link GradientSync#optimizer}) and
- * the data source: a {@link RankStep}, which owns them all.
+ * {@link TensorParallelSync} in a tensor grid; {@link AsyncWorkers} for a worker of parameter servers), the initial
+ * parameters (drawn whole from the seed, placed by the strategy), the optimizer over the rank's part
+ * ({@link GradientSync#optimizer}) and the data source: a {@link RankStep}, which owns them all.
  */
 final class RankAssembly {
 
@@ -56,7 +56,9 @@ final class RankAssembly {
             net = spec.build(ops);
             int values = net.fp8() == null ? 0 : net.fp8().histories();
             long count = net.table().count();
-            sync = sharded != null ? new UnitSharding(data, ops.memory(), sharded, values)
+            sync = b.async != null ? new AsyncWorkers(b.async, data == null ? 0 : data.rank(),
+                    data == null ? 1 : data.size(), count)
+                    : sharded != null ? new UnitSharding(data, ops.memory(), sharded, values)
                     : GradientSync.of(alone ? 0 : b.zero, data, ops.memory(), count, values);
             sharded = null; // the strategy owns it
             if (buckets != null) {

@@ -16,7 +16,9 @@ import java.util.function.IntConsumer;
  * The whole model in and out of the ranks a {@link Learner} holds (not a pipeline's): checkpoints ({@link #save},
  * {@link #resume}: {@link LearnerCheckpoint}'s files, every rank's ZeRO and tensor shards gathered whole, so a
  * checkpoint resumes under another layout), and the whole parameters and optimizer state to and from host memory.
- * Where the ranks are threads of this process the collectives run on one thread each ({@code forEachRank}).
+ * Where the ranks are threads of this process the collectives run on one thread each ({@code forEachRank}). A
+ * strategy whose ranks do not hold the state ({@link GradientSync#serverState}: asynchronous workers) is gathered
+ * from and restored to where it lives instead.
  */
 final class RankCheckpoints {
 
@@ -58,6 +60,13 @@ final class RankCheckpoints {
                 RankStep r = ranks.get(rank);
                 io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
                 boolean writer = globalRank[rank] == 0;
+                GradientSync.ServerState held = r.sync().serverState();
+                if (held != null) { // the parameters of record and the state are the servers': rank 0 fetches them
+                    if (writer) {
+                        held.gather(params, whole);
+                    }
+                    return;
+                }
                 try (io.accel4j.core.memory.DeviceArena scratch = r.network().memory().arena();
                      Arena mine = Arena.ofShared()) {
                     MemorySegment local = mine.allocate(count * Float.BYTES, 64);
@@ -135,9 +144,14 @@ final class RankCheckpoints {
                 shards.extract(params, local);
                 r.sync().setParameters(r.network(), local);
                 r.optimizer().parametersReplaced();
-                for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
-                    shards.extract(whole.get(e.getKey()), local);
-                    r.sync().scatterShard(local, e.getValue(), count, r.optimizer().stateMemory());
+                GradientSync.ServerState held = r.sync().serverState();
+                if (held != null) { // the servers take the state back (not split over tensor ranks)
+                    held.restore(params, whole, st.step());
+                } else {
+                    for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
+                        shards.extract(whole.get(e.getKey()), local);
+                        r.sync().scatterShard(local, e.getValue(), count, r.optimizer().stateMemory());
+                    }
                 }
                 try {
                     r.scaler().restore(st.lossScale(), st.cleanSteps(), st.skippedSteps());
@@ -184,6 +198,11 @@ final class RankCheckpoints {
     /** {@link Learner#gatherState}. */
     void gatherState(MemorySegment params, Map<String, MemorySegment> state) {
         checkNotSharded();
+        GradientSync.ServerState held = ranks.get(0).sync().serverState();
+        if (held != null) { // the servers': the run's rank 0 fetches them, no collective
+            held.gather(params, state);
+            return;
+        }
         if (cfg.zero > 0) { // every rank sends its shards
             gatherShardedState(params, state);
             return;
@@ -223,7 +242,12 @@ final class RankCheckpoints {
         checkNotSharded();
         long count = ranks.get(0).network().table().count();
         for (RankStep r : ranks) {
-            if (cfg.zero > 0) { // this rank's shards of the whole
+            GradientSync.ServerState held = r.sync().serverState();
+            if (held != null) { // the network takes the parameters, the servers the state
+                r.sync().setParameters(r.network(), params);
+                r.optimizer().parametersReplaced();
+                held.restore(params, state, step);
+            } else if (cfg.zero > 0) { // this rank's shards of the whole
                 r.sync().setParameters(r.network(), params);
                 r.optimizer().parametersReplaced();
                 for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {

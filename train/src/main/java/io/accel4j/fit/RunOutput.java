@@ -27,8 +27,11 @@ final class RunOutput {
         this.classes = classes;
     }
 
-    /** Appends {@code m} to {@code metrics.jsonl}. */
-    void append(StepMetrics m) {
+    /**
+     * Appends {@code m} to {@code metrics.jsonl}, with the strategy's fields {@code extra} ({@code ,"name":value…},
+     * {@link Learner#strategyJson}; may be empty) before the closing brace, as the CLI's lines.
+     */
+    void append(StepMetrics m, String extra) {
         if (out == null) {
             return;
         }
@@ -36,7 +39,8 @@ final class RunOutput {
             Files.createDirectories(out);
             try (Writer w = Files.newBufferedWriter(out.resolve("metrics.jsonl"), StandardCharsets.UTF_8,
                     StandardOpenOption.CREATE, StandardOpenOption.APPEND)) {
-                w.write(m.toJson());
+                String line = m.toJson();
+                w.write(extra.isEmpty() ? line : line.substring(0, line.length() - 1) + extra + "}");
                 w.write('\n');
             }
         } catch (IOException e) {

@@ -42,7 +42,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * skip and of the final parameters. Against {@link StepLoopGoldenTest}'s goldens (recorded from the trainer before
  * the step was shared) for the rows both can run, and side by side with {@code Trainer} for recomputation, 16-bit
  * activation storage, ZeRO-1 and ZeRO-2/3 (both unit by unit over GPT-2's own unit scopes, the trainer's
- * {@code ShardedStates}). Not here: the async workers (see docs/ARCHITECTURE.md, "Not yet"); checkpoints and
+ * {@code ShardedStates}). Not here: the async workers ({@link LearnerAsyncTest}); checkpoints and
  * validation are {@link LearnerLlmcCheckpointsTest}'s and {@link LearnerValidationTest}'s.
  */
 class LearnerGpt2Test {

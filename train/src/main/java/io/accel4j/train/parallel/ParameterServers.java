@@ -106,6 +106,11 @@ public final class ParameterServers implements AutoCloseable {
         return k;
     }
 
+    /** The number of workers. */
+    public int workers() {
+        return workers;
+    }
+
     /** The staleness bound S. */
     public int staleness() {
         return staleness;
