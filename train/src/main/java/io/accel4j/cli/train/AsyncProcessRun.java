@@ -16,7 +16,7 @@ import java.nio.file.Path;
 
 /**
  * {@code train --sync async} with one rank per process (the launcher's TCP ranks, or mpirun's): ranks
- * {@code 0 … W−1} are the workers, each a {@link RankRun} whose strategy pushes to and pulls from the servers through its mailbox; ranks
+ * {@code 0 … W−1} are the workers, each a {@link LearnerRun} whose learner pushes to and pulls from the servers through its mailbox; ranks
  * {@code W … N−1} are the {@code K} parameter servers, each serving its shard until every worker is done or dropped.
  * Rank 0 (worker 0) leads: run directory, metrics, checkpoints (gathered from the servers), report.
  */
@@ -67,8 +67,8 @@ final class AsyncProcessRun {
                 return;
             }
             try (ParameterServers servers = ParameterServers.remote(box, k, workers, async.bound(), cmd.timeout())) {
-                new RankRun(cmd, AsyncOptions.workers(servers)).train(new AsyncWorkerGroup(world.rank(), workers,
-                        cmd.timeout()), 0, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data,
+                cmd.rank(servers, new AsyncWorkerGroup(world.rank(), workers, cmd.timeout()), 0, nThreads, cfg,
+                        modelFile, modelConfig, dir, trainPath, valPath, data,
                         lead ? w : new PrintWriter(Writer.nullWriter()));
             }
         }

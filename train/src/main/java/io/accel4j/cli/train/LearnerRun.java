@@ -18,6 +18,8 @@ import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.ParameterLayout;
+import io.accel4j.train.parallel.ParameterServers;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.precision.Precision;
 import io.accel4j.train.profile.ProfileReport;
@@ -46,9 +48,18 @@ import java.util.function.Consumer;
 final class LearnerRun {
 
     private final TrainCommand cmd;
+    /** Asynchronous data parallelism's parameter servers, whose workers the ranks are; null: synchronous. */
+    private final ParameterServers servers;
 
+    /** A synchronous rank of {@code cmd}'s run. */
     LearnerRun(TrainCommand cmd) {
+        this(cmd, null);
+    }
+
+    /** A rank of {@code cmd}'s run; with {@code servers}, a worker of theirs (--sync async). */
+    LearnerRun(TrainCommand cmd, ParameterServers servers) {
         this.cmd = cmd;
+        this.servers = servers;
     }
 
     /**
@@ -102,7 +113,7 @@ final class LearnerRun {
                 }
                 long start = System.nanoTime();
                 long wait0 = source.loaders().get(0).waitNanos();
-                Loop loop = new Loop(learner, ck, validation, cfg, dir, lead);
+                Loop loop = new Loop(learner, ck, validation, cfg, dir, lead, host == null ? 0 : host.rank());
                 history = lead ? loop.runLead(progress) : loop.run();
                 runNanos = System.nanoTime() - start;
                 lastStep = learner.step();
@@ -118,6 +129,9 @@ final class LearnerRun {
                     cfg.seq())) {
                 cmd.outcome = Report.finish(w, lastStep, t.lossScaler(), c, sampler, history, progress, dir, data,
                         cmd.seed, cmd.samples, cmd.evalProblems);
+            }
+            if (servers != null) {
+                stalenessCurve(w, dir);
             }
             if (profile != null) {
                 int steps = Math.max(1, lastStep - firstStep);
@@ -147,6 +161,18 @@ final class LearnerRun {
                 .withGradientStorage(p.gradients());
     }
 
+    /** The staleness curve of an async run ({@code staleness.png}, from the metrics file), or why there is none. */
+    private void stalenessCurve(PrintWriter w, Path dir) {
+        Path png = dir.resolve("staleness.png");
+        try {
+            if (StalenessPlot.write(png, StalenessPlot.read(cmd.metricsFile(dir)), cmd.async.bound())) {
+                w.println("staleness curve " + png);
+            }
+        } catch (IOException | RuntimeException | LinkageError e) {
+            w.println("no staleness curve (" + e + ")");
+        }
+    }
+
     /** Whether the report samples from the trained model (the generated dataset's held-out problems). */
     private boolean samples() {
         return cmd.trainData == null && (cmd.samples > 0 || cmd.evalProblems > 0);
@@ -170,6 +196,9 @@ final class LearnerRun {
         if (cmd.offload.enabled) {
             b.offloadOptimizer(cmd.offload.overlaps());
         }
+        if (servers != null) {
+            b.asyncWorkers(servers, new ParameterLayout(c), cfg);
+        }
         if (comm != null) {
             b.communicator(comm);
         }
@@ -178,10 +207,11 @@ final class LearnerRun {
 
     /**
      * The overlapped all-reduce's bucket bytes, as the trainer takes them: DDP and ZeRO-1 over fp32 gradients (ZeRO-2/3
-     * reduce-scatter unit by unit; 16-bit gradients are all-reduced whole, in fp32 chunks); 0 for one rank.
+     * reduce-scatter unit by unit; 16-bit gradients are all-reduced whole, in fp32 chunks); 0 for one rank and for
+     * async workers (nothing is reduced).
      */
-    private static long buckets(TrainConfig cfg, Communicator comm) {
-        boolean whole = comm == null || cfg.zeroStage() > 1
+    private long buckets(TrainConfig cfg, Communicator comm) {
+        boolean whole = comm == null || servers != null || cfg.zeroStage() > 1
                 || cfg.precision().gradients() != io.accel4j.core.DType.FP32;
         return whole ? 0 : cfg.bucketBytes();
     }
@@ -203,7 +233,7 @@ final class LearnerRun {
                 c.parameterCount(), learner.modelBytes() / 1048576.0,
                 learner.network().activationBytes() / 1048576.0, recompute == Recompute.NONE ? ""
                         : ", recompute " + recompute.name().toLowerCase(Locale.ROOT), comm == null ? "" : " per rank");
-        if (ranks > 1) {
+        if (ranks > 1 && servers == null) { // async: the servers hold the optimizer state
             w.println(learner.zeroMemory().describe(learner.modelStateBytes(), learner.workingBytes()));
         }
         w.printf("data %s: %,d tokens%s; %d steps of %d x %d tokens%s, run directory %s%n", trainPath
@@ -231,15 +261,17 @@ final class LearnerRun {
         private final Path dir;
         private final boolean lead;
         private final int[] lastSaved;
+        private final int rank;
 
         Loop(Learner learner, LearnerLlmcCheckpoints ck, Validation validation, TrainConfig cfg, Path dir,
-             boolean lead) {
+             boolean lead, int rank) {
             this.learner = learner;
             this.ck = ck;
             this.validation = validation;
             this.cfg = cfg;
             this.dir = dir;
             this.lead = lead;
+            this.rank = rank;
             this.lastSaved = new int[] {cmd.resume != null && dir.equals(cmd.resume) ? learner.step() : -1};
         }
 
@@ -260,7 +292,8 @@ final class LearnerRun {
                             : StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE)) {
                 model = steps(m -> {
                     history.add(m);
-                    RunDirectory.record(json, m, "", metrics, learner.step(), dir, lastSaved[0]);
+                    RunDirectory.record(json, m, learner.strategyJson(), metrics, learner.step(), dir,
+                            lastSaved[0]);
                     progress.step(m);
                 }, m -> {
                     history.add(m);
@@ -284,6 +317,7 @@ final class LearnerRun {
                 double v = validation != null && cfg.valEvery() > 0 && s % cfg.valEvery() == 0 ? validate()
                         : Double.NaN;
                 stepped.accept(learner.fit(1, null).get(0).withValLoss(v));
+                cmd.async.afterStep(rank); // a straggler's pause (--straggler-ms)
                 if (learner.step() < cfg.steps() && cmd.saveEvery > 0 && learner.step() % cmd.saveEvery == 0) {
                     save();
                 }

@@ -371,7 +371,7 @@ public final class TrainCommand implements Callable<Integer> {
                     new AsyncProcessRun(this, async).run(world, launch.lead(), nThreads, cfg, modelFile, modelConfig,
                             dir, trainPath, valPath, data, w);
                 } else {
-                    rank(world, gpu, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data,
+                    rank(null, world, gpu, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data,
                             launch.lead() ? w : new PrintWriter(Writer.nullWriter()));
                 }
             } catch (CliException e) {
@@ -381,14 +381,13 @@ public final class TrainCommand implements Callable<Integer> {
             }
             world.close(); // MPI_Finalize; a rank that failed skips it, exits 1, and mpirun stops the others
         } else if (ranks == 1) {
-            rank(null, 0, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data, w);
+            rank(null, null, 0, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data, w);
         } else {
             int perRank = Math.max(1, nThreads / ranks);
             Path tp = trainPath, vp = valPath;
             DefaultDataset.Splits d = data;
             ParameterServers servers = async.async() ? async.servers(ranks, timeout(), w) : null;
             if (servers != null) {
-                strategy = AsyncOptions.workers(servers);
                 w.printf("asynchronous data parallelism: %d parameter server%s, %d workers, staleness <= %d%n",
                         servers.servers(), servers.servers() == 1 ? "" : "s", ranks - servers.servers(),
                         servers.staleness());
@@ -396,7 +395,7 @@ public final class TrainCommand implements Callable<Integer> {
             try (servers; InProcessGroup group = InProcessGroup.create(servers == null ? ranks
                     : ranks - servers.servers(), timeout())) {
                 group.run(comm -> {
-                    rank(comm, comm.rank(), perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
+                    rank(servers, comm, comm.rank(), perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
                             comm.rank() == 0 ? w : new PrintWriter(Writer.nullWriter()));
                     return null;
                 });
@@ -405,17 +404,18 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /**
-     * One rank of the data-parallel path: on the Java API ({@link LearnerRun}), or on {@code Trainer}
-     * ({@link RankRun}) for what the learner does not run yet (the async workers, bf16 working weights) and, while
-     * both exist, when a side-by-side test asks ({@link #viaTrainer}).
+     * One rank of the data-parallel path (with {@code servers}, a worker of asynchronous data parallelism's): on the
+     * Java API ({@link LearnerRun}), or on {@code Trainer} ({@link RankRun}) for what the learner does not run yet
+     * (bf16 working weights) and, while both exist, when a side-by-side test asks ({@link #viaTrainer}).
      */
-    private void rank(Communicator host, int gpu, int nThreads, TrainConfig cfg, Path modelFile, GptConfig c,
-                      Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data, PrintWriter w) {
-        if (viaTrainer || async.async() || bf16Params.enabled) {
-            new RankRun(this, strategy).train(host, gpu, nThreads, cfg, modelFile, c, dir, trainPath, valPath, data,
-                    w);
+    void rank(ParameterServers servers, Communicator host, int gpu, int nThreads, TrainConfig cfg, Path modelFile,
+              GptConfig c, Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data, PrintWriter w) {
+        if (viaTrainer || bf16Params.enabled) {
+            new RankRun(this, servers != null ? AsyncOptions.workers(servers) : strategy).train(host, gpu, nThreads,
+                    cfg, modelFile, c, dir, trainPath, valPath, data, w);
         } else {
-            new LearnerRun(this).train(host, gpu, nThreads, cfg, modelFile, c, dir, trainPath, valPath, data, w);
+            new LearnerRun(this, servers).train(host, gpu, nThreads, cfg, modelFile, c, dir, trainPath, valPath,
+                    data, w);
         }
     }
 

@@ -21,7 +21,8 @@ import org.junit.jupiter.params.provider.CsvSource;
  * the same checkpoint files byte for byte (llm.c's model file and the trainer's state file at every saved step), the
  * same printed lines but for the times and speeds, and each path resumes the other's checkpoint onto the same bits.
  * Across precisions (fp32, bf16, fp16 with loss scaling, fp8), accumulation, recomputation, 16-bit gradients,
- * validation, one rank, DDP (whole and bucketed), ZeRO 1–3 and the offloaded optimizer.
+ * validation, one rank, DDP (whole and bucketed), ZeRO 1–3, the offloaded optimizer and asynchronous workers (one
+ * worker, or several at staleness 0: the runs whose bits do not depend on timing).
  */
 class TrainCommandLearnerTest {
 
@@ -100,7 +101,9 @@ class TrainCommandLearnerTest {
         "--steps 4 --ranks 2 --zero 1 --precision bf16 --grad-storage bf16",
         "--steps 4 --ranks 2 --offload-optimizer --precision bf16 --grad-storage bf16",
         "--steps 4 --ranks 2 --zero 2",
-        "--steps 4 --ranks 3 --zero 3 --precision fp16"})
+        "--steps 4 --ranks 3 --zero 3 --precision fp16",
+        "--steps 4 --ranks 2 --sync async --ps 1 --staleness 1",
+        "--steps 4 --ranks 3 --sync async --ps 1 --staleness 0 --precision bf16"})
     void theLearnerRunsTheCommandAsTheTrainer(String flags) throws IOException {
         String[] more = flags.split(" ");
         Path old = tmp.resolve("trainer"), now = tmp.resolve("learner");
