@@ -217,7 +217,7 @@ public final class Learner implements AutoCloseable {
                 }
             });
         }
-        if (lead()) {
+        if (lead() && output.writes()) {
             output.plot(history(), describe());
         }
         return mine;

@@ -27,6 +27,11 @@ final class RunOutput {
         this.classes = classes;
     }
 
+    /** Whether it writes anything (a directory was given). */
+    boolean writes() {
+        return out != null;
+    }
+
     /**
      * Appends {@code m} to {@code metrics.jsonl}, with the strategy's fields {@code extra} ({@code ,"name":value…},
      * {@link Learner#strategyJson}; may be empty) before the closing brace, as the CLI's lines.
