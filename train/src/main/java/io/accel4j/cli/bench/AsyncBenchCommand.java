@@ -5,13 +5,20 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
-import io.accel4j.train.Trainer;
+import io.accel4j.fit.Learner;
+import io.accel4j.fit.LearnerBuilder;
+import io.accel4j.train.Gpt2Learners;
+import io.accel4j.train.data.DataLoader;
+import io.accel4j.train.data.TokenShards;
+import io.accel4j.train.data.TokenSource;
+import io.accel4j.train.model.ParameterInit;
+import io.accel4j.train.model.ParameterLayout;
+import io.accel4j.collectives.Communicator;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.parallel.AsyncStates;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.parallel.ParameterServers;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -114,12 +121,11 @@ public final class AsyncBenchCommand implements Callable<Integer> {
             w.printf("%-16s %-22s %12s %12s%n", "run", "steps per worker", "tokens/s", "val loss");
             w.flush();
             List<Row> rows = new ArrayList<>();
-            rows.add(print(w, run("sync (DDP)", c, cfg, train, val, delayMs, ModelStates::of, null)));
+            rows.add(print(w, run("sync (DDP)", c, cfg, train, val, delayMs, null)));
             for (int s : bounds) {
                 try (ParameterServers ps = new ParameterServers(servers, workers, s, Duration.ofSeconds(60),
                         m -> { })) {
-                    rows.add(print(w, run("async S=" + s, c, cfg, train, val, delayMs,
-                            (comm, m, cf, v) -> new AsyncStates(ps, comm, m, cf), ps)));
+                    rows.add(print(w, run("async S=" + s, c, cfg, train, val, delayMs, ps)));
                 }
             }
             for (Row r : rows.subList(1, rows.size())) {
@@ -147,19 +153,10 @@ public final class AsyncBenchCommand implements Callable<Integer> {
     private double calibrate(GptConfig c, TrainConfig cfg, TokenFile train) {
         try (InProcessGroup g = InProcessGroup.create(workers, Duration.ofSeconds(60))) {
             List<double[]> ms = g.run(comm -> {
-                try (Parallel pool = new Parallel(1); Gpt2 m = new Gpt2(c, new CpuOps(pool), batch, seq)) {
-                    m.initialise(7);
-                    try (Trainer t = new Trainer(m, cfg, train, null, comm)) {
-                        for (int i = 0; i < warmup; i++) {
-                            t.trainStep();
-                        }
-                        double[] d = new double[5];
-                        for (int i = 0; i < d.length; i++) {
-                            d[i] = t.trainStep().stepMs();
-                        }
-                        Arrays.sort(d);
-                        return d;
-                    }
+                try (Worker t = new Worker(c, cfg, train, comm, null)) {
+                    t.learner.fit(warmup, null);
+                    double[] d = t.learner.fit(5, null).stream().mapToDouble(StepMetrics::stepMs).sorted().toArray();
+                    return d;
                 }
             });
             return ms.get(0)[2];
@@ -168,38 +165,38 @@ public final class AsyncBenchCommand implements Callable<Integer> {
 
     /**
      * The workers train until {@link #seconds} have passed: the first to see the time up fixes the last step (its
-     * next), so DDP's ranks stop together and the asynchronous clocks all complete.
+     * next), so DDP's ranks stop together and the asynchronous clocks all complete. {@code ps}: the asynchronous
+     * runs' servers; null: synchronous DDP.
      */
     private Row run(String name, GptConfig c, TrainConfig cfg, TokenFile train, TokenFile val, long delayMs,
-                    ModelStates.Factory strategy, ParameterServers ps) {
+                    ParameterServers ps) {
         AtomicInteger last = new AtomicInteger(Integer.MAX_VALUE);
         long[] wall = new long[workers];
         double[] loss = new double[1];
         int[] steps = new int[workers];
         try (InProcessGroup g = InProcessGroup.create(workers, Duration.ofSeconds(60))) {
             g.run(comm -> {
-                try (Parallel pool = new Parallel(1); Gpt2 m = new Gpt2(c, new CpuOps(pool), batch, seq)) {
-                    m.initialise(7);
-                    try (Trainer t = new Trainer(m, cfg, train, val, comm, strategy)) {
-                        long start = System.nanoTime(), limit = (long) (seconds * 1e9);
-                        int s = 0;
-                        while (s < last.get()) {
-                            StepMetrics sm = t.trainStep();
-                            s++;
-                            if (comm.rank() == 1 && delayMs > 0) {
-                                Thread.sleep(delayMs);
-                            }
-                            if (System.nanoTime() - start >= limit) {
-                                last.compareAndSet(Integer.MAX_VALUE, s + 1);
-                            }
-                            if (!Double.isFinite(sm.trainLoss())) {
-                                throw new IllegalStateException(name + ": the loss is " + sm.trainLoss());
-                            }
+                try (Worker t = new Worker(c, cfg, train, comm, ps)) {
+                    long start = System.nanoTime(), limit = (long) (seconds * 1e9);
+                    int s = 0;
+                    while (s < last.get()) {
+                        StepMetrics sm = t.learner.fit(1, null).get(0);
+                        s++;
+                        if (comm.rank() == 1 && delayMs > 0) {
+                            Thread.sleep(delayMs);
                         }
-                        steps[comm.rank()] = s;
-                        wall[comm.rank()] = System.nanoTime() - start;
-                        if (comm.rank() == 0) {
-                            loss[0] = t.validate();
+                        if (System.nanoTime() - start >= limit) {
+                            last.compareAndSet(Integer.MAX_VALUE, s + 1);
+                        }
+                        if (!Double.isFinite(sm.trainLoss())) {
+                            throw new IllegalStateException(name + ": the loss is " + sm.trainLoss());
+                        }
+                    }
+                    steps[comm.rank()] = s;
+                    wall[comm.rank()] = System.nanoTime() - start;
+                    if (comm.rank() == 0) {
+                        try (DataLoader v = new DataLoader(val, batch, seq, 0, 1, SampleOrder.Mode.SEQUENTIAL, 0)) {
+                            loss[0] = t.learner.evaluate(v::next, Math.min(cfg.valBatches(), v.samplesPerEpoch()));
                         }
                     }
                 }
@@ -208,6 +205,38 @@ public final class AsyncBenchCommand implements Callable<Integer> {
         }
         long tokens = (long) Arrays.stream(steps).sum() * batch * seq;
         return new Row(name, steps, tokens / (Arrays.stream(wall).max().orElseThrow() / 1e9), loss[0]);
+    }
+
+    /**
+     * One worker: a GPT-2 learner of rank {@code comm.rank()} on one kernel thread, from the parameters of seed 7,
+     * reading its slice of {@code train}; with {@code ps} a worker of those servers, else a DDP rank.
+     */
+    private static final class Worker implements AutoCloseable {
+        private final Parallel pool = new Parallel(1);
+        private final TokenSource data;
+        final Learner learner;
+
+        Worker(GptConfig c, TrainConfig cfg, TokenFile train, Communicator comm, ParameterServers ps) {
+            CpuOps ops = new CpuOps(pool);
+            this.data = new TokenSource(TokenShards.of(train), cfg.dataOrder(), cfg.seed(), 1);
+            LearnerBuilder b = Gpt2Learners.of(c, cfg).communicator(comm).backend(r -> ops).threads(1).data(data);
+            if (ps != null) {
+                b.asyncWorkers(ps, new ParameterLayout(c), cfg);
+            }
+            this.learner = b.build();
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment initial = a.allocate(c.parameterCount() * Float.BYTES, 64);
+                ParameterInit.gpt2(new ParameterLayout(c), initial, 7);
+                learner.loadParameters(initial);
+            }
+        }
+
+        @Override
+        public void close() {
+            learner.close();
+            data.close();
+            pool.close();
+        }
     }
 
     /** A learnable stream: counting up modulo V, a random token one time in four. */

@@ -9,6 +9,7 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.fit.Learner;
 import io.accel4j.fit.LearnerBuilder;
 import io.accel4j.nn.Gpt2Blocks;
+import io.accel4j.train.Gpt2Learners;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.CheckpointFiles;
@@ -181,18 +182,9 @@ final class LearnerRun {
     /** The GPT-2 learner of this rank: the trainer's model, optimizer, schedule, precision and strategy. */
     private LearnerBuilder builder(TrainConfig cfg, GptConfig c, Communicator comm, int nThreads,
                                    TokenSource source) {
-        Precision p = cfg.precision();
-        LearnerBuilder b = Learner.of(() -> Gpt2Blocks.body(c)).tokens(c.V()).classes(c.V())
-                .parameterOrder(Gpt2Blocks.LLMC_ORDER).batch(cfg.batch(), cfg.seq()).gradAccum(cfg.gradAccum())
-                .optimizer(cfg.adamw()).schedule(cfg::learningRate).gradClip(cfg.gradClip())
-                .precision(p.operands()).lossScaling(p.initialLossScale(), p.lossScaleWindow())
-                .recompute(cmd.memory.recompute).activationStorage(p.activationStorage())
-                .gradientStorage(p.gradients()).zero(comm == null ? 0 : cfg.zeroStage())
-                .bucketBytes(buckets(cfg, comm))
-                .threads(nThreads).seed(cfg.seed()).data(source);
-        if (p.fp8() != null) {
-            b.fp8(p.fp8());
-        }
+        LearnerBuilder b = Gpt2Learners.of(c, cfg).recompute(cmd.memory.recompute)
+                .zero(comm == null ? 0 : cfg.zeroStage()).bucketBytes(buckets(cfg, comm)).threads(nThreads)
+                .data(source);
         if (cmd.offload.enabled) {
             b.offloadOptimizer(cmd.offload.overlaps());
         }
