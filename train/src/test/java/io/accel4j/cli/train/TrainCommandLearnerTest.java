@@ -22,7 +22,9 @@ import org.junit.jupiter.params.provider.CsvSource;
  * same printed lines but for the times and speeds, and each path resumes the other's checkpoint onto the same bits.
  * Across precisions (fp32, bf16, fp16 with loss scaling, fp8), accumulation, recomputation, 16-bit gradients,
  * validation, one rank, DDP (whole and bucketed), ZeRO 1–3, the offloaded optimizer and asynchronous workers (one
- * worker, or several at staleness 0: the runs whose bits do not depend on timing).
+ * worker, or several at staleness 0: the runs whose bits do not depend on timing). Each row's metrics and checkpoints
+ * are pinned too (a digest per vector width, recorded from the trainer's path), so the rows stay the trainer's goldens
+ * once it is gone.
  */
 class TrainCommandLearnerTest {
 
@@ -88,23 +90,23 @@ class TrainCommandLearnerTest {
 
     @ParameterizedTest(name = "{0}")
     @CsvSource(delimiter = '|', value = {
-        "--steps 5",
-        "--steps 4 --precision bf16 --grad-accum 2 --recompute gelu",
-        "--steps 4 --precision fp16 --loss-scale 65536 --loss-scale-window 2",
-        "--steps 4 --precision fp8",
-        "--steps 4 --precision bf16 --grad-storage bf16 --recompute layer",
-        "--steps 4 --offload-optimizer --grad-accum 2",
-        "--steps 4 --offload-optimizer --offload-overlap off --precision fp16",
-        "--steps 4 --ranks 2 --bucket-mb 0",
-        "--steps 4 --ranks 2 --bucket-mb 0.0001 --precision bf16",
-        "--steps 4 --ranks 2 --zero 1 --grad-accum 2",
-        "--steps 4 --ranks 2 --zero 1 --precision bf16 --grad-storage bf16",
-        "--steps 4 --ranks 2 --offload-optimizer --precision bf16 --grad-storage bf16",
-        "--steps 4 --ranks 2 --zero 2",
-        "--steps 4 --ranks 3 --zero 3 --precision fp16",
-        "--steps 4 --ranks 2 --sync async --ps 1 --staleness 1",
-        "--steps 4 --ranks 3 --sync async --ps 1 --staleness 0 --precision bf16"})
-    void theLearnerRunsTheCommandAsTheTrainer(String flags) throws IOException {
+        "--steps 5 | 5b3e15be088baacf | 6dc6241e1c4582a9",
+        "--steps 4 --precision bf16 --grad-accum 2 --recompute gelu | aa47e1f91609f0ed | 5a953e48451f4f43",
+        "--steps 4 --precision fp16 --loss-scale 65536 --loss-scale-window 2 | 05178744935bdab8 | 6ba89a6f45561924",
+        "--steps 4 --precision fp8 | 0955808785173f27 | b9077a4f85353409",
+        "--steps 4 --precision bf16 --grad-storage bf16 --recompute layer | f2376d8736cc9d29 | 5f6fd07135b7e0c2",
+        "--steps 4 --offload-optimizer --grad-accum 2 | 8cf04a7e20f5e043 | d1112c5da42cbbff",
+        "--steps 4 --offload-optimizer --offload-overlap off --precision fp16 | 0b4bddccf8bac767 | ced76ca62fb1c3fc",
+        "--steps 4 --ranks 2 --bucket-mb 0 | 89d246bd224a16f2 | 897125f73446dc65",
+        "--steps 4 --ranks 2 --bucket-mb 0.0001 --precision bf16 | 0f88ce23f604765f | 1b1f0518b4d1dc03",
+        "--steps 4 --ranks 2 --zero 1 --grad-accum 2 | 6589e6df81157d72 | 7298e6a2fc3e4a97",
+        "--steps 4 --ranks 2 --zero 1 --precision bf16 --grad-storage bf16 | 5d91335c1f5e9741 | c12d279a28e872af",
+        "--steps 4 --ranks 2 --offload-optimizer --precision bf16 --grad-storage bf16 | 5d91335c1f5e9741 | c12d279a28e872af",
+        "--steps 4 --ranks 2 --zero 2 | 67e9305e1ae38fb5 | c08221545fbc9001",
+        "--steps 4 --ranks 3 --zero 3 --precision fp16 | ad1bc60ef601d3db | e4d2d9905c3c81c0",
+        "--steps 4 --ranks 2 --sync async --ps 1 --staleness 1 | 29615e07214105db | 4d0f306d18a4c336",
+        "--steps 4 --ranks 3 --sync async --ps 1 --staleness 0 --precision bf16 | 51d1f607187014e7 | 75c31c2fb4df0416"})
+    void theLearnerRunsTheCommandAsTheTrainer(String flags, String golden512, String golden256) throws IOException {
         String[] more = flags.split(" ");
         Path old = tmp.resolve("trainer"), now = tmp.resolve("learner");
         TrainCommandTest.Result a = run(true, old, more);
@@ -112,6 +114,24 @@ class TrainCommandLearnerTest {
         assertThat(records(now)).as("metrics").isEqualTo(records(old));
         assertThat(checkpoints(now)).as("checkpoints").isEqualTo(checkpoints(old)).isNotEmpty();
         assertThat(lines(b.out(), now)).as("output").isEqualTo(lines(a.out(), old));
+        assertThat(digest(now)).as("the run's golden").isEqualTo(io.accel4j.train.WidthGoldens.pick(golden512,
+                golden256));
+    }
+
+    /** The first 16 hex digits of SHA-256 over the metrics records (times left out) and every checkpoint file. */
+    private static String digest(Path dir) throws IOException {
+        try {
+            java.security.MessageDigest sha = java.security.MessageDigest.getInstance("SHA-256");
+            for (String r : records(dir)) {
+                sha.update((r + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            }
+            for (var e : checkpoints(dir).entrySet()) {
+                sha.update((e.getKey() + "=" + e.getValue() + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            }
+            return java.util.HexFormat.of().formatHex(sha.digest()).substring(0, 16);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new AssertionError(e);
+        }
     }
 
     /** Each path resumes the other's checkpoint of step 2 and ends on the same bits as the trainer resuming its own. */
