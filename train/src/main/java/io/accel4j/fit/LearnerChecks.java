@@ -55,6 +55,7 @@ final class LearnerChecks {
                     + b.tensorParallel + " tensor ranks)" : ""));
         }
         checkGradients(b);
+        checkParameters(b);
         String unbucketed = b.zero > 1 ? "zero(" + b.zero + ")" : b.tensorParallel > 1 ? "tensorParallel("
                 + b.tensorParallel + ")" : b.pipeline != null ? "pipeline(" + b.pipeline.stages() + ", …)"
                 : b.gradients != DType.FP32 ? "gradientStorage(" + b.gradients + ")" : null;
@@ -76,6 +77,25 @@ final class LearnerChecks {
         Class<?> c = spec.getClass().getEnclosingClass() != null ? spec.getClass().getEnclosingClass()
                 : spec.getClass();
         return c.getSimpleName();
+    }
+
+    /** Refuses bf16 working weights with what cannot take them yet, naming both options. */
+    private static void checkParameters(LearnerBuilder b) {
+        if (b.parameters == DType.FP32) {
+            return;
+        }
+        String p = "parameterStorage(" + b.parameters + ")";
+        if (b.parameters != DType.BF16) {
+            throw new IllegalArgumentException(p + ": the working weights are stored in FP32 or BF16");
+        }
+        String other = b.zero > 0 ? "zero(" + b.zero + ")" : b.tensorParallel > 1 ? "tensorParallel("
+                + b.tensorParallel + ")" : b.pipeline != null ? "pipeline(" + b.pipeline.stages() + ", …)"
+                : !(b.optimizer instanceof AdamW.Spec) && !(b.optimizer instanceof io.accel4j.optim.Bf16AdamW.Spec)
+                ? "optimizer(" + name(b.optimizer) + ")" : null;
+        if (other != null) {
+            throw new IllegalArgumentException(p + " does not go with " + other + " yet (its optimizer, AdamW with "
+                    + "the fp32 master, holds the whole vector on every rank): drop one of them");
+        }
     }
 
     /** Refuses 16-bit gradients with what cannot read them yet, naming both options. */
