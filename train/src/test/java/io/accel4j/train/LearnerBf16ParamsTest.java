@@ -45,9 +45,12 @@ import org.junit.jupiter.params.provider.CsvSource;
  * {@link Trainer} over {@code Gpt2Options.withParameterStorage(BF16)} with the CLI's strategy
  * ({@code ModelStates.of}'s {@code Bf16ParamStates}, or {@link Bf16ParamStates#offloaded()} with
  * {@code offloadOptimizer()}): the same CRC-32 of every step's loss, norm, rate, scale and skip, of the final fp32
- * master and of the final bf16 working weights, side by side at one rank and DDP (2 and 3 ranks; the learner's
- * all-reduce whole or in buckets, the trainer's whole), fp32/16-bit gradients, fp32/bf16/fp16 (loss scaling, and
- * every step overflowing) operands, K 1–2, clipping. Its llm.c checkpoints ({@link LearnerLlmcCheckpoints}: the
+ * master and of the final bf16 working weights, side by side at one rank and DDP (2 and 3 ranks), fp32/16-bit
+ * gradients, fp32/bf16/fp16 (loss scaling, and every step overflowing)/fp8 operands with the precision's activation
+ * storage, recomputation, K 1–2, clipping. The trainer averages the gradients whole (the CLI refuses --bucket-mb with
+ * --bf16-params), so the learner's run is its bits with {@code bucketBytes(0)}, and bucketed at 2 ranks (where a
+ * ring's average is {@code (a+b)/2} however the vector is cut); at 3 ranks buckets change the order of the ring's
+ * additions ({@code fit.BucketedDataParallel}) and the last bits with it. Its llm.c checkpoints ({@link LearnerLlmcCheckpoints}: the
  * master as the model file) are the trainer's byte for byte, and either resumes the other's to an uninterrupted
  * run's bits; so does {@link Learner#save}/{@link Learner#resume}. What does not compose yet is refused before any
  * allocation.
@@ -85,19 +88,21 @@ class LearnerBf16ParamsTest {
 
     // ---- the trainer ----
 
-    private static Gpt2 model(TrainConfig cfg, Parallel pool) {
+    /** The trainer's model as the CLI's {@code RankRun} makes it for --bf16-params (activations as the precision says). */
+    private static Gpt2 model(TrainConfig cfg, Parallel pool, Recompute recompute) {
         Precision p = cfg.precision();
         Gpt2 m = new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(), cfg.seq(),
-                Gpt2Options.DEFAULT.withPrecision(p.operands(), p.fp8()).withGradientStorage(p.gradients())
+                Gpt2Options.DEFAULT.withRecompute(recompute).withPrecision(p.operands(), p.fp8())
+                        .withActivationStorage(p.activationStorage()).withGradientStorage(p.gradients())
                         .withParameterStorage(DType.BF16));
         m.initialise(INIT_SEED); // before the trainer: its optimizer's master starts as the store
         return m;
     }
 
     /** The trainer's rank: {@code resume} (or null), to {@code stop} steps, saving at SAVED_AT into {@code save}. */
-    private static String trainerRank(TrainConfig cfg, Communicator comm, boolean offload, Path resume, Path save,
-                                      int stop) throws IOException {
-        try (Parallel pool = new Parallel(1); Gpt2 m = model(cfg, pool);
+    private static String trainerRank(TrainConfig cfg, Recompute recompute, Communicator comm, boolean offload,
+                                      Path resume, Path save, int stop) throws IOException {
+        try (Parallel pool = new Parallel(1); Gpt2 m = model(cfg, pool, recompute);
              Trainer t = new Trainer(m, cfg, trainFile, null, comm, offload ? Bf16ParamStates.offloaded()
                      : ModelStates::of);
              Arena a = Arena.ofConfined()) {
@@ -122,13 +127,18 @@ class LearnerBf16ParamsTest {
 
     private static String trainer(TrainConfig cfg, int ranks, boolean offload, Path resume, Path save, int stop)
             throws IOException {
+        return trainer(cfg, Recompute.NONE, ranks, offload, resume, save, stop);
+    }
+
+    private static String trainer(TrainConfig cfg, Recompute recompute, int ranks, boolean offload, Path resume,
+                                  Path save, int stop) throws IOException {
         if (ranks == 1) {
-            return trainerRank(cfg, null, offload, resume, save, stop);
+            return trainerRank(cfg, recompute, null, offload, resume, save, stop);
         }
         try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(60))) {
             List<String> all = g.run(comm -> {
                 try {
-                    return trainerRank(cfg, comm, offload, resume, save, stop);
+                    return trainerRank(cfg, recompute, comm, offload, resume, save, stop);
                 } catch (IOException e) {
                     throw new java.io.UncheckedIOException(e);
                 }
@@ -142,7 +152,12 @@ class LearnerBf16ParamsTest {
 
     /** The learner of {@code cfg} with bf16 working weights: the builder calls the CLI makes for --bf16-params. */
     static LearnerBuilder builder(TrainConfig cfg, int ranks, boolean offload, long buckets, TokenSource data) {
-        LearnerBuilder b = LearnerGpt2Test.builder(cfg, ranks, Recompute.NONE, DType.FP32, data)
+        return builder(cfg, Recompute.NONE, ranks, offload, buckets, data);
+    }
+
+    private static LearnerBuilder builder(TrainConfig cfg, Recompute recompute, int ranks, boolean offload,
+                                          long buckets, TokenSource data) {
+        LearnerBuilder b = LearnerGpt2Test.builder(cfg, ranks, recompute, cfg.precision().activationStorage(), data)
                 .gradientStorage(cfg.precision().gradients()).parameterStorage(DType.BF16).seed(cfg.seed())
                 .bucketBytes(buckets);
         return offload ? b.offloadOptimizer() : b;
@@ -151,9 +166,14 @@ class LearnerBf16ParamsTest {
     /** The same run on a {@link Learner}, checkpoints through {@link LearnerLlmcCheckpoints}. */
     private static String learner(TrainConfig cfg, int ranks, boolean offload, long buckets, Path resume, Path save,
                                   int stop) throws IOException {
+        return learner(cfg, Recompute.NONE, ranks, offload, buckets, resume, save, stop);
+    }
+
+    private static String learner(TrainConfig cfg, Recompute recompute, int ranks, boolean offload, long buckets,
+                                  Path resume, Path save, int stop) throws IOException {
         try (Arena arena = Arena.ofShared(); // the ranks' threads gather into it
              TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
-             Learner l = builder(cfg, ranks, offload, buckets, data).build()) {
+             Learner l = builder(cfg, recompute, ranks, offload, buckets, data).build()) {
             LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, true, TrainerTest.TINY, cfg.batch(), cfg.seq(),
                     cfg.gradAccum(), data.loaders(), CheckpointFiles.Retention.LATEST);
             ck.start(null, INIT_SEED);
@@ -178,28 +198,30 @@ class LearnerBf16ParamsTest {
         return w;
     }
 
-    @ParameterizedTest(name = "{0} ranks, {1}, K={2}, clip {3}, gradients {4}, offload {5}, buckets {6}")
+    @ParameterizedTest(name = "{0} ranks, {1}, K={2}, clip {3}, gradients {4}, offload {5}, buckets {6}, recompute {7}")
     @CsvSource({
-        "1, bf16, 2, 0.5, FP32, false, 0",
-        "1, fp32, 1, 1, FP32, false, 0",
-        "1, fp16, 2, 0.5, FP32, false, 0",
-        "1, fp16big, 1, 0, FP32, false, 0",
-        "1, bf16, 2, 0.5, BF16, false, 0",
-        "1, fp16, 1, 1, FP16, false, 0",
-        "1, bf16, 2, 0.5, FP32, true, 0",
-        "1, bf16, 1, 0, BF16, true, 0",
-        "2, bf16, 2, 0.5, FP32, false, 0",
-        "2, bf16, 1, 0.5, FP32, false, 256",
-        "2, fp16, 2, 1, BF16, false, 0",
-        "2, bf16, 2, 0, FP32, true, 256",
-        "3, bf16, 1, 0.5, FP32, false, 0",
-        "3, fp32, 2, 0, BF16, false, 0",
-        "3, bf16, 2, 0.5, FP32, true, 0"})
+        "1, bf16, 2, 0.5, FP32, false, 0, NONE",
+        "1, fp32, 1, 1, FP32, false, 0, NONE",
+        "1, fp16, 2, 0.5, FP32, false, 0, GELU",
+        "1, fp16big, 1, 0, FP32, false, 0, NONE",
+        "1, bf16, 2, 0.5, BF16, false, 0, LAYER",
+        "1, fp16, 1, 1, FP16, false, 0, NONE",
+        "1, bf16, 2, 0.5, FP32, true, 0, GELU",
+        "1, bf16, 1, 0, BF16, true, 0, NONE",
+        "1, fp8, 2, 0.5, FP32, false, 0, NONE",
+        "2, bf16, 2, 0.5, FP32, false, 0, NONE",
+        "2, bf16, 1, 0.5, FP32, false, 256, LAYER",
+        "2, fp16, 2, 1, BF16, false, 0, NONE",
+        "2, bf16, 2, 0, FP32, true, 256, NONE",
+        "3, bf16, 1, 0.5, FP32, false, 0, GELU",
+        "3, fp32, 2, 0, BF16, false, 0, NONE",
+        "3, bf16, 2, 0.5, FP32, true, 0, NONE"})
     void theJavaApiTrainsBf16WorkingWeightsAsTheTrainer(int ranks, String p, int K, float clip, DType gradients,
-                                                        boolean offload, long buckets) throws IOException {
+                                                        boolean offload, long buckets, Recompute recompute)
+            throws IOException {
         TrainConfig cfg = cfg(p, K, clip, gradients);
-        String old = trainer(cfg, ranks, offload, null, null, cfg.steps());
-        assertThat(learner(cfg, ranks, offload, buckets, null, null, cfg.steps())).isEqualTo(old);
+        String old = trainer(cfg, recompute, ranks, offload, null, null, cfg.steps());
+        assertThat(learner(cfg, recompute, ranks, offload, buckets, null, null, cfg.steps())).isEqualTo(old);
         String[] crcs = old.split(" "); // steps, master, skipped, working
         if (p.equals("fp16big")) { // no update: the master is the initial weights rounded, as the store
             assertThat(crcs[2]).as("every step overflows and is skipped").isEqualTo("8");
@@ -291,7 +313,7 @@ class LearnerBf16ParamsTest {
 
     /** The trainer rank's memory line (as {@code RankRun} prints it) and its figures. */
     private static String memoryLine(TrainConfig cfg, Communicator comm, boolean offload) {
-        try (Parallel pool = new Parallel(1); Gpt2 m = model(cfg, pool);
+        try (Parallel pool = new Parallel(1); Gpt2 m = model(cfg, pool, Recompute.NONE);
              Trainer t = new Trainer(m, cfg, trainFile, null, comm, offload ? Bf16ParamStates.offloaded()
                      : ModelStates::of)) {
             return t.memory().describe(t.modelStateBytes(), t.workingBytes()) + " [" + t.modelStateBytes()
