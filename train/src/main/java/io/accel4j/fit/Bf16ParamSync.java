@@ -203,6 +203,12 @@ final class Bf16ParamSync extends ForwardingGradientSync {
             return adamw.stateMemory();
         }
 
+        /** master, m and v, as allocated. */
+        @Override
+        public long stateBytes() {
+            return adamw.stateBytes();
+        }
+
         @Override
         public long hostScratchBytes() {
             return adamw.hostScratchBytes();

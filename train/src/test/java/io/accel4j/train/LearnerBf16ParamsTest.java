@@ -308,6 +308,7 @@ class LearnerBf16ParamsTest {
                     + l.modelStateBytes() + "] model " + l.modelBytes() + ", activations "
                     + l.network().activationBytes();
             assertThat(now).isEqualTo(old);
+            assertThat(l.optimizerStateBytes()).as("master, m and v").isEqualTo(12 * l.network().table().count());
         }
     }
 
