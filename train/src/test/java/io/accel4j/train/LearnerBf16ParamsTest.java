@@ -60,17 +60,20 @@ class LearnerBf16ParamsTest {
     @TempDir
     static Path tmp;
     private static TokenFile trainFile;
+    private static TokenFile valFile;
     private static final long INIT_SEED = 3;
     private static final int SAVED_AT = 3;
 
     @BeforeAll
     static void setUp() throws IOException {
         trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
+        valFile = TrainerTest.tokenFile(tmp.resolve("val.bin"), 200, new Random(12));
     }
 
     @AfterAll
     static void tearDown() {
         trainFile.close();
+        valFile.close();
     }
 
     /** {@link LearnerGpt2Test#cfg} with {@code gradients} storage and the learner's buckets left to the caller. */
@@ -286,6 +289,74 @@ class LearnerBf16ParamsTest {
             l.fit(cfg.steps() - SAVED_AT, null);
             assertThat(crc(l.history(), LearnerGpt2Test.parameters(l, arena), working(l, arena)).substring(9))
                     .isEqualTo(whole.substring(9));
+        }
+    }
+
+    private static final int VAL_EVERY = 2;
+    private static final int VAL_BATCHES = 3;
+
+    /** The trainer rank's val losses (every VAL_EVERY steps, before the step) and its run's CRCs. */
+    private static String validatingRank(TrainConfig cfg, Communicator comm, boolean offload) {
+        try (Parallel pool = new Parallel(1); Gpt2 m = model(cfg, pool, Recompute.NONE);
+             Trainer t = new Trainer(m, cfg, trainFile, valFile, comm, offload ? Bf16ParamStates.offloaded()
+                     : ModelStates::of);
+             Arena a = Arena.ofConfined()) {
+            List<StepMetrics> steps = new ArrayList<>();
+            List<Double> val = new ArrayList<>();
+            while (!t.done()) {
+                StepMetrics s = t.trainStep();
+                steps.add(s);
+                if (!Double.isNaN(s.valLoss())) {
+                    val.add(s.valLoss());
+                }
+            }
+            MemorySegment master = a.allocate(m.layout().fp32Bytes(), 64), working = a.allocate(m.layout().fp32Bytes(),
+                    64);
+            t.copyParameters(master);
+            m.copyParamsToHost(working);
+            return val + " " + crc(steps, master, working);
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    /**
+     * The CLI trainer's validation on the Java API ({@link LearnerValidationTest}'s way: {@link Learner#evaluate} over
+     * the val file's first batches) over bf16 working weights: the trainer's val losses bit for bit, and training
+     * as it was.
+     */
+    @ParameterizedTest(name = "{0} ranks, K={1}, offload {2}")
+    @CsvSource({"1, 2, false", "2, 1, true"})
+    void theJavaApiValidatesAsTheTrainer(int ranks, int K, boolean offload) throws IOException {
+        TrainConfig cfg = cfg("bf16", K, 0.5f, DType.FP32).toBuilder().valEvery(VAL_EVERY).valBatches(VAL_BATCHES)
+                .build();
+        String old;
+        if (ranks == 1) {
+            old = validatingRank(cfg, null, offload);
+        } else {
+            try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(60))) {
+                old = g.run(comm -> validatingRank(cfg, comm, offload)).get(0);
+            }
+        }
+        try (Arena arena = Arena.ofShared();
+             TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
+             Learner l = builder(cfg, ranks, offload, 0, data).build()) {
+            new LearnerLlmcCheckpoints(l, true, TrainerTest.TINY, cfg.batch(), cfg.seq(), cfg.gradAccum(),
+                    data.loaders(), CheckpointFiles.Retention.LATEST).start(null, INIT_SEED);
+            List<StepMetrics> steps = new ArrayList<>();
+            List<Double> val = new ArrayList<>();
+            for (int s = 0; s < cfg.steps(); s++) {
+                if (s % VAL_EVERY == 0) {
+                    try (TokenSource v = new TokenSource(TokenShards.of(valFile),
+                            io.accel4j.train.data.SampleOrder.Mode.SEQUENTIAL, 0, 1)) {
+                        val.add(l.evaluate(v.open(0, 1, cfg.batch(), cfg.seq()), VAL_BATCHES));
+                    }
+                }
+                steps.addAll(l.fit(1, null));
+            }
+            assertThat(val).hasSize((cfg.steps() + VAL_EVERY - 1) / VAL_EVERY);
+            assertThat(val + " " + crc(steps, LearnerGpt2Test.parameters(l, arena), working(l, arena)))
+                    .isEqualTo(old);
         }
     }
 
