@@ -148,7 +148,8 @@ final class Bf16ParamSync extends ForwardingGradientSync {
     @Override
     public void resumeParameters(Network n, MemorySegment host, int updates) {
         long count = n.table().count();
-        adamw.stateMemory().copyToDevice(host.asSlice(0, count * Float.BYTES), master());
+        MemorySegment master = master();
+        adamw.stateMemory().copyToDevice(host.asSlice(0, count * Float.BYTES), master);
         try (Arena staging = Arena.ofConfined()) {
             MemorySegment bf16 = staging.allocate(count * 2, 64);
             if (updates > 0) {
@@ -164,10 +165,14 @@ final class Bf16ParamSync extends ForwardingGradientSync {
     @Override
     public void copyParameters(Network n, MemorySegment host) {
         long count = n.table().count();
-        adamw.stateMemory().copyToHost(master(), host.asSlice(0, count * Float.BYTES));
+        MemorySegment master = master();
+        adamw.stateMemory().copyToHost(master, host.asSlice(0, count * Float.BYTES));
     }
 
     private MemorySegment master() {
+        if (adamw == null) {
+            throw new IllegalStateException("the fp32 master is the optimizer's: make it first (optimizer(spec, net))");
+        }
         return adamw.state().get("master");
     }
 
