@@ -46,6 +46,11 @@ abstract class ForwardingGradientSync implements GradientSync {
     }
 
     @Override
+    public void resumeParameters(Network net, MemorySegment host, int updates) {
+        inner.resumeParameters(net, host, updates);
+    }
+
+    @Override
     public void copyParameters(Network net, MemorySegment host) {
         inner.copyParameters(net, host);
     }

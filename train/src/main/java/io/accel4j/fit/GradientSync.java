@@ -135,6 +135,15 @@ public interface GradientSync extends AutoCloseable {
         net.copyParamsFromHost(host);
     }
 
+    /**
+     * {@link #setParameters} from a checkpoint written after {@code updates} optimizer updates (the steps not
+     * skipped): a strategy whose parameters follow from the optimizer's state (bf16 working weights rounded from the
+     * fp32 master, {@link Bf16ParamSync}) sets them as those updates left them. {@link #setParameters} by default.
+     */
+    default void resumeParameters(io.accel4j.nn.Network net, MemorySegment host, int updates) {
+        setParameters(net, host);
+    }
+
     /** The whole parameter vector of {@code net} into {@code host}: a collective where the parameters are sharded. */
     default void copyParameters(io.accel4j.nn.Network net, MemorySegment host) {
         net.copyParamsToHost(host);

@@ -69,7 +69,7 @@ final class Inference {
      * are processes: each calls it).
      */
     private double forward(MemorySegment in, MemorySegment tg, int B, int T) {
-        if (ranks.get(0).network().flat() || everyRank == null) {
+        if (ranks.get(0).network().ownsParameters() || everyRank == null) {
             return ranks.get(0).network().forward(in, tg, B, T);
         }
         double[] loss = new double[1];

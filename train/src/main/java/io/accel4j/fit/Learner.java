@@ -254,13 +254,12 @@ public final class Learner implements AutoCloseable {
         checkpoints.resume(dir);
     }
 
-    /** Bytes of the first held rank's optimizer state (its ZeRO shard's), as allocated. */
+    /**
+     * Bytes of the first held rank's optimizer state (its ZeRO shard's), as allocated: with bf16 working weights
+     * ({@link LearnerBuilder#parameterStorage}) the fp32 master too, besides {@link #stateNames()}' m and v.
+     */
     public long optimizerStateBytes() {
-        long sum = 0;
-        for (MemorySegment m : ranks.get(0).optimizer().state().values()) {
-            sum += m.byteSize();
-        }
-        return sum;
+        return ranks.get(0).optimizer().stateBytes();
     }
 
     /**

@@ -36,6 +36,7 @@ public final class LearnerBuilder {
     float initialLossScale = io.accel4j.train.precision.Precision.DEFAULT_LOSS_SCALE;
     int lossScaleWindow = io.accel4j.train.precision.Precision.DEFAULT_LOSS_SCALE_WINDOW;
     DType gradients = DType.FP32;
+    DType parameters = DType.FP32;
     DType storage = DType.FP32;
     DelayedScaling fp8;
     Recompute recompute = Recompute.NONE;
@@ -160,6 +161,24 @@ public final class LearnerBuilder {
      */
     public LearnerBuilder gradientStorage(DType storage) {
         this.gradients = Objects.requireNonNull(storage, "storage");
+        return this;
+    }
+
+    /**
+     * How the working weights are stored ({@link io.accel4j.nn.NetworkSpec#parameterStorage}): FP32 (default), or BF16
+     * — the parameters of the model's {@link io.accel4j.nn.UnitScope}s that open and close in one backward in a bf16
+     * store (GPT-2's blocks and final LayerNorm: {@code Gpt2Blocks.body}), the rest fp32 copies of bf16 values — with
+     * the fp32 master weights in the optimizer, which writes the store with stochastic rounding
+     * ({@link io.accel4j.optim.Bf16StoreAdamW}; with {@link #offloadOptimizer()} master, m and v in host memory,
+     * {@link io.accel4j.optim.OffloadedBf16AdamW}). The CLI trainer's {@code --bf16-params}, bit for bit
+     * ({@link Bf16ParamSync}). The optimizer must be AdamW: an {@link AdamW.Spec}, whose rounding seed is then
+     * {@link #seed}'s ({@code seed ^ 0x62663136}, as the trainer mixes its {@code --seed}), or a
+     * {@link io.accel4j.optim.Bf16AdamW.Spec} with a seed of its own. One rank or DDP (bucketed or not), gradients
+     * fp32 or 16-bit; not yet with ZeRO, pipeline or tensor parallelism. The learner's parameters
+     * ({@link Learner#gatherParameters}, checkpoints) are then the fp32 master; its optimizer state is m and v.
+     */
+    public LearnerBuilder parameterStorage(DType storage) {
+        this.parameters = Objects.requireNonNull(storage, "storage");
         return this;
     }
 

@@ -56,6 +56,7 @@ final class LearnerChecks {
         }
         checkGradients(b);
         checkAsync(b, world);
+        checkParameters(b);
         String unbucketed = b.zero > 1 ? "zero(" + b.zero + ")" : b.tensorParallel > 1 ? "tensorParallel("
                 + b.tensorParallel + ")" : b.pipeline != null ? "pipeline(" + b.pipeline.stages() + ", …)"
                 : b.gradients != DType.FP32 ? "gradientStorage(" + b.gradients + ")" : null;
@@ -104,6 +105,25 @@ final class LearnerChecks {
             throw new IllegalArgumentException("asyncWorkers: the parameter servers run " + b.async.adamw()
                     + " (the TrainConfig's), but the optimizer is " + b.optimizer + ": set optimizer(...) to the "
                     + "servers' AdamW");
+        }
+    }
+
+    /** Refuses bf16 working weights with what cannot take them yet, naming both options. */
+    private static void checkParameters(LearnerBuilder b) {
+        if (b.parameters == DType.FP32) {
+            return;
+        }
+        String p = "parameterStorage(" + b.parameters + ")";
+        if (b.parameters != DType.BF16) {
+            throw new IllegalArgumentException(p + ": the working weights are stored in FP32 or BF16");
+        }
+        String other = b.zero > 0 ? "zero(" + b.zero + ")" : b.tensorParallel > 1 ? "tensorParallel("
+                + b.tensorParallel + ")" : b.pipeline != null ? "pipeline(" + b.pipeline.stages() + ", …)"
+                : !(b.optimizer instanceof AdamW.Spec) && !(b.optimizer instanceof io.accel4j.optim.Bf16AdamW.Spec)
+                ? "optimizer(" + name(b.optimizer) + ")" : null;
+        if (other != null) {
+            throw new IllegalArgumentException(p + " does not go with " + other + " yet (its optimizer, AdamW with "
+                    + "the fp32 master, holds the whole vector on every rank): drop one of them");
         }
     }
 

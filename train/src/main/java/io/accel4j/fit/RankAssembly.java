@@ -43,7 +43,7 @@ final class RankAssembly {
         NetworkSpec spec = Network.of(sharded != null ? sharded.scoped() : buckets != null ? buckets : body).classes(b.classes).batch(b.B, b.T)
                 .recompute(b.recompute).matmulOperands(b.precision).activationStorage(b.storage)
                 .parameterOrder(b.order).fp8(b.fp8)
-                .gradientStorage(b.gradients)
+                .gradientStorage(b.gradients).parameterStorage(b.parameters)
                 .tensorParallel(grid == null ? null : grid.tensor());
         spec = b.tokens > 0 ? spec.tokens(b.tokens) : spec.features(b.features);
         if (sharded != null) {
@@ -72,6 +72,9 @@ final class RankAssembly {
             }
             if (b.gradients != io.accel4j.core.DType.FP32) { // 16-bit gradients: read in fp32 chunks
                 sync = new HalfGradientSync(sync, net);
+            }
+            if (b.parameters != io.accel4j.core.DType.FP32) { // bf16 working weights: the optimizer's fp32 master
+                sync = new Bf16ParamSync(sync, net, b.seed);
             }
             try (Arena host = Arena.ofConfined()) {
                 MemorySegment initial = host.allocate(count * Float.BYTES, 64);

@@ -142,7 +142,7 @@ final class RankCheckpoints {
             for (RankStep r : ranks) {
                 io.accel4j.nn.TensorShards shards = io.accel4j.nn.TensorShards.of(r.network());
                 shards.extract(params, local);
-                r.sync().setParameters(r.network(), local);
+                r.sync().resumeParameters(r.network(), local, st.step() - st.skippedSteps());
                 r.optimizer().parametersReplaced();
                 GradientSync.ServerState held = r.sync().serverState();
                 if (held != null) { // the servers take the state back (not split over tensor ranks)
@@ -208,7 +208,7 @@ final class RankCheckpoints {
             return;
         }
         RankStep r = ranks.get(0);
-        r.network().copyParamsToHost(params);
+        r.sync().copyParameters(r.network(), params); // the network's own (stage 0), or bf16's fp32 master
         for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
             r.optimizer().stateMemory().copyToHost(e.getValue(),
                     state.get(e.getKey()).asSlice(0, e.getValue().byteSize()));
@@ -248,13 +248,13 @@ final class RankCheckpoints {
                 r.optimizer().parametersReplaced();
                 held.restore(params, state, step);
             } else if (cfg.zero > 0) { // this rank's shards of the whole
-                r.sync().setParameters(r.network(), params);
+                r.sync().resumeParameters(r.network(), params, step - skippedSteps);
                 r.optimizer().parametersReplaced();
                 for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
                     r.sync().scatterShard(state.get(e.getKey()), e.getValue(), count, r.optimizer().stateMemory());
                 }
-            } else {
-                r.network().copyParamsFromHost(params);
+            } else { // the network's own (stage 0), or bf16's fp32 master and the store rounded from it
+                r.sync().resumeParameters(r.network(), params, step - skippedSteps);
                 r.optimizer().parametersReplaced();
                 for (Map.Entry<String, MemorySegment> e : r.optimizer().state().entrySet()) {
                     r.optimizer().stateMemory().copyToDevice(state.get(e.getKey()).asSlice(0,

@@ -49,6 +49,10 @@ final class RankMemory {
         return flat + (r.sync() instanceof ZeroSharding z ? z.bytes() : 0);
     }
 
+    /**
+     * The optimizer's state buffers (what a checkpoint saves): with bf16 working weights m and v, their fp32 master
+     * left out as the trainer's {@code modelStateBytes} leaves it ({@code Bf16ParamStates.momentBytes}).
+     */
     private static long optimizerBytes(RankStep r) {
         long sum = 0;
         for (MemorySegment m : r.optimizer().state().values()) {

@@ -51,7 +51,7 @@ final class RankStep implements StepRecipe.Parts, AutoCloseable {
         this.inputs = arena.allocate(rows * net.inputWidth() * Float.BYTES, 64);
         this.targets = arena.allocate(rows * Integer.BYTES, 64);
         this.params = net.flat() ? net.params() : MemorySegment.NULL;
-        this.grads = net.flat() && net.gradientStorage() == io.accel4j.core.DType.FP32 ? net.grads()
+        this.grads = net.ownsParameters() && net.gradientStorage() == io.accel4j.core.DType.FP32 ? net.grads()
                 : MemorySegment.NULL; // 16-bit gradients: the strategy reads the network's store
     }
 

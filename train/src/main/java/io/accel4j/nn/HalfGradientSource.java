@@ -28,8 +28,12 @@ final class HalfGradientSource implements ParameterSource, Units, AutoCloseable 
     /** The tree's unit → the store's (half units only). */
     private final Map<Integer, Integer> index;
 
-    /** The layout of the store: its units and where each tree unit and each tensor went. */
-    private record Layout(List<HalfUnitLayout.Unit> units, Map<Integer, Integer> index, int[] unitOf) {}
+    /**
+     * The layout of a store of the tree's units ({@link HalfGradients}, {@link HalfParameters}): its units (store unit
+     * 0 the wide one, then a half unit per tree unit a scope opens and closes in one backward), the tree's unit → the
+     * store's ({@code index}, half units only) and each tensor's store unit ({@code unitOf}, declaration order).
+     */
+    record Layout(List<HalfUnitLayout.Unit> units, Map<Integer, Integer> index, int[] unitOf) {}
 
     HalfGradientSource(Ops ops, DType type, ParameterTable table, List<Integer> declaredIn, Set<Integer> full,
                        MemorySegment params) {
@@ -56,6 +60,17 @@ final class HalfGradientSource implements ParameterSource, Units, AutoCloseable 
     }
 
     private static Layout layout(ParameterTable table, List<Integer> declaredIn, Set<Integer> full) {
+        return layout(table, declaredIn, full, "16-bit gradient storage keeps the gradients", "keep fp32 gradients");
+    }
+
+    /**
+     * The {@link Layout} of {@code table}'s tensors over the tree's units; {@code keeps} and {@code otherwise} word the
+     * refusal of a tree without a unit a scope opens and closes in one backward.
+     *
+     * @throws IllegalArgumentException for such a tree
+     */
+    static Layout layout(ParameterTable table, List<Integer> declaredIn, Set<Integer> full, String keeps,
+                         String otherwise) {
         Map<Integer, Integer> index = new HashMap<>();
         List<List<HalfUnitLayout.Piece>> pieces = new ArrayList<>();
         List<Long> packed = new ArrayList<>();
@@ -84,9 +99,9 @@ final class HalfGradientSource implements ParameterSource, Units, AutoCloseable 
             packed.set(s, packed.get(s) + e.count());
         }
         if (index.isEmpty()) {
-            throw new IllegalArgumentException("16-bit gradient storage keeps the gradients of the units a UnitScope "
+            throw new IllegalArgumentException(keeps + " of the units a UnitScope "
                     + "opens and closes in one backward (UnitScope.perChild, Gpt2Blocks.body), and this tree has no "
-                    + "such unit: wrap its blocks in UnitScopes, or keep fp32 gradients");
+                    + "such unit: wrap its blocks in UnitScopes, or " + otherwise);
         }
         List<HalfUnitLayout.Unit> units = new ArrayList<>();
         for (int s = 0; s < pieces.size(); s++) {

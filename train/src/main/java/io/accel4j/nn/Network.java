@@ -72,6 +72,8 @@ public final class Network implements AutoCloseable {
     /** The 16-bit gradients ({@link NetworkSpec#gradientStorage}), or null: fp32 ones in {@link #grads}. */
     private final HalfGradientSource half;
     private final DType gradientStorage;
+    /** The bf16 working weights ({@link NetworkSpec#parameterStorage}), or null: fp32 ones in {@link #params}. */
+    private final HalfParameterSource bf16;
     private State state = State.EMPTY;
 
     Network(NetworkSpec s, Ops ops) {
@@ -98,14 +100,18 @@ public final class Network implements AutoCloseable {
         this.table = new ParameterTable(b.params(), s.order);
         this.gradientStorage = s.gradients;
         boolean sixteen = s.gradients != DType.FP32;
+        boolean bf16Params = s.parameters != DType.FP32;
         if (sixteen) { // refused here, before anything is allocated, when no unit can take them
             HalfGradientSource.bytes(table, b.declaredUnits(), b.fullUnits());
+        }
+        if (bf16Params) {
+            HalfParameterSource.bytes(table, b.declaredUnits(), b.fullUnits());
         }
         long maxRows = (long) s.maxB * s.maxT;
         this.plan = b.activations().plan(maxRows);
         this.arena = memory.arena();
         try {
-            params = s.source == null ? arena.allocate(table.fp32Bytes()) : null;
+            params = s.source == null && !bf16Params ? arena.allocate(table.fp32Bytes()) : null;
             grads = s.source == null && !sixteen ? arena.allocate(table.fp32Bytes()) : null;
             acts = arena.allocate(plan.bytes());
             inputs = arena.allocate(Math.multiplyExact(maxRows, (long) inWidth * Float.BYTES));
@@ -121,20 +127,34 @@ public final class Network implements AutoCloseable {
         }
         this.fp8 = s.fp8 == null || b.fp8Slots() == 0 ? null : Fp8State.forLinears(s.fp8, b.fp8Slots(), ops);
         ParameterSource src;
+        Units units;
         HalfGradientSource h = null;
+        HalfParameterSource p = null;
         try {
             if (sixteen) {
                 h = new HalfGradientSource(ops, s.gradients, table, b.declaredUnits(), b.fullUnits(), params);
+            }
+            if (bf16Params) {
+                p = new HalfParameterSource(ops, table, b.declaredUnits(), b.fullUnits(), grads, h);
+                src = p;
+                units = p;
+            } else if (sixteen) {
                 src = h;
+                units = h;
             } else {
                 src = s.source == null ? ParameterSource.flat(table, params, grads) : s.source.apply(table);
+                units = s.units;
             }
         } catch (RuntimeException | Error e) {
+            if (h != null) {
+                h.close();
+            }
             arena.close();
             throw e;
         }
         this.half = h;
-        this.pass = new Pass(ops, src, h != null ? h : s.units, acts, actOff, s.operands, fp8);
+        this.bf16 = p;
+        this.pass = new Pass(ops, src, units, acts, actOff, s.operands, fp8);
     }
 
     /** Where each parameter tensor lives in {@link #params()} and {@link #grads()}. */
@@ -215,9 +235,44 @@ public final class Network implements AutoCloseable {
         return loss.classes();
     }
 
-    /** The parameters: {@code table().count()} fp32 in the backend's memory. */
+    /**
+     * The parameters: {@code table().count()} fp32 in the backend's memory.
+     *
+     * @throws IllegalStateException when they are stored in bf16 ({@link #halfParameters()}) or a source holds them
+     */
     public MemorySegment params() {
+        if (bf16 != null) {
+            throw new IllegalStateException("this network's working weights are stored in bf16 "
+                    + "(NetworkSpec.parameterStorage): there is no fp32 parameter vector; read them through "
+                    + "halfParameters() or copyParamsToHost");
+        }
         return owned(params);
+    }
+
+    /** How the working weights are stored: FP32 ({@link #params()}), or BF16 ({@link #halfParameters()}). */
+    public DType parameterStorage() {
+        return bf16 != null ? DType.BF16 : DType.FP32;
+    }
+
+    /**
+     * The bf16 working weights of a network built with {@link NetworkSpec#parameterStorage} BF16, which its optimizer
+     * writes ({@code optim.Bf16StoreAdamW}).
+     *
+     * @throws IllegalStateException when the parameters are fp32
+     */
+    public HalfParameters halfParameters() {
+        if (bf16 == null) {
+            throw new IllegalStateException("this network's parameters are fp32: params()");
+        }
+        return bf16.store();
+    }
+
+    /**
+     * Whether the parameters are this network's own (its flat fp32 buffer or its bf16 store) and the gradients its
+     * own buffer or 16-bit store, not a parameter source's of its owner (ZeRO's sharded weights).
+     */
+    public boolean ownsParameters() {
+        return params != null || bf16 != null;
     }
 
     /** The gradients, laid out as {@link #params()} (fp32 storage only: see {@link #halfGradients()}). */
@@ -268,12 +323,23 @@ public final class Network implements AutoCloseable {
      * {@link HalfGradients#bytes()}), activations.
      */
     public long totalBytes() {
+        if (bf16 != null) { // the bf16 store and the gradients
+            return bf16.bytes() + activationBytes();
+        }
         long g = half != null ? half.gradients().bytes() : parameterBytes();
         return (params == null ? 0 : parameterBytes() + g) + activationBytes();
     }
 
     /** Sets every parameter from its {@link Init}, drawing from streams seeded by {@code seed} and its name. */
     public void initialise(long seed) {
+        if (bf16 != null) { // drawn on the host, rounded into the store
+            try (Arena staging = Arena.ofConfined()) {
+                MemorySegment host = staging.allocate(table.fp32Bytes(), 64);
+                initialValues(seed, host);
+                copyParamsFromHost(host);
+            }
+            return;
+        }
         try (Arena staging = Arena.ofConfined()) {
             MemorySegment host = memory.writableOnHost(params(), staging);
             initialValues(seed, host);
@@ -303,9 +369,20 @@ public final class Network implements AutoCloseable {
         }
     }
 
-    /** Sets the parameters from {@code host} ({@code table().count()} fp32, native order). */
+    /**
+     * Sets the parameters from {@code host} ({@code table().count()} fp32, native order); bf16 working weights
+     * ({@link #halfParameters()}) take them rounded to nearest even.
+     */
     public void copyParamsFromHost(MemorySegment host) {
         checkHost(host);
+        if (bf16 != null) {
+            try (Arena staging = Arena.ofConfined()) {
+                MemorySegment h = staging.allocate(table.count() * 2, 64);
+                io.accel4j.cpu.Casts.f32ToBf16(h, 0, host, 0, table.count());
+                bf16.store().load(h);
+            }
+            return;
+        }
         memory.copyToDevice(host.asSlice(0, table.fp32Bytes()), params());
     }
 
@@ -320,9 +397,13 @@ public final class Network implements AutoCloseable {
         return vocabulary;
     }
 
-    /** Copies the parameters into {@code host}. */
+    /** Copies the parameters into {@code host} (bf16 working weights widened: the values the kernels read). */
     public void copyParamsToHost(MemorySegment host) {
         checkHost(host);
+        if (bf16 != null) {
+            bf16.store().readToHost(host);
+            return;
+        }
         memory.copyToHost(params(), host.asSlice(0, table.fp32Bytes()));
     }
 
@@ -340,7 +421,9 @@ public final class Network implements AutoCloseable {
 
     /** Zeroes the gradients (a parameter source's: starts its accumulation); backward adds into them. */
     public void zeroGrad() {
-        if (half != null) {
+        if (bf16 != null) {
+            bf16.zeroGrad();
+        } else if (half != null) {
             half.zeroGrad();
         } else if (params == null) {
             pass.units().zeroGrad();
@@ -426,11 +509,17 @@ public final class Network implements AutoCloseable {
     @Override
     public void close() {
         try {
-            if (half != null) {
-                half.close();
+            if (bf16 != null) {
+                bf16.close();
             }
         } finally {
-            arena.close();
+            try {
+                if (half != null) {
+                    half.close();
+                }
+            } finally {
+                arena.close();
+            }
         }
     }
 

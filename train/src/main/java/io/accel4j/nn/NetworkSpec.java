@@ -24,6 +24,7 @@ public final class NetworkSpec {
     DType operands = DType.FP32;
     DType storage = DType.FP32;
     DType gradients = DType.FP32;
+    DType parameters = DType.FP32;
     ParameterTable.Order order = ParameterTable.Order.declaration();
     DelayedScaling fp8;
     java.util.function.Function<ParameterTable, ParameterSource> source;
@@ -96,6 +97,26 @@ public final class NetworkSpec {
             HalfGradients.checkType(gradients);
         }
         this.gradients = gradients;
+        return this;
+    }
+
+    /**
+     * How the working weights (what forward and backward compute with) are stored: FP32 (the default), or BF16 — the
+     * parameters of every unit whose {@link UnitScope}s each open and close it in one backward in a bf16 store, widened
+     * (exactly) into one fp32 working region of the largest unit's size between the brackets its scopes make; the
+     * other parameters (a tied embedding's unit) as an fp32 copy of bf16 values ({@link HalfParameters}). There is then
+     * no fp32 parameter vector ({@link Network#params()} refuses): the fp32 master weights are the optimizer's
+     * ({@code optim.Bf16StoreAdamW}, which writes the store with stochastic rounding), the parameters are set rounded
+     * to nearest even ({@link Network#copyParamsFromHost}) and read widened ({@link Network#halfParameters()},
+     * {@link Network#copyParamsToHost}). The tree must have such a unit; the network's own buffers only (not with
+     * {@link #parameters}). Gradients fp32 or 16-bit ({@link #gradientStorage}) alike.
+     */
+    public NetworkSpec parameterStorage(DType parameters) {
+        Objects.requireNonNull(parameters, "parameters");
+        if (parameters != DType.FP32 && parameters != DType.BF16) {
+            throw new IllegalArgumentException("the working weights are stored in FP32 or BF16, got " + parameters);
+        }
+        this.parameters = parameters;
         return this;
     }
 
@@ -199,6 +220,10 @@ public final class NetworkSpec {
      * @throws ShapeException when the tree does not fit together (nothing is allocated then)
      */
     public Network build(Ops ops) {
+        if (parameters != DType.FP32 && source != null) {
+            throw new IllegalArgumentException("parameterStorage(" + parameters + ") stores the network's own "
+                    + "parameters: it does not go with parameters(source, units) (ZeRO's sharded weights)");
+        }
         if (gradients != DType.FP32 && source != null) {
             throw new IllegalArgumentException("gradientStorage(" + gradients + ") stores the network's own gradients: "
                     + "it does not go with parameters(source, units) (ZeRO's sharded weights)");

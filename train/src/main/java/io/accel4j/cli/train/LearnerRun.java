@@ -184,7 +184,7 @@ final class LearnerRun {
                                    TokenSource source) {
         LearnerBuilder b = Gpt2Learners.of(c, cfg).recompute(cmd.memory.recompute)
                 .zero(comm == null ? 0 : cfg.zeroStage()).bucketBytes(buckets(cfg, comm)).threads(nThreads)
-                .data(source);
+                .parameterStorage(cmd.bf16Params.parameters()).data(source);
         if (cmd.offload.enabled) {
             b.offloadOptimizer(cmd.offload.overlaps());
         }
@@ -199,11 +199,11 @@ final class LearnerRun {
 
     /**
      * The overlapped all-reduce's bucket bytes, as the trainer takes them: DDP and ZeRO-1 over fp32 gradients (ZeRO-2/3
-     * reduce-scatter unit by unit; 16-bit gradients are all-reduced whole, in fp32 chunks); 0 for one rank and for
-     * async workers (nothing is reduced).
+     * reduce-scatter unit by unit; 16-bit gradients are all-reduced whole, in fp32 chunks, and so are bf16 working
+     * weights' gradients); 0 for one rank and for async workers (nothing is reduced).
      */
     private long buckets(TrainConfig cfg, Communicator comm) {
-        boolean whole = comm == null || servers != null || cfg.zeroStage() > 1
+        boolean whole = comm == null || servers != null || cmd.bf16Params.enabled || cfg.zeroStage() > 1
                 || cfg.precision().gradients() != io.accel4j.core.DType.FP32;
         return whole ? 0 : cfg.bucketBytes();
     }

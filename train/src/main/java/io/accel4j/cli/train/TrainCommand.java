@@ -405,12 +405,12 @@ public final class TrainCommand implements Callable<Integer> {
 
     /**
      * One rank of the data-parallel path (with {@code servers}, a worker of asynchronous data parallelism's): on the
-     * Java API ({@link LearnerRun}), or on {@code Trainer} ({@link RankRun}) for what the learner does not run yet
-     * (bf16 working weights) and, while both exist, when a side-by-side test asks ({@link #viaTrainer}).
+     * Java API ({@link LearnerRun}), or on {@code Trainer} ({@link RankRun}) while both exist and a side-by-side test
+     * asks ({@link #viaTrainer}).
      */
     void rank(ParameterServers servers, Communicator host, int gpu, int nThreads, TrainConfig cfg, Path modelFile,
               GptConfig c, Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data, PrintWriter w) {
-        if (viaTrainer || bf16Params.enabled) {
+        if (viaTrainer) {
             new RankRun(this, servers != null ? AsyncOptions.workers(servers) : strategy).train(host, gpu, nThreads,
                     cfg, modelFile, c, dir, trainPath, valPath, data, w);
         } else {
