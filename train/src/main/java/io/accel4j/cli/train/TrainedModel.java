@@ -12,7 +12,8 @@ import java.lang.foreign.MemorySegment;
 
 /**
  * What the report of a {@link LearnerRun} reads once its {@link Learner} is closed: fp16's loss scaler and, when it
- * samples, the trained weights (gathered to rank 0, llm.c's layout, host memory) and FP8's scaling state, from which
+ * samples, the trained weights (gathered to rank 0, llm.c's layout, host memory; with bf16 working weights those,
+ * widened, as the model ran with them) and FP8's scaling state, from which
  * {@link #sampler} builds a GPT-2 of one sequence on the run's kernels. The learner's memory is freed first, so a GPU
  * never holds the trained model twice.
  */
@@ -49,7 +50,13 @@ final class TrainedModel implements AutoCloseable {
         Arena arena = Arena.ofShared(); // the ranks' threads may write it
         try {
             MemorySegment host = arena.allocate(learner.wholeTable().count() * Float.BYTES, 64);
-            learner.gatherParameters(host);
+            if (learner.network().parameterStorage() != io.accel4j.core.DType.FP32) {
+                // bf16 working weights (one rank or DDP: every rank has them): the weights the model ran with,
+                // widened, not the optimizer's fp32 master that gatherParameters gives
+                learner.network().copyParamsToHost(host);
+            } else {
+                learner.gatherParameters(host);
+            }
             if (!lead) {
                 arena.close();
                 return new TrainedModel(learner.lossScaler(), c, options, null, null, null);

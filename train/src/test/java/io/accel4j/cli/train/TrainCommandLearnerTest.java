@@ -104,9 +104,9 @@ class TrainCommandLearnerTest {
         "--steps 4 --ranks 2 --offload-optimizer --precision bf16 --grad-storage bf16 | 5d91335c1f5e9741 | c12d279a28e872af",
         "--steps 4 --ranks 2 --zero 2 | 67e9305e1ae38fb5 | c08221545fbc9001",
         "--steps 4 --ranks 3 --zero 3 --precision fp16 | ad1bc60ef601d3db | e4d2d9905c3c81c0",
-        "--steps 4 --precision bf16 --bf16-params --grad-accum 2 | x | x",
-        "--steps 4 --precision bf16 --bf16-params --offload-optimizer --grad-storage bf16 | x | x",
-        "--steps 4 --ranks 2 --precision bf16 --bf16-params --bucket-mb 0.0001 | x | x",
+        "--steps 4 --precision bf16 --bf16-params --grad-accum 2 | 8623f3649e0c3af8 | df67b4bf75d389c1",
+        "--steps 4 --precision bf16 --bf16-params --offload-optimizer --grad-storage bf16 | f741b51d0015cd33 | ba52c4f47eeeee1e",
+        "--steps 4 --ranks 2 --precision bf16 --bf16-params --grad-clip 0.5 | 00f7b88feacdece3 | 56e5d606f3e0bdf6",
         "--steps 4 --ranks 2 --sync async --ps 1 --staleness 1 | 29615e07214105db | 4d0f306d18a4c336",
         "--steps 4 --ranks 3 --sync async --ps 1 --staleness 0 --precision bf16 | 51d1f607187014e7 | 75c31c2fb4df0416"})
     void theLearnerRunsTheCommandAsTheTrainer(String flags, String golden512, String golden256) throws IOException {
