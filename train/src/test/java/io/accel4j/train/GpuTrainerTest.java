@@ -67,7 +67,7 @@ class GpuTrainerTest {
      * missing or late flush (an amax of 0, of another step or tensor) is off by orders of magnitude.
      */
     private static final double FP8_AMAX_REL = 1e-3;
-    /** TrainerTest's tiny model with C = 16: the GPU's FP8 GEMMs need C (and B·T) multiples of 16. */
+    /** Gpt2Fixtures' tiny model with C = 16: the GPU's FP8 GEMMs need C (and B·T) multiples of 16. */
     private static final GptConfig FP8_MODEL = new GptConfig(Gpt2Fixtures.TINY.maxT(), Gpt2Fixtures.TINY.V(),
             Gpt2Fixtures.TINY.Vp(), Gpt2Fixtures.TINY.L(), Gpt2Fixtures.TINY.NH(), 16);
     /** A 3-step window, so that amaxes also leave it within the run. */

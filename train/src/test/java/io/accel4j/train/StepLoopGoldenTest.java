@@ -24,7 +24,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * the paths the step takes (accumulation and clipping, fp16 loss scaling (a scale of 2^16 that grows every 2 steps;
  * one of 2^40 whose 8 steps all overflow and skip), bf16, FP8's amax histories, two ranks with overlapped buckets,
  * ZeRO-2 and -3 sharded unit by unit). The values (ZeRO rows included) were recorded from the CLI's former trainer
- * ({@code Trainer.trainStep}, the activations stored in fp32) as it stood before it was rebuilt on
+ * (its {@code trainStep}, the activations stored in fp32) as it stood before it was rebuilt on
  * {@code fit.StepRecipe} (the loop the Java API's {@code RankStep} shares), and the learner gives the same bits: the
  * first column at 512 bits (an AVX-512 machine), the second at 256 (a Zen 3, from the pre-refactoring tree 654bc43
  * with the ZeRO rows added, run on 2026-12-04; today's loop gives the same bits there). See {@link WidthGoldens}.
