@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.offset;
 
+import io.accel4j.fit.LearnerBuilder;
 import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
@@ -16,6 +17,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
+import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -57,22 +59,21 @@ class Gpt2TrainingTest {
     }
 
     /**
-     * Step by step, K micro-batches of B against one batch of K·B: the same loss and gradient norm, and (in the step
-     * from the same initial parameters) the same gradients within {@link #ACCUM_REL}.
+     * K micro-batches of B against one batch of K·B: with the learning rate 0 (the parameters stay), 3 steps' losses
+     * and gradients within {@link #ACCUM_REL}; then whole steps, updates included, stay together.
      */
     @Test
     void gradientAccumulationIsABiggerBatch() {
         int K = 3;
-        try (Gpt2Fixtures.Run acc = new Gpt2Fixtures.Run(base().gradAccum(K).build(), trainFile, null, 1);
-             Gpt2Fixtures.Run one = new Gpt2Fixtures.Run(base().batch(2 * K).build(), trainFile, null, 1)) {
-            for (int s = 0; s < 4; s++) {
-                StepMetrics a = acc.trainStep(), b = one.trainStep();
-                assertThat(a.trainLoss()).as("loss of step %d", s).isCloseTo(b.trainLoss(),
-                        offset(s == 0 ? 1e-5 * b.trainLoss() : 1e-4));
-                assertThat(a.gradNorm()).isCloseTo(b.gradNorm(), offset(1e-4 * b.gradNorm()));
-                if (s > 0) {
-                    continue;
-                }
+        UnaryOperator<LearnerBuilder> still = b -> Gpt2Fixtures.FP32_ACTIVATIONS.apply(b).schedule(s -> 0f);
+        try (Gpt2Fixtures.Run acc = new Gpt2Fixtures.Run(base().gradAccum(K).build(), Gpt2Fixtures.TINY, trainFile,
+                null, 1, 1, still);
+             Gpt2Fixtures.Run one = new Gpt2Fixtures.Run(base().batch(2 * K).build(), Gpt2Fixtures.TINY, trainFile,
+                     null, 1, 1, still)) {
+            for (int s = 0; s < 3; s++) {
+                double lossAcc = acc.trainStep().trainLoss();
+                double lossOne = one.trainStep().trainLoss();
+                assertThat(lossAcc).as("loss of step %d", s).isCloseTo(lossOne, offset(1e-5 * lossOne));
                 float[] ga = Gpt2Fixtures.floats(acc.learner().network().grads());
                 float[] gb = Gpt2Fixtures.floats(one.learner().network().grads());
                 for (ParameterLayout.Span t : new ParameterLayout(Gpt2Fixtures.TINY).tensors()) {
@@ -86,6 +87,17 @@ class Gpt2TrainingTest {
                                 .isCloseTo(gb[k], offset((float) (ACCUM_REL * scale + 1e-12)));
                     }
                 }
+            }
+            assertThat(acc.parameters()).as("a learning rate of 0 leaves the parameters")
+                    .containsExactly(one.parameters());
+        }
+        // and whole steps, updates included, stay together
+        try (Gpt2Fixtures.Run acc = new Gpt2Fixtures.Run(base().gradAccum(K).build(), trainFile, null, 1);
+             Gpt2Fixtures.Run one = new Gpt2Fixtures.Run(base().batch(2 * K).build(), trainFile, null, 1)) {
+            for (int s = 0; s < 4; s++) {
+                StepMetrics a = acc.trainStep(), b = one.trainStep();
+                assertThat(a.trainLoss()).as("loss of step %d", s).isCloseTo(b.trainLoss(), offset(1e-4));
+                assertThat(a.gradNorm()).isCloseTo(b.gradNorm(), offset(1e-4 * b.gradNorm()));
             }
         }
     }
