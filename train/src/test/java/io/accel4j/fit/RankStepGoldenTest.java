@@ -14,8 +14,8 @@ import org.junit.jupiter.params.provider.CsvSource;
 /**
  * The Java API's step loop ({@code RankStep}), bit for bit: the CRC-32 of every step's loss, gradient norm, learning
  * rate, loss scale and skip flag over 10 steps of {@link LearnerTest}'s MLP, for accumulation with clipping, fp16
- * loss scaling, FP8 and ZeRO-2 over two ranks. Recorded before {@code RankStep} and the CLI's {@code Trainer} came to
- * share {@code StepRecipe}: the first column at 512 bits (an AVX-512 machine), the second at 256 (a Zen 3, from the
+ * loss scaling, FP8 and ZeRO-2 over two ranks. Recorded before {@code RankStep} and the CLI's former trainer came
+ * to share {@code StepRecipe}: the first column at 512 bits (an AVX-512 machine), the second at 256 (a Zen 3, from the
  * tree before that change, 654bc43, run on 2026-12-04; today's loop gives the same bits there). See
  * {@link WidthGoldens}.
  */

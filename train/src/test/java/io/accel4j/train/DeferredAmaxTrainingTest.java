@@ -11,7 +11,6 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.PendingAmaxes;
 import java.io.IOException;
 import java.lang.reflect.InvocationTargetException;
@@ -29,9 +28,10 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * FP8 training on a backend that defers its amaxes until {@code flushAmaxes()}, as the GPU's does, built on the CPU:
  * {@link Deferring} runs CpuOps' FP8 matmuls on stand-in histories cast with the real histories' scales and hands the
- * amaxes over only when flushed. The trainer (validation, gradient accumulation, a checkpoint, a resume) must then
- * give bit for bit what CpuOps recording at the call gives: losses, scales and checkpoint files — so the trainer's
- * FP8 state flushes the backend before every update, validation restore and save.
+ * amaxes over only when flushed. The GPT-2 learner {@code accel4j train} builds ({@link Gpt2Fixtures}: validation,
+ * gradient accumulation, a checkpoint, a resume) must then give bit for bit what CpuOps recording at the call gives:
+ * losses, scales and checkpoint files — so the learner's FP8 state flushes the backend before every update,
+ * validation restore and save.
  */
 class DeferredAmaxTrainingTest {
 
@@ -51,8 +51,8 @@ class DeferredAmaxTrainingTest {
         pool = new Parallel(2);
         cpu = new CpuOps(pool);
         Random r = new Random(31);
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, r);
-        valFile = TrainerTest.tokenFile(tmp.resolve("val.bin"), 100, r);
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, r);
+        valFile = Gpt2Fixtures.tokenFile(tmp.resolve("val.bin"), 100, r);
     }
 
     @AfterAll
@@ -111,15 +111,15 @@ class DeferredAmaxTrainingTest {
     }
 
     private static TrainConfig config() {
-        return TrainerTest.base().steps(STEPS).gradAccum(2).valEvery(3).valBatches(2)
+        return Gpt2Fixtures.base().steps(STEPS).gradAccum(2).valEvery(3).valBatches(2)
                 .dataOrder(SampleOrder.Mode.SHUFFLED).seed(5).precision(Precision.fp8(RECIPE)).build();
     }
 
     /** A run of {@code ops} to the end (from {@code resume} when not null), checkpointing into {@code save}. */
     private static List<StepMetrics> train(Ops ops, Path save, Path resume, byte[][] finalFp8) throws IOException {
         List<StepMetrics> steps = new ArrayList<>();
-        try (Gpt2 m = TrainerTest.model(ops, 2, resume == null ? 3 : 77, (config()).precision());
-             Trainer t = new Trainer(m, config(), trainFile, valFile)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(config(), Gpt2Fixtures.TINY, trainFile, valFile,
+                resume == null ? 3 : 77, 1, b -> b.backend(r -> ops))) {
             if (resume != null) {
                 t.resume(resume);
             }
@@ -129,7 +129,7 @@ class DeferredAmaxTrainingTest {
                     t.save(save);
                 }
             }
-            finalFp8[0] = m.fp8().encode();
+            finalFp8[0] = t.learner().fp8State();
         }
         return steps;
     }

@@ -9,6 +9,7 @@ import io.accel4j.collectives.Communicator;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
@@ -28,10 +29,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The model and the trainer touch their memory only through {@link io.accel4j.core.memory.DeviceMemory}'s copies:
- * on {@link StrictMemory} (host memory that refuses every direct host access, as a GPU's would crash on it) whole
- * runs — validation, accumulation, clipping, checkpoints, resume, sampling — give bit for bit what the CPU gives,
- * and a step copies in only its tokens and copies nothing out.
+ * The model and the GPT-2 learner {@code accel4j train} builds ({@link Gpt2Fixtures}) touch their memory only through
+ * {@link io.accel4j.core.memory.DeviceMemory}'s copies: on {@link StrictMemory} (host memory that refuses every direct
+ * host access, as a GPU's would crash on it) whole runs — validation, accumulation, clipping, checkpoints, resume,
+ * sampling — give bit for bit what the CPU gives, and a step copies in only its tokens and copies nothing out.
  */
 class DeviceMemoryTest {
 
@@ -49,8 +50,8 @@ class DeviceMemoryTest {
         pool = new Parallel(2);
         cpu = new CpuOps(pool);
         Random r = new Random(11);
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, r);
-        valFile = TrainerTest.tokenFile(tmp.resolve("val.bin"), 100, r);
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, r);
+        valFile = Gpt2Fixtures.tokenFile(tmp.resolve("val.bin"), 100, r);
     }
 
     @AfterAll
@@ -72,15 +73,24 @@ class DeviceMemoryTest {
     /** A whole run on {@code ops}, checkpointed into {@code dir} after step {@link #SAVED_AT}. */
     private static Run train(Ops ops, Path dir) throws IOException {
         List<StepMetrics> steps = new ArrayList<>();
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3); Trainer t = new Trainer(m, config(), trainFile, valFile)) {
+        try (Gpt2Fixtures.Run t = on(ops, 3)) {
             while (!t.done()) {
                 steps.add(t.trainStep());
                 if (t.step() == SAVED_AT) {
                     t.save(dir);
                 }
             }
-            return new Run(steps, params(m));
+            return new Run(steps, t.parameters());
         }
+    }
+
+    /** The run of {@link #config()} on {@code ops}, from seed {@code seed}'s parameters. */
+    private static Gpt2Fixtures.Run on(Ops ops, long seed) {
+        return on(ops, config(), seed);
+    }
+
+    private static Gpt2Fixtures.Run on(Ops ops, TrainConfig cfg, long seed) {
+        return new Gpt2Fixtures.Run(cfg, Gpt2Fixtures.TINY, trainFile, valFile, seed, 1, b -> b.backend(r -> ops));
     }
 
     /** The model's parameters, read through its memory. */
@@ -116,7 +126,7 @@ class DeviceMemoryTest {
         assertSameBits(device.steps(), host.steps());
         assertThat(device.params()).containsExactly(host.params());
         assertThat(host.steps().get(0).valLoss()).isFinite(); // validation ran
-        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin", Trainer.POINTER}) {
+        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin", CheckpointFiles.POINTER}) {
             assertThat(Files.readAllBytes(strictDir.resolve(f))).as(f)
                     .isEqualTo(Files.readAllBytes(hostDir.resolve(f)));
         }
@@ -124,13 +134,10 @@ class DeviceMemoryTest {
 
         // resuming on the device from the host's checkpoint continues the host's run bit for bit
         List<StepMetrics> resumed = new ArrayList<>();
-        try (Gpt2 m = TrainerTest.model(strict.ops(cpu), 2, 99); Trainer t = new Trainer(m, config(), trainFile,
-                valFile)) {
+        try (Gpt2Fixtures.Run t = on(strict.ops(cpu), 99)) {
             t.resume(hostDir);
-            while (!t.done()) {
-                resumed.add(t.trainStep());
-            }
-            assertThat(params(m)).containsExactly(host.params());
+            resumed.addAll(t.toEnd());
+            assertThat(t.parameters()).containsExactly(host.params());
         }
         assertSameBits(resumed, host.steps().subList(SAVED_AT, STEPS));
     }
@@ -139,7 +146,7 @@ class DeviceMemoryTest {
     void aStepCopiesInItsTokensAndNothingOut() throws IOException {
         StrictMemory strict = new StrictMemory();
         TrainConfig cfg = config().toBuilder().valEvery(0).build();
-        try (Gpt2 m = TrainerTest.model(strict.ops(cpu), 2, 3); Trainer t = new Trainer(m, cfg, trainFile, valFile)) {
+        try (Gpt2Fixtures.Run t = on(strict.ops(cpu), cfg, 3)) {
             long in = strict.bytesIn(), out = strict.bytesOut();
             t.trainStep();
             t.trainStep();
@@ -155,7 +162,7 @@ class DeviceMemoryTest {
         StrictMemory strict = new StrictMemory();
         Path file = tmp.resolve("sample.bin");
         int[] prompt = {1, 2, 3};
-        try (Gpt2 h = TrainerTest.model(cpu, 1, 4); Generator g = new Generator(h); Sampler s = new Sampler(h)) {
+        try (Gpt2 h = Gpt2Fixtures.model(cpu, 1, 4); Generator g = new Generator(h); Sampler s = new Sampler(h)) {
             h.save(file);
             int[] sampled = g.generate(prompt, 12, 0.8f, 3, 7), greedy = s.greedy(prompt, 12, -1);
             try (Gpt2 d = Gpt2.load(file, strict.ops(cpu), 1, 8); Generator gd = new Generator(d);
@@ -173,7 +180,7 @@ class DeviceMemoryTest {
         StrictMemory strict = new StrictMemory();
         Ops ops = strict.ops(cpu);
         MemorySegment stale;
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3); Arena a = Arena.ofConfined()) {
+        try (Gpt2 m = Gpt2Fixtures.model(ops, 2, 3); Arena a = Arena.ofConfined()) {
             assertThat(m.memory()).isSameAs(strict);
             assertThatThrownBy(() -> m.params().get(ValueLayout.JAVA_FLOAT, 0)).isInstanceOf(
                     IllegalStateException.class);
@@ -199,13 +206,12 @@ class DeviceMemoryTest {
                     case "deviceBuffers" -> false; // a host backend
                     default -> throw new AssertionError("no collective expected, got " + method.getName());
                 });
-        try (Gpt2 m = TrainerTest.model(new StrictMemory().ops(cpu), 2, 3)) {
-            assertThatThrownBy(() -> new Trainer(m, config(), trainFile, valFile, two))
-                    .isInstanceOf(IllegalArgumentException.class)
-                    .hasMessageContaining("data parallelism over 2 ranks runs its collectives on the model's "
-                            + "buffers, but the communicator")
-                    .hasMessageContaining("takes host buffers")
-                    .hasMessageContaining("strict test device memory");
-        }
+        Ops strict = new StrictMemory().ops(cpu);
+        assertThatThrownBy(() -> Gpt2Fixtures.Run.rank(two, config(), Gpt2Fixtures.TINY, trainFile, valFile, 3,
+                b -> b.backend(r -> strict)).close())
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("data parallelism runs its collectives on the network's buffers, but")
+                .hasMessageContaining("takes host buffers")
+                .hasMessageContaining("strict test device memory");
     }
 }

@@ -29,11 +29,11 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * Training with {@code --precision fp8} ({@link Precision#fp8}) on the test model: the blocks' scales follow their
- * amaxes step by step (delayed: a step casts with the scales of the steps before it), the run learns and is not
- * fp32's, the FP8 state survives a checkpoint bit for bit, ranks cast with the same scales, and a checkpoint of
- * another precision or FP8 recipe is a clear error. The loss against fp32 on the default model is
- * TrainCommandTest's.
+ * Training with {@code --precision fp8} ({@link Precision#fp8}) on the test model (the GPT-2 learner
+ * {@code accel4j train} builds, {@link Gpt2Fixtures}): the blocks' scales follow their amaxes step by step (delayed:
+ * a step casts with the scales of the steps before it), the run learns and is not fp32's, the FP8 state survives a
+ * checkpoint bit for bit, ranks cast with the same scales and stay replicas, and a checkpoint of another precision
+ * or FP8 recipe is a clear error. The loss against fp32 on the default model is TrainCommandTest's.
  */
 class Fp8TrainingTest {
 
@@ -51,7 +51,7 @@ class Fp8TrainingTest {
     static void setUp() throws IOException {
         pool = new Parallel(2);
         ops = new CpuOps(pool);
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(7));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(7));
     }
 
     @AfterAll
@@ -61,21 +61,21 @@ class Fp8TrainingTest {
     }
 
     private static TrainConfig.Builder base() {
-        return TrainerTest.base().precision(Precision.fp8(RECIPE));
+        return Gpt2Fixtures.base().precision(Precision.fp8(RECIPE));
     }
 
     @Test
     void theScalesFollowTheAmaxesOfEarlierSteps() {
         int B = 2, T = 5;
         Random rnd = new Random(5);
-        try (Gpt2 m = TrainerTest.model(ops, B, 1, Precision.fp8(RECIPE)); Arena arena = Arena.ofShared()) {
+        try (Gpt2 m = Gpt2Fixtures.model(ops, B, 1, Precision.fp8(RECIPE)); Arena arena = Arena.ofShared()) {
             Fp8State fp8 = m.fp8();
             MemorySegment in = arena.allocate(4L * B * T), tg = arena.allocate(4L * B * T);
             List<float[]> amaxes = new ArrayList<>();
             for (int s = 0; s < 5; s++) {
                 for (int i = 0; i < B * T; i++) {
-                    in.setAtIndex(ValueLayout.JAVA_INT, i, rnd.nextInt(TrainerTest.TINY.V()));
-                    tg.setAtIndex(ValueLayout.JAVA_INT, i, rnd.nextInt(TrainerTest.TINY.V()));
+                    in.setAtIndex(ValueLayout.JAVA_INT, i, rnd.nextInt(Gpt2Fixtures.TINY.V()));
+                    tg.setAtIndex(ValueLayout.JAVA_INT, i, rnd.nextInt(Gpt2Fixtures.TINY.V()));
                 }
                 float[] before = scales(fp8);
                 m.zeroGrad();
@@ -102,9 +102,9 @@ class Fp8TrainingTest {
     }
 
     @Test
-    void fp8LearnsAndIsNotFp32() throws IOException {
+    void fp8LearnsAndIsNotFp32() {
         int steps = 30;
-        double[] fp32 = losses(TrainerTest.base().steps(steps).build());
+        double[] fp32 = losses(Gpt2Fixtures.base().steps(steps).build());
         double[] fp8 = losses(base().steps(steps).build());
         assertThat(fp8[0]).as("step 0: the forward's E4M3 rounding").isNotEqualTo(fp32[0]);
         for (double[] l : new double[][] {fp32, fp8}) {
@@ -112,8 +112,8 @@ class Fp8TrainingTest {
         }
     }
 
-    private static double[] losses(TrainConfig cfg) throws IOException {
-        try (Gpt2 m = TrainerTest.model(ops, 2, 1, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+    private static double[] losses(TrainConfig cfg) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, trainFile, null, 1)) {
             double[] l = new double[cfg.steps()];
             for (int s = 0; s < l.length; s++) {
                 l[s] = t.trainStep().trainLoss();
@@ -123,12 +123,10 @@ class Fp8TrainingTest {
     }
 
     @Test
-    void validationLeavesTheScalesAlone() throws IOException {
+    void validationLeavesTheScalesAlone() {
         TrainConfig quiet = base().steps(8).build(), validating = base().steps(8).valEvery(2).valBatches(2).build();
-        try (Gpt2 a = TrainerTest.model(ops, 2, 4, quiet.precision());
-             Gpt2 b = TrainerTest.model(ops, 2, 4, validating.precision());
-             Trainer ta = new Trainer(a, quiet, trainFile, null);
-             Trainer tb = new Trainer(b, validating, trainFile, trainFile)) {
+        try (Gpt2Fixtures.Run ta = new Gpt2Fixtures.Run(quiet, trainFile, null, 4);
+             Gpt2Fixtures.Run tb = new Gpt2Fixtures.Run(validating, trainFile, trainFile, 4)) {
             int validated = 0;
             for (int s = 0; s < quiet.steps(); s++) {
                 double la = ta.trainStep().trainLoss();
@@ -137,7 +135,7 @@ class Fp8TrainingTest {
                 assertThat(mb.trainLoss()).as("loss of step %d", s).isEqualTo(la);
             }
             assertThat(validated).isGreaterThanOrEqualTo(3);
-            assertThat(b.fp8().encode()).containsExactly(a.fp8().encode());
+            assertThat(tb.learner().fp8State()).containsExactly(ta.learner().fp8State());
         }
     }
 
@@ -147,33 +145,33 @@ class Fp8TrainingTest {
         List<Double> straight = new ArrayList<>();
         float[] finalParams;
         byte[] finalFp8;
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, trainFile, null, 3)) {
             while (!t.done()) {
                 straight.add(t.trainStep().trainLoss());
             }
-            finalParams = TrainerTest.floats(m.params());
-            finalFp8 = m.fp8().encode();
+            finalParams = t.parameters();
+            finalFp8 = t.learner().fp8State();
         }
         Path dir = tmp.resolve("fp8-resume");
         int saveAfter = 5; // the window (3 steps) is full and has moved on: the checkpoint must carry it
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, trainFile, null, 3)) {
             for (int s = 0; s < saveAfter; s++) {
                 t.trainStep();
             }
             t.save(dir);
         }
-        try (Gpt2 m = TrainerTest.model(ops, 2, 99, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, trainFile, null, 99)) {
             t.resume(dir);
             for (int s = saveAfter; s < cfg.steps(); s++) {
                 assertThat(t.trainStep().trainLoss()).as("loss of step %d", s).isEqualTo(straight.get(s));
             }
-            assertThat(TrainerTest.floats(m.params())).containsExactly(finalParams);
-            assertThat(m.fp8().encode()).as("amax histories and scales").containsExactly(finalFp8);
+            assertThat(t.parameters()).containsExactly(finalParams);
+            assertThat(t.learner().fp8State()).as("amax histories and scales").containsExactly(finalFp8);
         }
         // without the FP8 state the resumed run would cast step 5 with scale 1: not the same losses
-        try (Gpt2 m = TrainerTest.model(ops, 2, 99, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, trainFile, null, 99)) {
             t.resume(dir);
-            m.fp8().restore(new Fp8State(RECIPE, TrainerTest.TINY.L()).encode()); // fresh histories
+            t.learner().restoreFp8State(new Fp8State(RECIPE, Gpt2Fixtures.TINY.L()).encode()); // fresh histories
             assertThat(t.trainStep().trainLoss()).isNotEqualTo(straight.get(saveAfter));
         }
     }
@@ -181,25 +179,24 @@ class Fp8TrainingTest {
     @Test
     void aCheckpointOfAnotherPrecisionOrRecipeIsAClearError() throws IOException {
         Path fp8Dir = tmp.resolve("fp8-ckpt"), fp32Dir = tmp.resolve("fp32-ckpt");
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (base().build()).precision()); Trainer t = new Trainer(m, base().build(), trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(base().build(), trainFile, null, 3)) {
             t.trainStep();
             t.save(fp8Dir);
         }
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (TrainerTest.base().build()).precision());
-             Trainer t = new Trainer(m, TrainerTest.base().build(), trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(Gpt2Fixtures.base().build(), trainFile, null, 3)) {
             t.trainStep();
             t.save(fp32Dir);
             assertThatThrownBy(() -> t.resume(fp8Dir)).isInstanceOf(FileFormatException.class)
-                    .hasMessageContaining("header[18] (FP8 state bytes)").hasMessageContaining("this run is fp32");
+                    .hasMessageContaining("header[18] (FP8 state bytes)").hasMessageContaining("does not run FP8");
         }
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (base().build()).precision()); Trainer t = new Trainer(m, base().build(), trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(base().build(), trainFile, null, 3)) {
             assertThatThrownBy(() -> t.resume(fp32Dir)).isInstanceOf(FileFormatException.class)
-                    .hasMessageContaining("is 0, but this run is fp8");
+                    .hasMessageContaining("header[18] (FP8 state bytes)")
+                    .hasMessageContaining("is 0 bytes, but this learner runs FP8");
         }
         DelayedScaling longer = new DelayedScaling(DelayedScaling.Format.HYBRID, 16, 0, DelayedScaling.Algorithm.MAX);
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (TrainerTest.base().precision(Precision.fp8(longer)).build()).precision());
-             Trainer t = new Trainer(m, TrainerTest.base().precision(Precision.fp8(longer)).build(), trainFile,
-                     null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(Gpt2Fixtures.base().precision(Precision.fp8(longer)).build(),
+                trainFile, null, 3)) {
             assertThatThrownBy(() -> t.resume(fp8Dir)).isInstanceOf(FileFormatException.class)
                     .hasMessageContaining("amax history length (--fp8-history) 3, this run 16");
         }
@@ -210,17 +207,20 @@ class Fp8TrainingTest {
     void ranksCastWithTheSameScalesAndStayReplicas(int zeroStage) {
         TrainConfig cfg = base().steps(6).bucketBytes(0).zeroStage(zeroStage).build();
         try (InProcessGroup g = InProcessGroup.create(2, Duration.ofSeconds(30))) {
-            List<byte[]> states = g.run(comm -> {
-                try (Parallel p = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(p), 2, 1, (cfg).precision());
-                     Trainer t = new Trainer(m, cfg, trainFile, null, comm)) {
-                    while (!t.done()) {
-                        t.trainStep();
-                    }
-                    t.checkReplicas();
-                    return m.fp8().encode();
+            List<Object[]> states = g.run(comm -> {
+                try (Gpt2Fixtures.Run t = Gpt2Fixtures.Run.rank(comm, cfg, Gpt2Fixtures.TINY, trainFile, null, 1,
+                        b -> b)) {
+                    t.toEnd();
+                    // ZeRO-3's ranks hold shards, not replicas
+                    return new Object[] {t.learner().fp8State(), zeroStage < 3 ? t.replica() : null};
                 }
             });
-            assertThat(states.get(1)).as("the ranks' amaxes are reduced to their max").containsExactly(states.get(0));
+            assertThat((byte[]) states.get(1)[0]).as("the ranks' amaxes are reduced to their max")
+                    .containsExactly((byte[]) states.get(0)[0]);
+            if (zeroStage < 3) {
+                assertThat((float[]) states.get(1)[1]).as("the replicas' parameters")
+                        .containsExactly((float[]) states.get(0)[1]);
+            }
         }
     }
 

@@ -22,8 +22,6 @@ import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -35,10 +33,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The trainer on the GPU ({@link GpuOps}, the model in device memory) with unchanged model code: a few steps give
- * the CPU's losses (fp32, bf16, fp16, and fp8 with the CPU's amax histories), and a GPU checkpoint resumes on the
- * GPU bit for bit (fp8's histories included). Needs a GPU: skipped, with
- * {@link Cuda#probe()}'s description as the reason, where there is none.
+ * The GPT-2 learner {@code accel4j train} builds ({@link Gpt2Fixtures}) on the GPU ({@link GpuOps}, the model in
+ * device memory) with unchanged model code: a few steps give the CPU's losses (fp32, bf16, fp16, and fp8 with the
+ * CPU's amax histories), and a GPU checkpoint resumes on the GPU bit for bit (fp8's histories included). Needs a GPU:
+ * skipped, with {@link Cuda#probe()}'s description as the reason, where there is none.
  */
 class GpuTrainerTest {
 
@@ -69,9 +67,9 @@ class GpuTrainerTest {
      * missing or late flush (an amax of 0, of another step or tensor) is off by orders of magnitude.
      */
     private static final double FP8_AMAX_REL = 1e-3;
-    /** TrainerTest's tiny model with C = 16: the GPU's FP8 GEMMs need C (and B·T) multiples of 16. */
-    private static final GptConfig FP8_MODEL = new GptConfig(TrainerTest.TINY.maxT(), TrainerTest.TINY.V(),
-            TrainerTest.TINY.Vp(), TrainerTest.TINY.L(), TrainerTest.TINY.NH(), 16);
+    /** Gpt2Fixtures' tiny model with C = 16: the GPU's FP8 GEMMs need C (and B·T) multiples of 16. */
+    private static final GptConfig FP8_MODEL = new GptConfig(Gpt2Fixtures.TINY.maxT(), Gpt2Fixtures.TINY.V(),
+            Gpt2Fixtures.TINY.Vp(), Gpt2Fixtures.TINY.L(), Gpt2Fixtures.TINY.NH(), 16);
     /** A 3-step window, so that amaxes also leave it within the run. */
     private static final DelayedScaling FP8_RECIPE = new DelayedScaling(DelayedScaling.Format.HYBRID, 3, 0,
             DelayedScaling.Algorithm.MAX);
@@ -110,8 +108,8 @@ class GpuTrainerTest {
         pool = new Parallel(2);
         cpu = new CpuOps(pool);
         Random r = new Random(13);
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 600, r);
-        valFile = TrainerTest.tokenFile(tmp.resolve("val.bin"), 150, r);
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 600, r);
+        valFile = Gpt2Fixtures.tokenFile(tmp.resolve("val.bin"), 150, r);
     }
 
     @AfterAll
@@ -144,15 +142,15 @@ class GpuTrainerTest {
     /** {@link #train(Ops, Path, Path, int)} with the matmul operands and loss scaling of {@code precision}. */
     private static List<StepMetrics> train(Ops ops, Path resume, Path save, int saveAt, Precision precision)
             throws IOException {
-        return train(ops, TrainerTest.TINY, resume, save, saveAt, precision);
+        return train(ops, Gpt2Fixtures.TINY, resume, save, saveAt, precision);
     }
 
     /** {@link #train(Ops, Path, Path, int, Precision)} on a model of {@code config}. */
     private static List<StepMetrics> train(Ops ops, GptConfig config, Path resume, Path save, int saveAt,
                                            Precision precision) throws IOException {
         List<StepMetrics> steps = new ArrayList<>();
-        try (Gpt2 m = model(ops, config, precision);
-             Trainer t = new Trainer(m, config(precision), trainFile, valFile)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(config(precision), config, trainFile, valFile, 5, 1,
+                b -> Gpt2Fixtures.FP32_ACTIVATIONS.apply(b).backend(r -> ops))) {
             if (resume != null) {
                 t.resume(resume);
             }
@@ -166,13 +164,6 @@ class GpuTrainerTest {
         return steps;
     }
 
-    /** A model of {@code config} for batches of up to 3, initialised from seed 5 (as TrainerTest.model). */
-    private static Gpt2 model(Ops ops, GptConfig config, Precision p) {
-        Gpt2 m = new Gpt2(config, ops, 3, config.maxT(), Gpt2Options.DEFAULT.withPrecision(p.operands(), p.fp8()));
-        m.initialise(5);
-        return m;
-    }
-
     @Test
     void aFewStepsGiveTheCpuLosses() throws IOException {
         assertSameSteps(train(cpu, null, null, 0), train(gpu, null, null, 0));
@@ -181,7 +172,7 @@ class GpuTrainerTest {
     /**
      * fp16 operands with loss scaling: the GPU rounds them as the CPU does (cast.cu is bit-identical to core's
      * casts) and multiplies the same values, so only the fp32 summation order differs, as in fp32; attention stays
-     * fp32 under fp16 ({@link Gpt2#attentionOperands}).
+     * fp32 under fp16 ({@link io.accel4j.train.model.Gpt2#attentionOperands}).
      */
     @Test
     void fp16OperandsGiveTheCpuLosses() throws IOException {
@@ -244,11 +235,9 @@ class GpuTrainerTest {
                 .precision(Precision.fp8(FP8_RECIPE)).build();
     }
 
-    private static Gpt2 fp8Model(Ops ops) {
-        Gpt2 m = new Gpt2(FP8_MODEL, ops, 2, FP8_MODEL.maxT(), Gpt2Options.DEFAULT
-                .withPrecision(DType.FP32, FP8_RECIPE));
-        m.initialise(5);
-        return m;
+    /** The FP8 run on {@code ops}, {@link #FP8_MODEL} from seed 5's parameters. */
+    private static Gpt2Fixtures.Run fp8Run(Ops ops) {
+        return new Gpt2Fixtures.Run(fp8Config(), FP8_MODEL, trainFile, valFile, 5, 1, b -> b.backend(r -> ops));
     }
 
     /**
@@ -258,10 +247,7 @@ class GpuTrainerTest {
      */
     @Test
     void fp8GivesTheCpuLossesAndHistories() throws IOException {
-        TrainConfig cfg = fp8Config();
-        try (Gpt2 mc = fp8Model(cpu); Gpt2 mg = fp8Model(gpu);
-             Trainer tc = new Trainer(mc, cfg, trainFile, valFile);
-             Trainer tg = new Trainer(mg, cfg, trainFile, valFile)) {
+        try (Gpt2Fixtures.Run tc = fp8Run(cpu); Gpt2Fixtures.Run tg = fp8Run(gpu)) {
             for (int s = 0; !tc.done(); s++) {
                 StepMetrics e = tc.trainStep(), a = tg.trainStep();
                 assertThat(a.trainLoss()).as("fp8 train loss of step %d", s).isCloseTo(e.trainLoss(),
@@ -272,7 +258,7 @@ class GpuTrainerTest {
                 }
                 assertThat(a.gradNorm()).as("fp8 grad norm of step %d", s).isCloseTo(e.gradNorm(),
                         offset(10 * FP8_LOSS_REL * e.gradNorm()));
-                assertSameHistories("after step " + s, mc.fp8(), mg.fp8());
+                assertSameHistories("after step " + s, tc.learner().network().fp8(), tg.learner().network().fp8());
             }
         }
     }
@@ -301,27 +287,26 @@ class GpuTrainerTest {
     /** An fp8 GPU checkpoint (the histories flushed from the device into TrainState) resumes bit for bit. */
     @Test
     void anFp8GpuCheckpointResumesBitForBit() throws IOException {
-        TrainConfig cfg = fp8Config();
         Path dir = tmp.resolve("fp8-ckpt");
         List<StepMetrics> straight = new ArrayList<>();
         byte[] finalFp8;
-        try (Gpt2 m = fp8Model(gpu); Trainer t = new Trainer(m, cfg, trainFile, valFile)) {
+        try (Gpt2Fixtures.Run t = fp8Run(gpu)) {
             while (!t.done()) {
                 straight.add(t.trainStep());
                 if (t.step() == 4) { // the 3-step window has moved on: the checkpoint must carry it
                     t.save(dir);
                 }
             }
-            finalFp8 = m.fp8().encode();
+            finalFp8 = t.learner().fp8State();
         }
-        try (Gpt2 m = fp8Model(gpu); Trainer t = new Trainer(m, cfg, trainFile, valFile)) {
+        try (Gpt2Fixtures.Run t = fp8Run(gpu)) {
             t.resume(dir);
             for (int s = 4; !t.done(); s++) {
                 StepMetrics a = t.trainStep();
                 assertThat(Double.doubleToRawLongBits(a.trainLoss())).as("train loss of step %d", s)
                         .isEqualTo(Double.doubleToRawLongBits(straight.get(s).trainLoss()));
             }
-            assertThat(m.fp8().encode()).as("amax histories and scales").containsExactly(finalFp8);
+            assertThat(t.learner().fp8State()).as("amax histories and scales").containsExactly(finalFp8);
         }
     }
 

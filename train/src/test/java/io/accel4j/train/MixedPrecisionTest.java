@@ -29,7 +29,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Training in bf16 and fp16 ({@link Precision}): fp16's overflow skips and backs off, clean steps grow the scale, the
+ * Training in bf16 and fp16 ({@link Precision}) on the GPT-2 learner {@code accel4j train} builds
+ * ({@link Gpt2Fixtures}, activations stored in fp32): fp16's overflow skips and backs off, clean steps grow the scale, the
  * scaler survives a checkpoint bit for bit and agrees across ranks, both precisions learn and track fp32, and fp32 is
  * still exactly the plain llm.c step.
  */
@@ -56,7 +57,7 @@ class MixedPrecisionTest {
     static void setUp() throws IOException {
         pool = new Parallel(2);
         ops = new CpuOps(pool);
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(7));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(7));
     }
 
     @AfterAll
@@ -66,7 +67,7 @@ class MixedPrecisionTest {
     }
 
     private static TrainConfig.Builder base(Precision p) {
-        return TrainerTest.base().precision(p);
+        return Gpt2Fixtures.base().precision(p);
     }
 
     private static Precision fp16(float scale, int window) {
@@ -75,9 +76,8 @@ class MixedPrecisionTest {
 
     @Test
     void fp16OverflowSkipsAndBacksOff() throws IOException {
-        try (Gpt2 m = TrainerTest.model(ops, 2, 1, (base(fp16(HUGE_SCALE, 1000)).build()).precision());
-             Trainer t = new Trainer(m, base(fp16(HUGE_SCALE, 1000)).build(), trainFile, null)) {
-            float[] before = TrainerTest.floats(m.params());
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(base(fp16(HUGE_SCALE, 1000)).build(), trainFile, null, 1)) {
+            float[] before = t.parameters();
             StepMetrics s0 = t.trainStep();
 
             assertThat(s0.skipped()).isTrue();
@@ -85,8 +85,8 @@ class MixedPrecisionTest {
             assertThat(s0.skippedSteps()).isEqualTo(1);
             assertThat(s0.trainLoss()).as("the forward is not scaled").isFinite();
             assertThat(s0.gradNorm()).isNaN();
-            assertThat(TrainerTest.floats(m.params())).as("no update").containsExactly(before);
-            assertThat(t.lossScaler().scale()).isEqualTo(HUGE_SCALE * LossScaler.BACKOFF);
+            assertThat(t.parameters()).as("no update").containsExactly(before);
+            assertThat(t.learner().lossScaler().scale()).isEqualTo(HUGE_SCALE * LossScaler.BACKOFF);
             assertThat(t.step()).as("the step still counts").isEqualTo(1);
             assertThat(s0.toJson()).contains("\"loss_scale\":1.0995116E12", "\"skipped\":true",
                     "\"skipped_steps\":1").doesNotContain("grad_norm");
@@ -99,24 +99,23 @@ class MixedPrecisionTest {
             int skipped = s.skippedSteps();
             // the first scale that fits is ~2^18 here (the seed gradient 2^18/(B·T) ≈ 2^15 grows in backward)
             assertThat(skipped).isBetween(10, 30);
-            assertThat(t.lossScaler().scale()).isEqualTo(Math.scalb(HUGE_SCALE, -skipped));
-            assertThat(s.lossScale()).isEqualTo(t.lossScaler().scale());
+            assertThat(t.learner().lossScaler().scale()).isEqualTo(Math.scalb(HUGE_SCALE, -skipped));
+            assertThat(s.lossScale()).isEqualTo(t.learner().lossScaler().scale());
             assertThat(s.gradNorm()).isFinite().isPositive();
             assertThat(s.toJson()).contains("\"skipped\":false", "\"grad_norm\":");
-            assertThat(TrainerTest.floats(m.params())).as("updated").isNotEqualTo(before);
+            assertThat(t.parameters()).as("updated").isNotEqualTo(before);
         }
     }
 
     @Test
     void cleanStepsGrowTheScaleAfterEachWindow() throws IOException {
-        try (Gpt2 m = TrainerTest.model(ops, 2, 1, (base(fp16(0x1p8f, 3)).steps(7).build()).precision());
-             Trainer t = new Trainer(m, base(fp16(0x1p8f, 3)).steps(7).build(), trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(base(fp16(0x1p8f, 3)).steps(7).build(), trainFile, null, 1)) {
             for (int s = 0; s < 7; s++) {
                 StepMetrics sm = t.trainStep();
                 assertThat(sm.skipped()).as("step %d", s).isFalse();
                 assertThat(sm.lossScale()).as("step %d", s).isEqualTo(Math.scalb(0x1p8f, s / 3));
             }
-            assertThat(t.lossScaler().skippedSteps()).isZero();
+            assertThat(t.learner().lossScaler().skippedSteps()).isZero();
         }
     }
 
@@ -140,27 +139,27 @@ class MixedPrecisionTest {
     /**
      * bf16 runs round attention's operands too ({@link Gpt2#attentionOperands}), fp16 runs keep attention fp32 (no
      * fp16 attention kernel); a backend without bf16 attention (the naive CPU kernel) keeps fp32 attention with a
-     * warning, and the trainer still starts.
+     * warning, and the learner still starts.
      */
     @Test
     void bf16RoundsAttentionWhereTheBackendCanAndKeepsFp32Elsewhere() throws IOException {
         for (DType d : new DType[] {DType.FP32, DType.BF16, DType.FP16}) {
-            try (Gpt2 m = TrainerTest.model(ops, 2, 1, Precision.of(d))) {
+            try (Gpt2 m = Gpt2Fixtures.model(ops, 2, 1, Precision.of(d))) {
                 assertThat(m.matmulOperands()).isEqualTo(d);
                 assertThat(m.attentionOperands()).as("%s", d).isEqualTo(d == DType.BF16 ? DType.BF16 : DType.FP32);
             }
         }
-        try (Gpt2 m = TrainerTest.model(new CpuOps(pool, CpuOps.AttentionKernel.NAIVE), 2, 1, (base(Precision.of(DType.BF16)).build()).precision());
-             Trainer t = new Trainer(m, base(Precision.of(DType.BF16)).build(), trainFile, null)) {
-            assertThat(m.matmulOperands()).isEqualTo(DType.BF16);
-            assertThat(m.attentionOperands()).isEqualTo(DType.FP32);
+        CpuOps naive = new CpuOps(pool, CpuOps.AttentionKernel.NAIVE);
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(base(Precision.of(DType.BF16)).build(), Gpt2Fixtures.TINY,
+                trainFile, null, 1, 1, b -> Gpt2Fixtures.FP32_ACTIVATIONS.apply(b).backend(r -> naive))) {
+            assertThat(t.learner().network().matmulOperands()).isEqualTo(DType.BF16);
+            assertThat(t.learner().network().attentionOperands()).isEqualTo(DType.FP32);
             assertThat(t.trainStep().trainLoss()).isFinite();
         }
     }
 
     private static double[] losses(Precision p, int steps) throws IOException {
-        try (Gpt2 m = TrainerTest.model(ops, 2, 1, (base(p).steps(steps).build()).precision());
-             Trainer t = new Trainer(m, base(p).steps(steps).build(), trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(base(p).steps(steps).build(), trainFile, null, 1)) {
             double[] l = new double[steps];
             for (int s = 0; s < steps; s++) {
                 StepMetrics sm = t.trainStep();
@@ -181,19 +180,19 @@ class MixedPrecisionTest {
 
     @Test
     void fp32IsBitForBitThePlainStep() throws IOException {
-        // the trainer's fp32 step against llm.c's step written out here: gradients of the mean loss, norm, clip,
+        // the learner's fp32 step against llm.c's step written out here: gradients of the mean loss, norm, clip,
         // AdamW at step s + 1 — any scaling left in the fp32 path would change bits
-        TrainConfig cfg = TrainerTest.base().gradClip(0.5f).gradAccum(2).build();
+        TrainConfig cfg = Gpt2Fixtures.base().gradClip(0.5f).gradAccum(2).build();
         int B = cfg.batch(), T = cfg.seq(), K = cfg.gradAccum();
         List<Double> trainerLosses = new ArrayList<>();
         float[] trainerParams;
-        try (Gpt2 m = TrainerTest.model(ops, B, 1, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, trainFile, null, 1)) {
             while (!t.done()) {
                 trainerLosses.add(t.trainStep().trainLoss());
             }
-            trainerParams = TrainerTest.floats(m.params());
+            trainerParams = t.parameters();
         }
-        try (Gpt2 m = TrainerTest.model(ops, B, 1); Arena arena = Arena.ofShared();
+        try (Gpt2 m = Gpt2Fixtures.model(ops, B, 1); Arena arena = Arena.ofShared();
              DataLoader loader = new DataLoader(trainFile, B, T, 0, 1, cfg.dataOrder(), cfg.seed())) {
             long count = m.layout().count();
             MemorySegment mom = arena.allocate(count * 4), vel = arena.allocate(count * 4);
@@ -211,7 +210,7 @@ class MixedPrecisionTest {
                 ops.adamw(m.params(), m.grads(), mom, vel, 0, count, new AdamWConfig(cfg.learningRate(s),
                         cfg.beta1(), cfg.beta2(), cfg.eps(), cfg.weightDecay()), s + 1, clip);
             }
-            assertThat(TrainerTest.floats(m.params())).containsExactly(trainerParams);
+            assertThat(Gpt2Fixtures.floats(m.params())).containsExactly(trainerParams);
         }
     }
 
@@ -221,11 +220,9 @@ class MixedPrecisionTest {
         TrainConfig cfg = base(fp16(0x1p22f, 2)).steps(16).build();
         List<StepMetrics> straight = new ArrayList<>();
         float[] finalParams;
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
-            while (!t.done()) {
-                straight.add(t.trainStep());
-            }
-            finalParams = TrainerTest.floats(m.params());
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, trainFile, null, 3)) {
+            straight.addAll(t.toEnd());
+            finalParams = t.parameters();
         }
         int at = 0;
         while (straight.get(at).skipped() || straight.get(at + 1).lossScale() != straight.get(at).lossScale()) {
@@ -234,23 +231,23 @@ class MixedPrecisionTest {
         int saveAfter = at + 1;
         assertThat(straight.get(0).skipped()).as("the run starts by skipping").isTrue();
         Path dir = tmp.resolve("fp16-resume");
-        try (Gpt2 m = TrainerTest.model(ops, 2, 3, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, trainFile, null, 3)) {
             for (int s = 0; s < saveAfter; s++) {
                 t.trainStep();
             }
             t.save(dir);
         }
-        try (Gpt2 m = TrainerTest.model(ops, 2, 99, (cfg).precision()); Trainer t = new Trainer(m, cfg, trainFile, null)) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, trainFile, null, 99)) {
             t.resume(dir);
-            assertThat(t.lossScaler().scale()).isEqualTo(straight.get(saveAfter).lossScale());
-            assertThat(t.lossScaler().cleanSteps()).isEqualTo(1);
+            assertThat(t.learner().lossScaler().scale()).isEqualTo(straight.get(saveAfter).lossScale());
+            assertThat(t.learner().lossScaler().cleanSteps()).isEqualTo(1);
             for (int s = saveAfter; s < cfg.steps(); s++) {
                 StepMetrics a = straight.get(s), b = t.trainStep();
                 assertThat(b.trainLoss()).as("loss of step %d", s).isEqualTo(a.trainLoss());
                 assertThat(b.lossScale()).as("scale of step %d", s).isEqualTo(a.lossScale());
                 assertThat(b.skippedSteps()).as("skips by step %d", s).isEqualTo(a.skippedSteps());
             }
-            assertThat(TrainerTest.floats(m.params())).containsExactly(finalParams);
+            assertThat(t.parameters()).containsExactly(finalParams);
         }
     }
 
@@ -258,23 +255,23 @@ class MixedPrecisionTest {
     void ranksAgreeOnEveryOverflowAndStayReplicas() {
         TrainConfig cfg = base(fp16(0x1p22f, 2)).steps(12).bucketBytes(0).build();
         try (InProcessGroup g = InProcessGroup.create(2, Duration.ofSeconds(30))) {
-            List<List<StepMetrics>> runs = g.run(comm -> {
-                try (Parallel p = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(p), 2, 1, (cfg).precision());
-                     Trainer t = new Trainer(m, cfg, trainFile, null, comm)) {
-                    List<StepMetrics> steps = new ArrayList<>();
-                    while (!t.done()) {
-                        steps.add(t.trainStep());
-                    }
-                    t.checkReplicas();
-                    return steps;
+            List<Replica> runs = g.run(comm -> {
+                try (Gpt2Fixtures.Run t = Gpt2Fixtures.Run.rank(comm, cfg, Gpt2Fixtures.TINY, trainFile, null, 1,
+                        Gpt2Fixtures.FP32_ACTIVATIONS)) {
+                    return new Replica(t.toEnd(), t.replica());
                 }
             });
-            assertThat(runs.get(0).getFirst().skipped()).isTrue();
-            assertThat(runs.get(0).getLast().skipped()).isFalse();
+            assertThat(runs.get(1).params()).as("the replicas' parameters").containsExactly(runs.get(0).params());
+            List<StepMetrics> r0 = runs.get(0).steps(), r1 = runs.get(1).steps();
+            assertThat(r0.getFirst().skipped()).isTrue();
+            assertThat(r0.getLast().skipped()).isFalse();
             for (int s = 0; s < cfg.steps(); s++) {
-                assertThat(runs.get(1).get(s).skipped()).as("step %d", s).isEqualTo(runs.get(0).get(s).skipped());
-                assertThat(runs.get(1).get(s).lossScale()).isEqualTo(runs.get(0).get(s).lossScale());
+                assertThat(r1.get(s).skipped()).as("step %d", s).isEqualTo(r0.get(s).skipped());
+                assertThat(r1.get(s).lossScale()).isEqualTo(r0.get(s).lossScale());
             }
         }
     }
+
+    /** A rank's steps and final parameters. */
+    private record Replica(List<StepMetrics> steps, float[] params) {}
 }

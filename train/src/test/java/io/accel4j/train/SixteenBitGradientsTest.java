@@ -4,18 +4,18 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.offset;
 
+import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.core.DType;
-import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.DefaultDataset;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
+import io.accel4j.train.data.TokenShards;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
+import java.lang.foreign.Arena;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -26,9 +26,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The trainer with 16-bit gradient storage ({@code --grad-storage}): the default job's short version trains to within
- * a stated distance of fp32 gradient storage's validation loss; DDP over 2 ranks is one rank at twice the batch
- * within the roundings' tolerance; and what cannot take 16-bit gradients yet is refused.
+ * 16-bit gradient storage ({@code --grad-storage}) on the GPT-2 learner {@code accel4j train} builds
+ * ({@link Gpt2Fixtures}): the default job's short version trains to within a stated distance of fp32 gradient
+ * storage's validation loss; DDP over 2 ranks (one learner a rank, as the CLI's processes) is one rank at twice the
+ * batch within the roundings' tolerance; and what cannot take 16-bit gradients yet is refused.
  */
 class SixteenBitGradientsTest {
 
@@ -66,22 +67,18 @@ class SixteenBitGradientsTest {
 
     @TempDir
     static Path tmp;
-    private static Parallel pool;
-    private static CpuOps ops;
     private static TokenFile train;
     private static TokenFile val;
     private static TokenFile small;
 
     @BeforeAll
     static void setUp() throws IOException {
-        pool = new Parallel(2);
-        ops = new CpuOps(pool);
         DefaultDataset.Splits s = DefaultDataset.generate(42, 1 << 18, 1 << 14);
         TokenFile.write(tmp.resolve("train.bin"), s.train());
         TokenFile.write(tmp.resolve("val.bin"), s.val());
         train = TokenFile.open(tmp.resolve("train.bin"));
         val = TokenFile.open(tmp.resolve("val.bin"));
-        small = TrainerTest.tokenFile(tmp.resolve("small.bin"), 400, new Random(11));
+        small = Gpt2Fixtures.tokenFile(tmp.resolve("small.bin"), 400, new Random(11));
     }
 
     @AfterAll
@@ -89,33 +86,25 @@ class SixteenBitGradientsTest {
         train.close();
         val.close();
         small.close();
-        pool.close();
     }
 
-    static double valLoss(Precision p) throws IOException {
+    static double valLoss(Precision p) {
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(STEPS).lr(5e-3f).warmup(STEPS / 10)
                 .schedule(TrainConfig.Schedule.COSINE).gradClip(1f).valEvery(0).valBatches(8).seed(42)
                 .precision(p).build();
-        GptConfig c = GptConfig.TINY;
-        try (Gpt2 m = new Gpt2(c, ops, B, T, Gpt2Options.DEFAULT.withPrecision(p.operands(), p.fp8())
-                .withActivationStorage(p.activationStorage()).withGradientStorage(p.gradients()))) {
-            m.initialise(42);
-            try (Trainer t = new Trainer(m, cfg, train, val)) {
-                long t0 = System.nanoTime();
-                for (int i = 0; i < STEPS; i++) {
-                    t.trainStep();
-                }
-                double v = t.validate();
-                System.out.printf("%s operands, %s activations, %s gradients: val loss %.4f, %.1f ms/step%n",
-                        p.label(), p.activationStorage(), p.gradients(), v, (System.nanoTime() - t0) / 1e6 / STEPS);
-                assertThat(t.model().gradientStorage()).isEqualTo(p.gradients());
-                return v;
-            }
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, GptConfig.TINY, train, val, 42, 1, b -> b.threads(2))) {
+            long t0 = System.nanoTime();
+            t.toEnd();
+            double v = t.validate();
+            System.out.printf("%s operands, %s activations, %s gradients: val loss %.4f, %.1f ms/step%n",
+                    p.label(), p.activationStorage(), p.gradients(), v, (System.nanoTime() - t0) / 1e6 / STEPS);
+            assertThat(t.learner().network().gradientStorage()).isEqualTo(p.gradients());
+            return v;
         }
     }
 
     @Test
-    void sixteenBitGradientsTrainLikeFp32Gradients() throws IOException {
+    void sixteenBitGradientsTrainLikeFp32Gradients() {
         for (DType d : new DType[] {DType.BF16, DType.FP16}) {
             Precision p = Precision.of(d);
             double fp32 = valLoss(p), half = valLoss(p.withGradients(d));
@@ -135,36 +124,30 @@ class SixteenBitGradientsTest {
                 .precision(Precision.of(DType.BF16).withGradients(DType.BF16)).build();
     }
 
-    private static Run ddpRun(CpuOps o, int batch, io.accel4j.collectives.Communicator comm) throws IOException {
+    private static Run ddpRun(int batch, Communicator comm) {
         TrainConfig cfg = ddpConfig(batch);
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, TrainerTest.TINY.maxT(), Gpt2Options.DEFAULT
-                .withPrecision(DType.BF16, null).withActivationStorage(DType.BF16).withGradientStorage(DType.BF16))) {
-            m.initialise(1);
-            try (Trainer t = new Trainer(m, cfg, small, null, comm)) {
-                double[] norms = new double[DDP_STEPS], losses = new double[DDP_STEPS];
-                for (int s = 0; s < DDP_STEPS; s++) {
-                    StepMetrics sm = t.trainStep();
-                    norms[s] = sm.gradNorm();
-                    losses[s] = sm.trainLoss();
-                }
-                t.checkReplicas(); // every rank holds the very same bits
-                return new Run(TrainerTest.floats(m.params()), norms, losses);
+        try (Gpt2Fixtures.Run t = comm == null
+                ? new Gpt2Fixtures.Run(cfg, Gpt2Fixtures.TINY, small, null, 1, 1, b -> b)
+                : Gpt2Fixtures.Run.rank(comm, cfg, Gpt2Fixtures.TINY, small, null, 1, b -> b)) {
+            assertThat(t.learner().network().gradientStorage()).isEqualTo(DType.BF16);
+            double[] norms = new double[DDP_STEPS], losses = new double[DDP_STEPS];
+            for (int s = 0; s < DDP_STEPS; s++) {
+                StepMetrics sm = t.trainStep();
+                norms[s] = sm.gradNorm();
+                losses[s] = sm.trainLoss();
             }
+            return new Run(t.replica(), norms, losses);
         }
     }
 
     @Test
-    void twoRanksAreOneRankWithTwiceTheBatch() throws IOException {
-        Run one = ddpRun(ops, 4, null);
+    void twoRanksAreOneRankWithTwiceTheBatch() {
+        Run one = ddpRun(4, null);
         List<Run> two;
         try (InProcessGroup g = InProcessGroup.create(2, Duration.ofSeconds(60))) {
-            two = g.run(comm -> {
-                try (Parallel p = new Parallel(1)) {
-                    return ddpRun(new CpuOps(p), 2, comm);
-                }
-            });
+            two = g.run(comm -> ddpRun(2, comm));
         }
-        assertThat(two.get(1).params()).containsExactly(two.get(0).params());
+        assertThat(two.get(1).params()).as("every rank holds the very same bits").containsExactly(two.get(0).params());
         Run d = two.get(0);
         assertThat(d.losses()[0]).as("step 0's loss: the same parameters").isCloseTo(one.losses()[0],
                 offset(1e-5 * one.losses()[0]));
@@ -174,8 +157,8 @@ class SixteenBitGradientsTest {
         }
         double worst = 0, moved = 0, diff2 = 0, move2 = 0;
         float[] p0;
-        try (Gpt2 init = TrainerTest.model(ops, 4, 1)) {
-            p0 = TrainerTest.floats(init.params());
+        try (Arena a = Arena.ofConfined()) {
+            p0 = Gpt2Fixtures.floats(Gpt2Fixtures.initial(a, Gpt2Fixtures.TINY, 1));
         }
         for (int i = 0; i < d.params().length; i++) {
             double diff = d.params()[i] - one.params()[i], move = one.params()[i] - p0[i];
@@ -192,17 +175,13 @@ class SixteenBitGradientsTest {
     }
 
     @Test
-    void whatCannotTakeSixteenBitGradientsIsRefusedBeforeAnyStep() throws IOException {
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, ops, 2, 5, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16))) {
-            TrainConfig fp32 = TrainConfig.builder().batch(2).seq(5).steps(1).build();
-            assertThatThrownBy(() -> new Trainer(m, fp32, small, null)).isInstanceOf(IllegalArgumentException.class)
-                    .hasMessage("the model stores its gradients in bf16, the run asks for fp32: build it with the "
-                            + "run's precision");
-            TrainConfig zero = fp32.toBuilder().zeroStage(2).precision(Precision.FP32.withGradients(DType.BF16))
-                    .build();
-            assertThatThrownBy(() -> TrainerChecks.checkGradients(m, zero))
-                    .hasMessage("--grad-storage bf16 does not go with --zero 2 yet: ZeRO-2/3 keep fp32 gradient "
-                            + "shards; drop one of them");
+    void whatCannotTakeSixteenBitGradientsIsRefusedBeforeAnyStep() {
+        TrainConfig zero = TrainConfig.builder().batch(2).seq(5).steps(1).zeroStage(2)
+                .precision(Precision.FP32.withGradients(DType.BF16)).build();
+        try (TokenSource data = new TokenSource(TokenShards.of(small), zero.dataOrder(), zero.seed(), 1)) {
+            assertThatThrownBy(() -> Gpt2Fixtures.builder(zero, Gpt2Fixtures.TINY, 2, data).build())
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("gradientStorage(BF16) does not go with zero(2) yet: drop one of them");
         }
         assertThatThrownBy(() -> Precision.of(DType.BF16).withGradients(DType.FP16))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("fp16 gradient storage needs");

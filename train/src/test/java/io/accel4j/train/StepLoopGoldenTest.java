@@ -2,19 +2,13 @@ package io.accel4j.train;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.accel4j.collectives.Communicator;
-import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.core.DType;
 import io.accel4j.core.fp8.DelayedScaling;
-import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
+import java.lang.foreign.Arena;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.List;
 import java.util.Random;
 import java.util.zip.CRC32;
@@ -25,33 +19,30 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The CLI trainer's step loop, bit for bit: the CRC-32 of every step's loss, gradient norm, learning rate, loss scale
- * and overflow flag, and of the parameters after the run, for the paths the step takes (accumulation and clipping,
- * fp16 loss scaling (a scale of 2^16 that grows every 2 steps; one of 2^40 whose 8 steps all overflow and skip),
- * bf16, FP8's amax histories, two ranks with overlapped buckets, ZeRO-2 and -3 on ShardedStates). The values (ZeRO
- * rows included) were recorded from {@code Trainer.trainStep} as it stood before it was rebuilt on
- * {@code fit.StepRecipe} (the loop the Java API's {@code RankStep} shares), so they pin the refactoring to the same
- * bits: the first column at 512 bits (an AVX-512 machine), the second at 256 (a Zen 3, from the pre-refactoring tree
- * 654bc43 with the ZeRO rows added, run on 2026-12-04; today's loop gives the same bits there). See
- * {@link WidthGoldens}.
+ * The CLI's step loop ({@code accel4j train}'s GPT-2 learner, {@link Gpt2Fixtures}), bit for bit: the CRC-32 of every
+ * step's loss, gradient norm, learning rate, loss scale and overflow flag, and of the parameters after the run, for
+ * the paths the step takes (accumulation and clipping, fp16 loss scaling (a scale of 2^16 that grows every 2 steps;
+ * one of 2^40 whose 8 steps all overflow and skip), bf16, FP8's amax histories, two ranks with overlapped buckets,
+ * ZeRO-2 and -3 sharded unit by unit). The values (ZeRO rows included) were recorded from the CLI's former trainer
+ * (its {@code trainStep}, the activations stored in fp32) as it stood before it was rebuilt on
+ * {@code fit.StepRecipe} (the loop the Java API's {@code RankStep} shares), and the learner gives the same bits: the
+ * first column at 512 bits (an AVX-512 machine), the second at 256 (a Zen 3, from the pre-refactoring tree 654bc43
+ * with the ZeRO rows added, run on 2026-12-04; today's loop gives the same bits there). See {@link WidthGoldens}.
  */
 class StepLoopGoldenTest {
 
     @TempDir
     static Path tmp;
-    private static Parallel pool;
     private static TokenFile trainFile;
 
     @BeforeAll
     static void setUp() throws IOException {
-        pool = new Parallel(1);
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
     }
 
     @AfterAll
     static void tearDown() {
         trainFile.close();
-        pool.close();
     }
 
     private static Precision precision(String p) {
@@ -66,22 +57,26 @@ class StepLoopGoldenTest {
         };
     }
 
-    private static String run(TrainConfig cfg, Communicator comm) throws IOException {
-        try (Gpt2 m = TrainerTest.model(new CpuOps(pool), cfg.batch(), 3, cfg.precision());
-             Trainer t = new Trainer(m, cfg, trainFile, null, comm, ModelStates::of)) {
-            CRC32 steps = new CRC32();
+    /**
+     * The CRC-32 of every step's loss, gradient norm, learning rate, loss scale, skip count and flag, the final
+     * parameters' (gathered), and the skipped steps, of {@code cfg} on {@code ranks} ranks from seed 3's parameters.
+     */
+    private static String run(TrainConfig cfg, int ranks) {
+        try (Arena arena = Arena.ofShared(); // the ranks gather into it
+             Gpt2Fixtures.Run r = new Gpt2Fixtures.Run(cfg, Gpt2Fixtures.TINY, trainFile, null, 3, ranks,
+                     Gpt2Fixtures.FP32_ACTIVATIONS)) {
+            List<StepMetrics> steps = r.toEnd();
+            CRC32 crc = new CRC32();
             int skipped = 0;
-            while (!t.done()) {
-                StepMetrics s = t.trainStep();
-                steps.update(java.nio.ByteBuffer.allocate(29).putLong(Double.doubleToLongBits(s.trainLoss()))
+            for (StepMetrics s : steps) {
+                crc.update(java.nio.ByteBuffer.allocate(29).putLong(Double.doubleToLongBits(s.trainLoss()))
                         .putLong(Double.doubleToLongBits(s.gradNorm())).putFloat(s.lr()).putFloat(s.lossScale())
                         .putInt(s.skippedSteps()).put((byte) (s.skipped() ? 1 : 0)).array());
                 skipped = s.skippedSteps();
             }
-            t.gatherModel(true); // ZeRO-3: the whole parameters back on every rank (below it: nothing)
             CRC32 params = new CRC32();
-            params.update(m.params().asByteBuffer());
-            return String.format("%08x %08x %d", steps.getValue(), params.getValue(), skipped);
+            params.update(Gpt2Fixtures.parameters(r.learner(), arena).asByteBuffer());
+            return String.format("%08x %08x %d", crc.getValue(), params.getValue(), skipped);
         }
     }
 
@@ -98,26 +93,11 @@ class StepLoopGoldenTest {
         "2, fp16, 1, 1, 0, 3, eb3fed09 3dbcba15 1, 9cce0339 8a331de5 1",
         "3, bf16, 2, 0, 0, 2, ef8601f7 10487281 0, ecdb44b6 aa618581 0"})
     void theStepLoopKeepsItsBits(int ranks, String p, int K, float clip, long buckets, int zero, String golden512,
-                                 String golden256) throws IOException {
+                                 String golden256) {
         String golden = WidthGoldens.pick(golden512, golden256);
-        TrainConfig cfg = TrainerTest.base().steps(8).gradAccum(K).gradClip(clip).weightDecay(0.1f)
+        TrainConfig cfg = Gpt2Fixtures.base().steps(8).gradAccum(K).gradClip(clip).weightDecay(0.1f)
                 .bucketBytes(buckets).zeroStage(zero).precision(precision(p)).build();
-        String got;
-        if (ranks == 1) {
-            got = run(cfg, null);
-        } else {
-            try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(30))) {
-                List<String> all = g.run(comm -> {
-                    try {
-                        return run(cfg, comm);
-                    } catch (IOException e) {
-                        throw new java.io.UncheckedIOException(e);
-                    }
-                });
-                assertThat(all).as("every rank").containsOnly(all.get(0));
-                got = all.get(0);
-            }
-        }
+        String got = run(cfg, ranks);
         assertThat(got).isEqualTo(golden);
     }
 }

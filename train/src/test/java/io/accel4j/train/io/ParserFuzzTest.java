@@ -30,10 +30,10 @@ import net.jqwik.api.Provide;
  * bf16, a token file, a train state with loader and FP8 state, the checkpoint pointer, the loader-state and FP8-state
  * blocks) mutated by {@link Mutations}. Property: each input either parses or throws the project's
  * {@link FileFormatException} naming the file and a field (the in-memory blocks: the {@link IllegalArgumentException}
- * their contract names, which {@code Trainer.resume} turns into a {@link FileFormatException} of the state file); no
- * other exception, and no allocation beyond the file's size (the model's parameters, fp32 from bf16: twice). jqwik
- * generates the inputs (not coverage-guided: Jazzer is not among the packages available here); the tries are fixed, so
- * the time is bounded (a few seconds in all), and a failure prints the seed that reproduces it.
+ * their contract names, which {@code LearnerLlmcCheckpoints.resume} turns into a {@link FileFormatException} of the
+ * state file); no other exception, and no allocation beyond the file's size (the model's parameters, fp32 from bf16:
+ * twice). jqwik generates the inputs (not coverage-guided: Jazzer is not among the packages available here); the
+ * tries are fixed, so the time is bounded (a few seconds in all), and a failure prints the seed that reproduces it.
  */
 class ParserFuzzTest {
 

@@ -149,7 +149,7 @@ class HalfGradientStorageTest {
     }
 
     @Test
-    void sixteenBitGradientsAreNotAFlatBufferAndRefuseShardedWeights() {
+    void sixteenBitGradientsAreNotAFlatBufferAndRefuseOtherWeights() {
         try (Gpt2 m = new Gpt2(CONFIG, ops, 1, 2, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16))) {
             assertThatThrownBy(m::grads).isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("16-bit gradients are read through halfGradients()");

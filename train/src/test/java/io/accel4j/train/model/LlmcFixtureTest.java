@@ -4,28 +4,33 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.offset;
 
 import io.accel4j.core.ops.AdamWConfig;
-import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.cpu.ref.AdamWRef;
+import io.accel4j.fit.Learner;
+import io.accel4j.train.Gpt2Fixtures;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
-import io.accel4j.train.Trainer;
+import io.accel4j.train.checkpoint.CheckpointFiles;
+import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.data.TokenShards;
+import io.accel4j.train.data.TokenSource;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * A tiny llm.c-format checkpoint and token file, written by the test, trained on for a few steps by the real
- * {@link Trainer}; the float64 model ({@link Gpt2Ref} plus {@link AdamWRef}) computes the expected losses of every
+ * A tiny llm.c-format checkpoint and token file, written by the test, trained on for a few steps by the GPT-2
+ * learner {@code accel4j train} builds ({@link Gpt2Fixtures#builder}, started from the file by
+ * {@link LearnerLlmcCheckpoints#start}); the float64 model ({@link Gpt2Ref} plus {@link AdamWRef}) computes the expected losses of every
  * step from the same files' contents.
  */
 class LlmcFixtureTest {
@@ -62,12 +67,17 @@ class LlmcFixtureTest {
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(STEPS).lr(1e-2f).weightDecay(0.05f)
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
         double[] actual = new double[STEPS];
-        try (Parallel pool = new Parallel(2); Gpt2 model = Gpt2.load(modelFile, new CpuOps(pool), B, T);
-             TokenFile train = TokenFile.open(tokenFile); Trainer trainer = new Trainer(model, cfg, train, null)) {
-            assertThat(model.config()).isEqualTo(C);
+        try (Arena a = Arena.ofConfined()) {
+            assertThat(LlmcCheckpoint.read(modelFile, a).config()).isEqualTo(C);
+        }
+        try (TokenFile train = TokenFile.open(tokenFile);
+             TokenSource data = new TokenSource(TokenShards.of(train), cfg.dataOrder(), cfg.seed(), 1);
+             Learner learner = Gpt2Fixtures.builder(cfg, C, 1, data).build()) {
+            new LearnerLlmcCheckpoints(learner, true, C, B, T, 1, data.loaders(), CheckpointFiles.Retention.LATEST)
+                    .start(modelFile, 0);
+            List<StepMetrics> steps = learner.fit(STEPS, null);
             for (int s = 0; s < STEPS; s++) {
-                StepMetrics m = trainer.trainStep();
-                actual[s] = m.trainLoss();
+                actual[s] = steps.get(s).trainLoss();
             }
         }
 

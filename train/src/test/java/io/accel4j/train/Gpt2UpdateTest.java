@@ -4,10 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.offset;
 
-import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.ParameterLayout.Param;
 import java.io.IOException;
@@ -20,26 +17,24 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** The update rule: learning-rate schedule, the no-decay set, clipping folded into AdamW's gradient scale. */
-class TrainerUpdateTest {
+/**
+ * The update rule: learning-rate schedule, the no-decay set, clipping folded into AdamW's gradient scale (the GPT-2
+ * learner {@code accel4j train} builds, {@link Gpt2Fixtures}).
+ */
+class Gpt2UpdateTest {
 
     @TempDir
     static Path tmp;
     private static TokenFile trainFile;
-    private static Parallel pool;
-    private static CpuOps ops;
 
     @BeforeAll
     static void setUp() throws IOException {
-        pool = new Parallel(2);
-        ops = new CpuOps(pool);
-        trainFile = TrainerTest.tokenFile(tmp.resolve("t.bin"), 200, new Random(3));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("t.bin"), 200, new Random(3));
     }
 
     @AfterAll
     static void tearDown() {
         trainFile.close();
-        pool.close();
     }
 
     @Test
@@ -67,23 +62,23 @@ class TrainerUpdateTest {
     }
 
     /** Parameters after one step of {@code cfg} from init seed 1, and the gradients it used. */
-    private static float[][] oneStep(TrainConfig cfg) throws IOException {
-        try (Gpt2 m = TrainerTest.model(ops, 2, 1); Trainer t = new Trainer(m, cfg, trainFile, null)) {
-            float[] before = TrainerTest.floats(m.params());
+    private static float[][] oneStep(TrainConfig cfg) {
+        try (Gpt2Fixtures.Run t = new Gpt2Fixtures.Run(cfg, trainFile, null, 1)) {
+            float[] before = t.parameters();
             StepMetrics s = t.trainStep();
-            return new float[][] {before, TrainerTest.floats(m.params()), TrainerTest.floats(m.grads()),
+            return new float[][] {before, t.parameters(), Gpt2Fixtures.floats(t.learner().network().grads()),
                 {(float) s.gradNorm()}};
         }
     }
 
     @Test
-    void theNoDecaySetSparesBiasesAndLayerNorms() throws IOException {
-        TrainConfig plain = TrainerTest.base().lr(0.1f).build();
+    void theNoDecaySetSparesBiasesAndLayerNorms() {
+        TrainConfig plain = Gpt2Fixtures.base().lr(0.1f).build();
         float[][] none = oneStep(plain);
         float[][] matrices = oneStep(plain.toBuilder().weightDecay(0.5f).decayMatricesOnly(true).build());
         float[][] all = oneStep(plain.toBuilder().weightDecay(0.5f).build());
         Set<Param> decayed = EnumSet.of(Param.WTE, Param.WPE, Param.QKVW, Param.ATTPROJW, Param.FCW, Param.FCPROJW);
-        ParameterLayout layout = new ParameterLayout(TrainerTest.TINY);
+        ParameterLayout layout = new ParameterLayout(Gpt2Fixtures.TINY);
         for (ParameterLayout.Span t : layout.tensors()) {
             for (long i = 0; i < t.count(); i++) {
                 int k = (int) (t.offset() + i);
@@ -99,11 +94,11 @@ class TrainerUpdateTest {
     }
 
     @Test
-    void clippingScalesTheGradientAdamWSees() throws IOException {
+    void clippingScalesTheGradientAdamWSees() {
         // a large eps makes the first AdamW step depend on the gradient's size, not just its sign:
         // Δp = −lr·g·s/(|g|·s + eps) with s the clip factor (m̂ = g·s, √v̂ = |g|·s at step 1)
         float lr = 0.1f, eps = 0.01f;
-        TrainConfig free = TrainerTest.base().lr(lr).eps(eps).build();
+        TrainConfig free = Gpt2Fixtures.base().lr(lr).eps(eps).build();
         float[][] unclipped = oneStep(free);
         float norm = unclipped[3][0];
         float clip = norm / 4;
