@@ -123,7 +123,11 @@ public final class Gpt2Learners {
      */
     public static float[] rankParameters(Learner l, int rank) {
         if (l.network().flat()) {
-            return l.network().params().toArray(ValueLayout.JAVA_FLOAT);
+            try (Arena arena = Arena.ofConfined()) { // through the backend's memory: a device's too
+                MemorySegment host = arena.allocate(l.network().table().fp32Bytes(), 64);
+                l.network().copyParamsToHost(host);
+                return host.toArray(ValueLayout.JAVA_FLOAT);
+            }
         }
         float[] p = parameters(l);
         return rank == 0 ? p : null;

@@ -24,8 +24,8 @@ import org.junit.jupiter.api.io.TempDir;
  * DDP and ZeRO-1 on a GPT-2 {@link Learner} ({@code fit.DataParallel}, {@code BucketedDataParallel},
  * {@code ZeroSharding} stage 1) write the llm.c checkpoints and report the losses the CLI trainer's states did, bit for
  * bit (golden values), on one, two and three ranks, with the gradients averaged in buckets or whole, clipping active.
- * The goldens were recorded on the trainer (its {@code SyncStates}, and before them {@code ReplicatedStates} /
- * {@code ShardedStates} at 8e988ad): the first three value columns at 512 bits (an AVX-512 machine), the last three at
+ * The goldens were recorded on the old trainer (its synchronous states, and before them its replicated states and
+ * sharded states' stage 1 at 8e988ad): the first three value columns at 512 bits (an AVX-512 machine), the last three at
  * 256 (a Zen 3, 2026-12-04); see {@link WidthGoldens}.
  */
 class DataParallelGoldenTest {
@@ -68,7 +68,7 @@ class DataParallelGoldenTest {
 
     /**
      * The CRC-32 of the model and state files after 4 steps, and the losses, as the trainer wrote them
-     * ({@code ReplicatedStates} and {@code ShardedStates}' stage 1 over {@code ZeroOptimizer}, then {@code SyncStates}:
+     * (its replicated states and sharded states' stage 1 over {@code ZeroOptimizer}, then its synchronous states:
      * the two ran side by side, files identical byte for byte, in this test's first version). Stages 0 and 1 and the buckets
      * write the same bytes: ZeRO-1 is DDP bit for bit and the checkpoint is whole.
      */

@@ -33,7 +33,7 @@ import org.junit.jupiter.params.provider.CsvSource;
  * gradient norm, loss scale and skip flag (before and after a checkpoint at step 4), of the checkpoint's llm.c model
  * and state files ({@link LearnerLlmcCheckpoints}), of the parameters after 6 steps, and of a resume from the
  * checkpoint (into a learner initialised otherwise), which must continue with the uninterrupted run's bits. The golden
- * values were recorded on the trainer (its {@code ShardedStates}, which ran side by side with the {@code ZeroOptimizer}
+ * values were recorded on the old trainer (its sharded states, which ran side by side with the {@code ZeroOptimizer}
  * states they replaced and asserted the two equal in every one of these before that class was deleted): the first
  * value column at 512 bits, the second at 256 (both on the AMD EPYC Zen 3 machine, 512 through
  * {@code -Daccel4j.vector.bits=512}; see {@link io.accel4j.train.WidthGoldens}). Cases: 2 and 3 ranks, stages 2 and 3,
