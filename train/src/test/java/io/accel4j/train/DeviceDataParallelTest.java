@@ -12,9 +12,13 @@ import io.accel4j.core.fp8.DelayedScaling;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.fit.Learner;
+import io.accel4j.train.checkpoint.CheckpointFiles;
+import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
+import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.data.TokenSource;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -33,12 +37,14 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * Data parallelism with the model in a device's memory and a communicator that takes device buffers, as with NCCL on
- * GPUs, tested on the CPU: every rank's model is on its own {@link StrictMemory} (host access to it throws) and the
- * ranks talk through {@link StrictCommunicator} (only that memory's device segments, on the in-process ring). DDP
- * (bucketed or whole) and ZeRO stages 1-3 then give bit for bit what the same ranks give in host memory on the ring
- * itself — the same kernels on the same bytes in the same order — including the checkpoint files, a resume, fp16's
- * loss scaling, fp8's amax maximum over the ranks and ZeRO-3's gathered model.
+ * Data parallelism of the CLI's GPT-2 {@link Learner} with the model in a device's memory and a communicator that takes
+ * device buffers, as with NCCL on GPUs, tested on the CPU: every rank's learner is on its own {@link StrictMemory}
+ * (host access to it throws) and the ranks talk through {@link StrictCommunicator} (only that memory's device
+ * segments, on the in-process ring). DDP (bucketed or whole) and ZeRO stages 1-3 then give bit for bit what the same
+ * ranks give in host memory on the ring itself — the same kernels on the same bytes in the same order — including the
+ * validation ({@code accel4j train}'s: before every other step, on rank 0, on every rank at ZeRO-3), llm.c's checkpoint
+ * files ({@link LearnerLlmcCheckpoints}), a resume, fp16's loss scaling, fp8's amax maximum over the ranks and ZeRO's
+ * parameters gathered to rank 0.
  */
 class DeviceDataParallelTest {
 
@@ -120,43 +126,49 @@ class DeviceDataParallelTest {
 
     /**
      * {@code n} ranks, each set up by {@code strict}: trains {@link #STEPS} steps from the start (checkpointing into
-     * {@code dir} after {@link #SAVED_AT}), or from {@code resume}'s checkpoint to the end.
+     * {@code dir} after {@link #SAVED_AT}), or from {@code resume}'s checkpoint to the end. Each rank's parameters: its
+     * replica, or at ZeRO-2/3 the gathered ones on rank 0 (null elsewhere).
      */
     private static List<RankRun> run(int n, TrainConfig cfg, boolean strict, Path dir, Path resume) {
         try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(60))) {
             return g.run(ring -> {
                 Setup setup = strict ? new Strict() : new Host();
                 Communicator comm = setup.comm(ring);
-                try (Parallel pool = new Parallel(1);
-                     Gpt2 m = TrainerTest.model(setup.ops(new CpuOps(pool)), cfg.batch(), 3 + (resume == null
-                             ? 0 : 10), cfg.precision()); // a resume must overwrite the parameters
-                     Trainer t = new Trainer(m, cfg, trainFile, valFile, comm)) {
+                try (Parallel pool = new Parallel(1); TokenSource data = Gpt2Learners.source(trainFile, cfg);
+                     Learner l = Gpt2Learners.builder(TrainerTest.TINY, cfg, comm, data)
+                             .backend(r -> setup.ops(new CpuOps(pool))).build();
+                     DataLoader val = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1,
+                             SampleOrder.Mode.SEQUENTIAL, 0)) {
+                    // a resume must overwrite the parameters
+                    Gpt2Learners.initialised(l, TrainerTest.TINY, cfg, data, resume == null ? 3 : 13);
+                    LearnerLlmcCheckpoints ck = Gpt2Learners.checkpoints(l, ring.rank() == 0, TrainerTest.TINY, cfg,
+                            data);
                     if (resume != null) {
-                        t.resume(resume);
+                        ck.resume(resume);
                     }
+                    DataLoader.State start = val.position();
+                    // rank 0 validates; at ZeRO-3 (whose forward gathers the parameters) every rank takes part
+                    boolean validates = ring.rank() == 0 || !l.network().flat();
                     List<StepMetrics> steps = new ArrayList<>();
-                    while (!t.done()) {
-                        steps.add(t.trainStep());
-                        if (dir != null && t.step() == SAVED_AT && (t.zeroStage() > 0 || t.rank() == 0)) {
-                            t.save(dir); // collective with ZeRO
+                    while (l.step() < cfg.steps()) {
+                        double v = Double.NaN;
+                        if (validates && l.step() % cfg.valEvery() == 0) {
+                            val.seek(start);
+                            v = l.evaluate(val::next, cfg.valBatches());
+                        }
+                        steps.add(l.fit(1, null).get(0).withValLoss(ring.rank() == 0 ? v : Double.NaN));
+                        if (dir != null && l.step() == SAVED_AT) {
+                            ck.save(dir); // a collective with ZeRO; rank 0 writes
                         }
                     }
-                    t.checkReplicas();
-                    float[] params;
-                    try (Arena a = Arena.ofConfined()) {
-                        MemorySegment host = a.allocate(m.parameterBytes());
-                        t.copyParameters(host); // at ZeRO-3 a collective gather
-                        params = host.toArray(java.lang.foreign.ValueLayout.JAVA_FLOAT);
-                    }
-                    t.gatherModel(t.rank() == 0); // ZeRO-3: the whole model back in rank 0's memory
-                    if (t.rank() == 0) {
-                        assertThat(DeviceMemoryTest.params(m)).as("the gathered model").containsExactly(params);
-                    }
+                    float[] params = Gpt2Learners.rankParameters(l, ring.rank());
                     if (setup instanceof Strict s) {
                         assertThat(s.memory.bytesOut()).as("rank %d copied something back", ring.rank())
                                 .isPositive();
                     }
                     return new RankRun(steps, params, comm instanceof StrictCommunicator sc ? sc.calls() : -1);
+                } catch (IOException e) {
+                    throw new java.io.UncheckedIOException(e);
                 }
             });
         }
@@ -176,12 +188,15 @@ class DeviceDataParallelTest {
 
         for (int r = 0; r < n; r++) {
             assertSameBits(device.get(r).steps(), host.get(r).steps(), "rank " + r);
-            assertThat(device.get(r).params()).as("rank %d's parameters", r).containsExactly(host.get(r).params());
-            assertThat(device.get(r).params()).as("rank %d vs rank 0", r).containsExactly(device.get(0).params());
+            assertSameParameters(device.get(r).params(), host.get(r).params(), "rank " + r);
+            if (device.get(r).params() != null) { // ZeRO-2/3 gather to rank 0 alone
+                assertThat(device.get(r).params()).as("rank %d vs rank 0", r)
+                        .containsExactly(device.get(0).params());
+            }
             assertThat(device.get(r).collectives()).as("collectives on device buffers").isGreaterThan(STEPS);
         }
         assertThat(host.get(0).steps().get(0).valLoss()).as("validation ran").isFinite();
-        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin", Trainer.POINTER}) {
+        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin", CheckpointFiles.POINTER}) {
             assertThat(Files.readAllBytes(strictDir.resolve(f))).as(f)
                     .isEqualTo(Files.readAllBytes(hostDir.resolve(f)));
         }
@@ -190,7 +205,16 @@ class DeviceDataParallelTest {
         List<RankRun> resumed = run(n, cfg, true, null, hostDir);
         for (int r = 0; r < n; r++) {
             assertSameBits(resumed.get(r).steps(), host.get(r).steps().subList(SAVED_AT, STEPS), "resumed rank " + r);
-            assertThat(resumed.get(r).params()).as("resumed rank %d", r).containsExactly(host.get(r).params());
+            assertSameParameters(resumed.get(r).params(), host.get(r).params(), "resumed rank " + r);
+        }
+    }
+
+    /** The same parameters, or none on both sides (ZeRO-2/3 gather them to rank 0 alone). */
+    private static void assertSameParameters(float[] actual, float[] expected, String who) {
+        if (expected == null) {
+            assertThat(actual).as(who + "'s parameters").isNull();
+        } else {
+            assertThat(actual).as(who + "'s parameters").containsExactly(expected);
         }
     }
 
@@ -227,22 +251,19 @@ class DeviceDataParallelTest {
 
     @Test
     void aCommunicatorThatDoesNotTakeTheModelsMemoryIsRefused() {
-        try (Parallel pool = new Parallel(1)) {
+        TrainConfig cfg = config(0, 0);
+        try (Parallel pool = new Parallel(1); TokenSource data = Gpt2Learners.source(trainFile, cfg)) {
             CpuOps cpu = new CpuOps(pool);
             StrictMemory strict = new StrictMemory();
-            try (Gpt2 device = TrainerTest.model(strict.ops(cpu), 2, 3); Gpt2 host = TrainerTest.model(cpu, 2, 3)) {
-                int modelsOwn = strict.allocations();
-                assertThatThrownBy(() -> new Trainer(device, config(0, 0), trainFile, null, fake(false)))
-                        .isInstanceOf(IllegalArgumentException.class)
-                        .hasMessageContaining("takes host buffers and the model is in strict test device memory")
-                        .hasMessageContaining("use NCCL for a model on a GPU (--device cuda)");
-                assertThatThrownBy(() -> new Trainer(host, config(0, 0), trainFile, null, fake(true)))
-                        .isInstanceOf(IllegalArgumentException.class)
-                        .hasMessageContaining("takes device buffers and the model is in host memory")
-                        .hasMessageContaining("use a host communicator");
-                assertThat(strict.allocations()).as("the refused trainers left nothing allocated")
-                        .isEqualTo(modelsOwn);
-            }
+            assertThatThrownBy(() -> Gpt2Learners.builder(TrainerTest.TINY, cfg, fake(false), data)
+                    .backend(r -> strict.ops(cpu)).build())
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("takes host buffers and the network is in strict test device memory");
+            assertThatThrownBy(() -> Gpt2Learners.builder(TrainerTest.TINY, cfg, fake(true), data)
+                    .backend(r -> cpu).build())
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("takes device buffers and the network is in host memory");
+            assertThat(strict.allocations()).as("the refused learner left nothing allocated").isZero();
         }
     }
 

@@ -11,12 +11,15 @@ import io.accel4j.cuda.Cuda;
 import io.accel4j.cuda.CudaContext;
 import io.accel4j.cuda.CudaLibraries;
 import io.accel4j.cuda.CudaProbe;
+import io.accel4j.fit.Learner;
+import io.accel4j.fit.LearnerBuilder;
 import io.accel4j.kernels.GpuOps;
+import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.Recompute;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.plan.OffloadPlan;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -29,10 +32,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The trainer on the GPU with AdamW offloaded to the host ({@link ModelStates#offloaded()}: master and moments in
- * page-locked host memory, the Vector API's AdamW, gradients down and weights up through {@code CudaMemory}): a few
- * steps give the CPU's losses, a checkpoint resumes bit for bit on the GPU, and {@link OffloadPlan} is what each side
- * allocates. Needs a GPU: skipped, with {@link Cuda#probe()}'s description as the reason, where there is none.
+ * The CLI's GPT-2 {@link Learner} on the GPU with AdamW offloaded to the host ({@link LearnerBuilder#offloadOptimizer()}:
+ * master and moments in page-locked host memory, the Vector API's AdamW, gradients down and weights up through
+ * {@code CudaMemory}): a few steps give the CPU's losses, an llm.c checkpoint resumes bit for bit on the GPU, and
+ * {@link OffloadPlan} is what the device side allocates. Needs a GPU: skipped, with {@link Cuda#probe()}'s description
+ * as the reason, where there is none.
  */
 class OffloadGpuTest {
 
@@ -88,23 +92,26 @@ class OffloadGpuTest {
 
     private static List<Double> train(Ops ops, boolean offload, Path resume, Path save, int saveAt) throws IOException {
         List<Double> losses = new ArrayList<>();
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, ops, 3, TrainerTest.TINY.maxT());
-             Trainer t = new Trainer(m, config(), trainFile, null, null,
-                     offload ? ModelStates.offloaded() : ModelStates::of)) {
-            m.initialise(5);
-            if (offload) {
-                OffloadPlan plan = OffloadPlan.of(TrainerTest.TINY, 3, TrainerTest.TINY.maxT(), Recompute.NONE);
-                assertThat(m.totalBytes() + t.stateBytes()).isEqualTo(plan.device().total());
-                assertThat(t.hostBytes()).isEqualTo(plan.host());
-            }
-            if (resume != null) {
-                t.resume(resume);
-            }
-            while (!t.done()) {
-                losses.add(t.trainStep().trainLoss());
-                if (save != null && t.step() == saveAt) {
-                    t.save(save);
+        TrainConfig cfg = config();
+        try (TokenSource data = Gpt2Learners.source(trainFile, cfg)) {
+            LearnerBuilder b = Gpt2Learners.builder(TrainerTest.TINY, cfg, 1, data).backend(r -> ops);
+            try (Learner l = (offload ? b.offloadOptimizer() : b).build()) {
+                Gpt2Learners.initialised(l, TrainerTest.TINY, cfg, data, 5);
+                if (offload) { // the batch's buffers are the rank's host arena (RankStep's), not the GPU's
+                    OffloadPlan plan = OffloadPlan.of(TrainerTest.TINY, cfg.batch(), cfg.seq(), Recompute.NONE);
+                    assertThat(l.modelBytes()).isEqualTo(plan.device().total() - plan.device().batch());
+                    assertThat(l.optimizerStateBytes()).as("AdamW's moments, on the host")
+                            .isEqualTo(8 * TrainerTest.TINY.parameterCount());
                 }
+                LearnerLlmcCheckpoints ck = Gpt2Learners.checkpoints(l, TrainerTest.TINY, cfg, data);
+                if (resume != null) {
+                    ck.resume(resume);
+                }
+                if (save != null) {
+                    l.fit(saveAt - l.step(), m -> losses.add(m.trainLoss()));
+                    ck.save(save);
+                }
+                l.fit(cfg.steps() - l.step(), m -> losses.add(m.trainLoss()));
             }
         }
         return losses;

@@ -7,20 +7,17 @@ import io.accel4j.core.DType;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.fit.Learner;
+import io.accel4j.fit.LearnerBuilder;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.plan.MemoryPlan;
 import io.accel4j.train.plan.OffloadPlan;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -31,11 +28,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The trainer with AdamW offloaded over 16-bit gradients ({@code --offload-optimizer --grad-storage bf16}): on a strict
- * CPU "device" ({@link StrictMemory}: host code cannot touch it, so the widened chunks must really be copied down) the
- * losses and parameters are the same bits as AdamW on the device over the same 16-bit gradients (accumulation and
- * clipping on), a checkpoint resumes bit for bit with or without offload, and {@link OffloadPlan} is what each side
- * allocates.
+ * The CLI's GPT-2 {@link Learner} with AdamW offloaded over 16-bit gradients ({@code --offload-optimizer --grad-storage
+ * bf16}: {@code fit.HalfGradientSync}, {@code optim.Offload}): on a strict CPU "device" ({@link StrictMemory}: host
+ * code cannot touch it, so the widened chunks must really be copied down) the losses and parameters are the same bits
+ * as AdamW on the device over the same 16-bit gradients (accumulation and clipping on), an llm.c checkpoint resumes bit
+ * for bit with or without offload, and {@link OffloadPlan} is what the device side allocates.
  */
 class OffloadHalfGradientsTest {
 
@@ -71,36 +68,31 @@ class OffloadHalfGradientsTest {
                 .precision(Precision.FP32.withGradients(DType.BF16)).build();
     }
 
-    private static Gpt2 model(Ops ops) {
-        return new Gpt2(CONFIG, ops, B, T, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16));
-    }
-
     private record Run(List<Double> losses, float[] params) {}
 
+    /**
+     * {@code steps} steps on {@code ops} from GPT-2's initialisation from seed 7 (a resume's own initial parameters,
+     * seed 99, lose to the checkpoint's), a checkpoint into {@code saveAt} after step {@code saveStep}.
+     */
     private static Run train(Ops ops, boolean offload, int steps, Path saveAt, int saveStep, Path resume)
             throws IOException {
-        List<Double> losses = new ArrayList<>();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = model(ops);
-             Trainer t = new Trainer(model, config(steps), train, null, null,
-                     offload ? ModelStates.offloaded() : ModelStates::of)) {
-            model.initialise(resume == null ? 7 : 99); // a resume's own initial parameters lose to the checkpoint's
-            if (resume != null) {
-                t.resume(resume);
-            }
-            while (!t.done()) {
-                losses.add(t.trainStep().trainLoss());
-                if (saveAt != null && t.step() == saveStep) {
-                    t.save(saveAt);
+        TrainConfig cfg = config(steps);
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg)) {
+            LearnerBuilder b = Gpt2Learners.builder(CONFIG, cfg, 1, data).backend(r -> ops);
+            try (Learner l = (offload ? b.offloadOptimizer() : b).build()) {
+                Gpt2Learners.initialised(l, CONFIG, cfg, data, resume == null ? 7 : 99);
+                var ck = Gpt2Learners.checkpoints(l, CONFIG, cfg, data);
+                if (resume != null) {
+                    ck.resume(resume);
                 }
+                List<Double> losses = new ArrayList<>();
+                if (saveAt != null) {
+                    l.fit(saveStep - l.step(), m -> losses.add(m.trainLoss()));
+                    ck.save(saveAt);
+                }
+                l.fit(steps - l.step(), m -> losses.add(m.trainLoss()));
+                return new Run(losses, Gpt2Learners.parameters(l));
             }
-            float[] p = new float[(int) model.layout().count()];
-            try (Arena a = Arena.ofConfined()) {
-                MemorySegment host = a.allocate(4L * p.length, 64);
-                t.copyParameters(host);
-                MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, p, 0, p.length);
-            }
-            return new Run(losses, p);
         }
     }
 
@@ -127,28 +119,28 @@ class OffloadHalfGradientsTest {
         assertThat(plan.device().total()).isEqualTo(onDevice.total() - 8 * psi);
         assertThat(plan.device().gradients()).isLessThan(4 * psi); // 16-bit on the device
         assertThat(plan.host()).isEqualTo(16 * psi); // the landing buffer is fp32
-        CountingMemory counted = new CountingMemory();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = model(counted.ops(cpu));
-             Trainer t = new Trainer(model, config(1), train, null, null, ModelStates.offloaded())) {
-            assertThat(model.totalBytes() + t.stateBytes()).isEqualTo(plan.device().total());
-            // the counted memory holds the device side but the trainer's batch buffers (JVM memory), and AdamW's
-            // moments: the host optimizer runs on the model's own backend when that is the CPU's, so its state is
-            // allocated there (the master and the landing buffer come from the host arena, not counted)
-            long want = plan.device().total() - plan.device().batch() + plan.optimizer();
-            assertThat(counted.live.get()).isEqualTo(want);
-            assertThat(t.hostBytes()).isEqualTo(plan.host());
-            assertThat(t.trainStep().trainLoss()).isFinite();
-            assertThat(counted.peak.get()).isEqualTo(want);
+        TrainConfig cfg = config(1);
+        CountingMemory counted = new CountingMemory(); // host memory: the learner offloads onto a host pool of its own
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg);
+             Learner l = Gpt2Learners.builder(CONFIG, cfg, 1, data).backend(rank -> counted.ops(cpu))
+                     .offloadOptimizer().build()) {
+            // the batch's buffers are the rank's host arena (RankStep's), not the device's
+            long device = plan.device().total() - plan.device().batch();
+            assertThat(l.modelBytes()).as("the learner's device bytes").isEqualTo(device);
+            assertThat(l.optimizerStateBytes()).as("AdamW's moments, on the host").isEqualTo(8 * psi);
+            assertThat(counted.live.get()).as("allocated on the device").isEqualTo(device);
+            assertThat(l.fit(1, null).get(0).trainLoss()).isFinite();
+            assertThat(counted.peak.get()).as("the device's peak").isEqualTo(device);
         }
     }
 
     @Test
-    void zeroIsRefusedNamingTheStage() {
-        try (Gpt2 model = model(cpu)) {
-            TrainConfig z = config(1).toBuilder().zeroStage(1).build();
-            assertThatThrownBy(() -> ModelStates.offloaded().create(null, model, z, 0))
-                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ZeRO stage 1");
+    void zeroThreeIsRefusedNamingTheStage() throws IOException {
+        TrainConfig z = config(1).toBuilder().zeroStage(3).build();
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, z)) {
+            assertThatThrownBy(() -> Gpt2Learners.builder(CONFIG, z, 2, data).offloadOptimizer().build())
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("offloadOptimizer() does not go with zero(3)");
         }
     }
 }

@@ -6,21 +6,17 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.fit.Learner;
+import io.accel4j.fit.LearnerBuilder;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.plan.MemoryPlan;
 import io.accel4j.train.plan.OffloadPlan;
 import java.io.IOException;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
@@ -29,9 +25,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The trainer with AdamW offloaded ({@link ModelStates#offloaded()}): on a strict CPU "device" ({@link StrictMemory}) the losses and
- * parameters are the same bits as the plain trainer's (accumulation and clipping on), a checkpoint resumes bit for bit
- * (with or without offload: the same llm.c files), and {@link OffloadPlan} is what is allocated on each side.
+ * The CLI's GPT-2 {@link Learner} with AdamW offloaded ({@link LearnerBuilder#offloadOptimizer()}, {@code optim.Offload}):
+ * on a strict CPU "device" ({@link StrictMemory}) the losses and parameters are the same bits as the plain learner's
+ * (accumulation and clipping on), an llm.c checkpoint resumes bit for bit (with or without offload: the same files), and
+ * {@link OffloadPlan} is what is allocated on the device.
  */
 class OffloadTrainerTest {
 
@@ -68,30 +65,29 @@ class OffloadTrainerTest {
 
     private record Run(List<Double> losses, float[] params) {}
 
+    /**
+     * {@code steps} steps on {@code ops} from GPT-2's initialisation from seed 7 (a resume's own initial parameters,
+     * seed 99, lose to the checkpoint's), a checkpoint into {@code saveAt} after step {@code saveStep}.
+     */
     private static Run train(Ops ops, boolean offload, int steps, Path saveAt, int saveStep, Path resume)
             throws IOException {
-        List<Double> losses = new ArrayList<>();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, ops, B, T);
-             Trainer t = new Trainer(model, config(steps), train, null, null,
-                     offload ? ModelStates.offloaded() : ModelStates::of)) {
-            model.initialise(resume == null ? 7 : 99); // a resume's own initial parameters lose to the checkpoint's
-            if (resume != null) {
-                t.resume(resume);
-            }
-            while (!t.done()) {
-                losses.add(t.trainStep().trainLoss());
-                if (saveAt != null && t.step() == saveStep) {
-                    t.save(saveAt);
+        TrainConfig cfg = config(steps);
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg)) {
+            LearnerBuilder b = Gpt2Learners.builder(CONFIG, cfg, 1, data).backend(r -> ops);
+            try (Learner l = (offload ? b.offloadOptimizer() : b).build()) {
+                Gpt2Learners.initialised(l, CONFIG, cfg, data, resume == null ? 7 : 99);
+                var ck = Gpt2Learners.checkpoints(l, CONFIG, cfg, data);
+                if (resume != null) {
+                    ck.resume(resume);
                 }
+                List<Double> losses = new java.util.ArrayList<>();
+                if (saveAt != null) {
+                    l.fit(saveStep - l.step(), m -> losses.add(m.trainLoss()));
+                    ck.save(saveAt);
+                }
+                l.fit(steps - l.step(), m -> losses.add(m.trainLoss()));
+                return new Run(losses, Gpt2Learners.parameters(l));
             }
-            float[] p = new float[(int) model.layout().count()];
-            try (Arena a = Arena.ofConfined()) {
-                MemorySegment host = a.allocate(4L * p.length, 64);
-                t.copyParameters(host);
-                MemorySegment.copy(host, ValueLayout.JAVA_FLOAT, 0, p, 0, p.length);
-            }
-            return new Run(losses, p);
         }
     }
 
@@ -112,123 +108,10 @@ class OffloadTrainerTest {
     }
 
     /**
-     * The upload overlaps the next forward: after step 2's update the final LayerNorm's parameters (the last unit, at
-     * the end of the upload's unit order) are held back until the next forward has started its first unit (the
-     * encoder); a forward that waited for the whole upload would wait for ever (the gate fails the copy after
-     * {@code 20 s} instead). The losses are still the plain trainer's bits.
+     * The device side is the plan's: the learner's own count and the strict device's allocator's. The host side
+     * ({@code plan.host()}: the master, the landing buffer and AdamW's moments) is the host arena's; the learner
+     * counts its optimizer state ({@link Learner#optimizerStateBytes}), the moments.
      */
-    @Test
-    void theNextForwardStartsBeforeTheLastUnitIsUp() throws Exception {
-        nextForwardStartsBeforeTheLastUnitIsUp(io.accel4j.core.DType.FP32);
-    }
-
-    /** The same over 16-bit gradients (HalfGradStates: widened chunk by chunk on the way down). */
-    @Test
-    void overSixteenBitGradientsTooTheNextForwardStartsBeforeTheLastUnitIsUp() throws Exception {
-        nextForwardStartsBeforeTheLastUnitIsUp(io.accel4j.core.DType.BF16);
-    }
-
-    private static Gpt2 model(Ops ops, io.accel4j.core.DType grads) {
-        return new Gpt2(CONFIG, ops, B, T, Gpt2Options.DEFAULT.withGradientStorage(grads));
-    }
-
-    private static void nextForwardStartsBeforeTheLastUnitIsUp(io.accel4j.core.DType grads) throws Exception {
-        java.util.concurrent.CountDownLatch encoderStarted = new java.util.concurrent.CountDownLatch(1);
-        java.util.concurrent.atomic.AtomicBoolean armed = new java.util.concurrent.atomic.AtomicBoolean();
-        java.util.concurrent.atomic.AtomicBoolean held = new java.util.concurrent.atomic.AtomicBoolean();
-        java.util.concurrent.atomic.AtomicBoolean step2Returned = new java.util.concurrent.atomic.AtomicBoolean();
-        long[] lastUnit = new long[2]; // device address range of the final LayerNorm's parameters
-        StrictMemory strict = new StrictMemory();
-        Ops strictOps = strict.ops(cpu);
-        io.accel4j.core.memory.DeviceMemory gate = new io.accel4j.core.memory.DeviceMemory() {
-            public io.accel4j.core.memory.DeviceArena arena() {
-                return strict.arena();
-            }
-
-            public void copyToDevice(MemorySegment h, MemorySegment d) {
-                if (d.address() >= lastUnit[0] && d.address() < lastUnit[1] && armed.getAndSet(false)) {
-                    held.set(true);
-                    try {
-                        if (!encoderStarted.await(20, java.util.concurrent.TimeUnit.SECONDS)) {
-                            throw new AssertionError("no overlap: the next forward did not start in 20 s");
-                        }
-                    } catch (InterruptedException e) {
-                        throw new AssertionError(e);
-                    }
-                }
-                strict.copyToDevice(h, d);
-            }
-
-            public void copyToHost(MemorySegment d, MemorySegment h) {
-                strict.copyToHost(d, h);
-            }
-
-            public void copy(MemorySegment src, MemorySegment dst) {
-                strict.copy(src, dst);
-            }
-
-            public void zero(MemorySegment d) {
-                strict.zero(d);
-            }
-
-            public boolean hostAccessible() {
-                return false;
-            }
-
-            public String describe() {
-                return "gated strict memory";
-            }
-        };
-        Ops ops = (Ops) java.lang.reflect.Proxy.newProxyInstance(Ops.class.getClassLoader(), new Class<?>[] {Ops.class},
-                (proxy, method, args) -> {
-                    if (method.getName().equals("memory") && method.getParameterCount() == 0) {
-                        return gate;
-                    }
-                    if (method.getName().equals("encoderForward") && step2Returned.get()) {
-                        encoderStarted.countDown();
-                    }
-                    try {
-                        return method.invoke(strictOps, args);
-                    } catch (java.lang.reflect.InvocationTargetException e) {
-                        throw e.getCause();
-                    }
-                });
-        List<Double> plain = new ArrayList<>();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = model(cpu, grads);
-             Trainer t = new Trainer(model, config(4).toBuilder().precision(
-                     io.accel4j.train.precision.Precision.FP32.withGradients(grads)).build(), train, null, null, ModelStates::of)) {
-            model.initialise(7);
-            while (!t.done()) {
-                plain.add(t.trainStep().trainLoss());
-            }
-        }
-        List<Double> losses = new ArrayList<>();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = model(ops, grads);
-             Trainer t = new Trainer(model, config(4).toBuilder().precision(
-                     io.accel4j.train.precision.Precision.FP32.withGradients(grads)).build(), train, null, null, ModelStates.offloaded())) {
-            model.initialise(7);
-            io.accel4j.train.model.ParameterLayout.Segment lnfw = model.layout().units()
-                    .get(model.layout().finalUnit()).segments().get(0);
-            lastUnit[0] = model.params().address() + lnfw.offset() * Float.BYTES;
-            lastUnit[1] = model.params().address() + model.params().byteSize();
-            while (!t.done()) {
-                if (t.step() == 1) {
-                    try (Arena a = Arena.ofConfined()) { // waits for step 1's upload: what is held next is step 2's
-                        t.copyParameters(a.allocate(4L * model.layout().count(), 64));
-                    }
-                    armed.set(true); // step 2's upload of the last unit, held until step 3's forward starts
-                }
-                losses.add(t.trainStep().trainLoss());
-                step2Returned.set(t.step() >= 2); // step 2 returned: its upload may still run (held at the last unit)
-            }
-            assertThat(held.get()).as("the last unit's upload was held").isTrue();
-            assertThat(encoderStarted.getCount()).isZero();
-        }
-        assertThat(losses).containsExactlyElementsOf(plain);
-    }
-
     @Test
     void thePlanIsWhatEachSideAllocates() throws IOException {
         OffloadPlan plan = OffloadPlan.of(CONFIG, B, T, Recompute.NONE);
@@ -236,11 +119,18 @@ class OffloadTrainerTest {
         long psi = new io.accel4j.train.model.ParameterLayout(CONFIG).count();
         assertThat(plan.device().total()).isEqualTo(whole.total() - 8 * psi);
         assertThat(plan.host()).isEqualTo(16 * psi);
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, new StrictMemory().ops(cpu), B, T);
-             Trainer t = new Trainer(model, config(1), train, null, null, ModelStates.offloaded())) {
-            assertThat(model.totalBytes() + t.stateBytes()).isEqualTo(plan.device().total());
-            assertThat(t.hostBytes()).isEqualTo(plan.host());
+        TrainConfig cfg = config(1);
+        CountingMemory counted = new CountingMemory(); // host memory: the learner offloads onto a host pool of its own
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg);
+             Learner l = Gpt2Learners.builder(CONFIG, cfg, 1, data).backend(rank -> counted.ops(cpu))
+                     .offloadOptimizer().build()) {
+            // the batch's buffers are the rank's host arena (RankStep's), not the device's
+            long device = plan.device().total() - plan.device().batch();
+            assertThat(l.modelBytes()).as("the learner's device bytes").isEqualTo(device);
+            assertThat(l.optimizerStateBytes()).as("AdamW's moments, on the host").isEqualTo(8 * psi);
+            assertThat(counted.live.get()).as("allocated on the device").isEqualTo(device);
+            assertThat(l.fit(1, null).get(0).trainLoss()).isFinite();
+            assertThat(counted.peak.get()).as("the device's peak").isEqualTo(device);
         }
         long budget = plan.device().total();
         assertThat(OffloadPlan.largestBatch(CONFIG, T, Recompute.NONE, budget, 64)).isEqualTo(B);
@@ -248,12 +138,12 @@ class OffloadTrainerTest {
     }
 
     @Test
-    void zeroIsRefusedNamingTheStage() throws IOException {
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, cpu, B, T)) {
-            TrainConfig z = config(1).toBuilder().zeroStage(1).build();
-            assertThatThrownBy(() -> ModelStates.offloaded().create(null, model, z, 0))
-                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("ZeRO stage 1");
+    void zeroThreeIsRefusedNamingTheStage() throws IOException {
+        TrainConfig z = config(1).toBuilder().zeroStage(3).build();
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, z)) {
+            assertThatThrownBy(() -> Gpt2Learners.builder(CONFIG, z, 2, data).offloadOptimizer().build())
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("offloadOptimizer() does not go with zero(3)");
         }
     }
 }

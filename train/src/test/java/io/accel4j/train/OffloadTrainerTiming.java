@@ -2,9 +2,11 @@ package io.accel4j.train;
 
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.fit.Learner;
+import io.accel4j.optim.Offload;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.parallel.ModelStates;
 import java.nio.file.Files;
@@ -16,9 +18,10 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Not a test (surefire's patterns skip it): whole training steps of the bench model (16.1M parameters) on the CPU
- * backend with the optimizer offloaded, serial and overlapped (the upload deferred into the next forward), two
- * trainers taking turns step by step (which goes first alternating) in one JVM so that the machine's load hits both alike; prints the median and best
- * step time of each and whether their losses are the same bits. Run: {@code ./mvnw -q -o -pl train -am test
+ * backend with the optimizer offloaded ({@link Offload}), serial and overlapped (the copies pipelined with the host's
+ * update over chunks, {@code optim.OffloadPipeline}), two GPT-2 {@link Learner}s as the CLI builds them taking turns
+ * step by step (which goes first alternating) in one JVM so that the machine's load hits both alike; prints the median
+ * and best step time of each and whether their losses are the same bits. Run: {@code ./mvnw -q -o -pl train -am test
  * -Dtest=OffloadTrainerTiming -Dsurefire.failIfNoSpecifiedTests=false [-Daccel4j.timing.steps=12]}.
  */
 class OffloadTrainerTiming {
@@ -38,12 +41,13 @@ class OffloadTrainerTiming {
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
         try (Parallel pool = new Parallel(Integer.getInteger("accel4j.timing.threads", 2));
              TokenFile data = TokenFile.open(dir.resolve("t.bin"));
-             Gpt2 ms = new Gpt2(config, new CpuOps(pool), b, t);
-             Gpt2 mo = new Gpt2(config, new CpuOps(pool), b, t);
-             Trainer serial = new Trainer(ms, cfg, data, null, null, ModelStates.offloaded(false));
-             Trainer over = new Trainer(mo, cfg, data, null, null, ModelStates.offloaded(true))) {
-            ms.initialise(3);
-            mo.initialise(3);
+             TokenSource serialData = Gpt2Learners.source(data, cfg); TokenSource overData = Gpt2Learners.source(data, cfg);
+             Learner serial = Gpt2Learners.builder(config, cfg, 1, serialData).backend(rank -> new CpuOps(pool))
+                     .optimizer(new Offload(ModelStates.adamw(cfg), new CpuOps(pool), false)).build();
+             Learner over = Gpt2Learners.builder(config, cfg, 1, overData).backend(rank -> new CpuOps(pool))
+                     .optimizer(new Offload(ModelStates.adamw(cfg), new CpuOps(pool), true)).build()) {
+            Gpt2Learners.initialised(serial, config, cfg, serialData, 3);
+            Gpt2Learners.initialised(over, config, cfg, overData, 3);
             double[][] ms2 = new double[2][steps];
             boolean same = true;
             for (int s = 0; s < warm + steps; s++) {
@@ -51,7 +55,7 @@ class OffloadTrainerTiming {
                 for (int k = 0; k < 2; k++) { // which goes first alternates, step by step
                     int which = (s + k) % 2;
                     long t0 = System.nanoTime();
-                    loss[which] = (which == 0 ? serial : over).trainStep().trainLoss();
+                    loss[which] = (which == 0 ? serial : over).fit(1, null).get(0).trainLoss();
                     if (s >= warm) {
                         ms2[which][s - warm] = (System.nanoTime() - t0) / 1e6;
                     }

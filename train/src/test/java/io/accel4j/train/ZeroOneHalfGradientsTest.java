@@ -10,10 +10,11 @@ import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.fit.Learner;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.plan.BatchSizeFinder;
@@ -33,10 +34,11 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * The trainer's ZeRO-1 over 16-bit gradients ({@code --zero 1 --grad-storage bf16}): bit for bit DDP over them
- * (parameters, norms, losses and the checkpoint's bytes, at 2 and 3 ranks, whose chunks cut layers unevenly); one
- * rank at twice the batch within the roundings' tolerance; its memory plan is what every rank allocates, counted by
- * the allocator; ZeRO-2/3 are refused.
+ * ZeRO-1 over 16-bit gradients ({@code --zero 1 --grad-storage bf16}) on the CLI's GPT-2 {@link Learner}
+ * ({@code fit.HalfGradientSync} over {@code fit.ZeroSharding} stage 1), each in-process rank a learner over its
+ * communicator: bit for bit DDP over them (parameters, norms, losses and the llm.c checkpoint's bytes, at 2 and 3
+ * ranks, whose chunks cut layers unevenly); one rank at twice the batch within the roundings' tolerance; its memory
+ * plan is what every rank allocates, counted by the allocator; ZeRO-2/3 are refused.
  */
 class ZeroOneHalfGradientsTest {
 
@@ -45,8 +47,13 @@ class ZeroOneHalfGradientsTest {
     private static final double NORM_REL = 3 * 0x1p-8;
     /** As {@link SixteenBitGradientsTest}'s PARAM_REL: ‖p₂ − p₁‖ / ‖p₁ − p₀‖ under those roundings. */
     private static final double PARAM_REL = 0.05;
-    /** The exchange of the loss, flags and checksums: ModelStates' 8 floats in the backend's memory, not planned. */
-    private static final long EXCHANGE = 8 * Float.BYTES;
+    /**
+     * The exchange of the gradient norm's partial sums, 2 floats a rank ({@code fit.DataParallel}'s
+     * {@code ValueExchange}) in the backend's memory, not planned.
+     */
+    private static long exchange(int ranks) {
+        return ranks * 2L * Float.BYTES;
+    }
 
     @TempDir
     static Path tmp;
@@ -77,34 +84,34 @@ class ZeroOneHalfGradientsTest {
 
     /** {@code STEPS} steps, then a checkpoint into {@code dir} (its state file's bytes returned, rank 0's). */
     private static Run run(CpuOps o, int batch, int zero, Communicator comm, Path dir) throws IOException {
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, TrainerTest.TINY.maxT(), Gpt2Options.DEFAULT
-                .withPrecision(DType.BF16, null).withActivationStorage(DType.BF16).withGradientStorage(DType.BF16))) {
-            m.initialise(1);
-            try (Trainer t = new Trainer(m, config(batch, zero), small, null, comm)) {
-                assertThat(t.zeroStage()).isEqualTo(zero);
-                double[] norms = new double[STEPS], losses = new double[STEPS];
-                for (int s = 0; s < STEPS; s++) {
-                    StepMetrics sm = t.trainStep();
-                    norms[s] = sm.gradNorm();
-                    losses[s] = sm.trainLoss();
-                }
-                t.checkReplicas(); // every rank holds the very same parameters
-                Path model = t.save(dir);
-                byte[] state = comm == null || comm.rank() == 0
-                        ? Files.readAllBytes(model.resolveSibling(model.getFileName().toString()
-                        .replace("model_", "state_"))) : null;
-                return new Run(TrainerTest.floats(m.params()), norms, losses, state);
-            }
+        TrainConfig cfg = config(batch, zero);
+        try (TokenSource data = Gpt2Learners.source(small, cfg);
+             Learner l = (comm == null ? Gpt2Learners.builder(TrainerTest.TINY, cfg, 1, Recompute.NONE, DType.BF16,
+                     data) : Gpt2Learners.builder(TrainerTest.TINY, cfg, comm, Recompute.NONE, DType.BF16, data))
+                     .backend(r -> o).build()) {
+            Gpt2Learners.initialised(l, TrainerTest.TINY, cfg, data, 1);
+            assertThat(l.describe()).contains(zero > 0 ? "(ZeRO-" + zero + ")" : "rank");
+            List<StepMetrics> steps = l.fit(STEPS, null);
+            boolean lead = comm == null || comm.rank() == 0;
+            Path model = Gpt2Learners.checkpoints(l, lead, TrainerTest.TINY, cfg, data).save(dir);
+            byte[] state = lead ? Files.readAllBytes(model.resolveSibling(model.getFileName().toString()
+                    .replace("model_", "state_"))) : null;
+            return new Run(Gpt2Learners.rankParameters(l, comm == null ? 0 : comm.rank()),
+                    Gpt2Learners.norms(steps).clone(), Gpt2Learners.losses(steps), state);
         }
     }
 
     private static List<Run> ranks(int n, int batch, int zero, String dir) {
         try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(60))) {
-            return g.run(comm -> {
+            List<Run> runs = g.run(comm -> {
                 try (Parallel p = new Parallel(1)) {
                     return run(new CpuOps(p), batch, zero, comm, tmp.resolve(dir));
                 }
             });
+            for (Run r : runs) { // every rank holds the very same parameters
+                assertThat(r.params()).containsExactly(runs.get(0).params());
+            }
+            return runs;
         }
     }
 
@@ -154,22 +161,23 @@ class ZeroOneHalfGradientsTest {
         assertThat(plan.gradients()).as("whole 16-bit gradients on every rank").isEqualTo(ddp.gradients());
         assertThat(plan.optimizer()).isEqualTo(8 * ((psi + n - 1) / n));
         assertThat(plan.working()).isZero();
+        TrainConfig cfg = config(B, 1).toBuilder().seq(T).build();
         List<long[]> seen;
         try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(60))) {
             seen = g.run(comm -> {
                 CountingMemory counted = new CountingMemory();
-                try (Parallel p = new Parallel(1); TokenFile train = TokenFile.open(tmp.resolve("small.bin"));
-                     Gpt2 m = new Gpt2(TrainerTest.TINY, counted.ops(new CpuOps(p)), B, T, Gpt2Options.DEFAULT
-                             .withPrecision(DType.BF16, null).withActivationStorage(DType.BF16)
-                             .withGradientStorage(DType.BF16))) {
-                    m.initialise(1);
-                    try (Trainer t = new Trainer(m, config(B, 1).toBuilder().seq(T).build(), train, null, comm)) {
-                        long live = counted.live.get();
-                        assertThat(t.trainStep().trainLoss()).isFinite();
-                        t.save(tmp.resolve("plan" + n)); // the moments pass through the gradients' working region
-                        return new long[] {live, counted.live.get(), counted.peak.get(),
-                            m.totalBytes() + t.stateBytes()};
-                    }
+                try (Parallel p = new Parallel(1); TokenSource data = Gpt2Learners.source(small, cfg);
+                     Learner l = Gpt2Learners.builder(TrainerTest.TINY, cfg, comm, Recompute.NONE, DType.BF16, data)
+                             .backend(r -> counted.ops(new CpuOps(p))).build()) {
+                    long live = counted.live.get();
+                    assertThat(l.fit(1, null).get(0).trainLoss()).isFinite();
+                    long stepPeak = counted.peak.get();
+                    Gpt2Learners.checkpoints(l, comm.rank() == 0, TrainerTest.TINY, cfg, data)
+                            .save(tmp.resolve("plan" + n));
+                    return new long[] {live, counted.live.get(), stepPeak,
+                        l.modelBytes() + l.optimizerStateBytes(), counted.peak.get()};
+                } catch (IOException e) {
+                    throw new java.io.UncheckedIOException(e);
                 }
             });
         }
@@ -177,29 +185,34 @@ class ZeroOneHalfGradientsTest {
             long[] a = seen.get(r);
             // the plan is the largest rank's: the others' chunks of the moments are an element shorter
             long shorter = 8 * ((psi + n - 1) / n - Chunks.length(psi, n, r));
-            long want = plan.total() - plan.batch() - shorter + EXCHANGE;
+            // the batch's buffers are the rank's host arena (RankStep's), not the backend's
+            long own = plan.total() - plan.batch() - shorter, want = own + exchange(n);
+            assertThat(a[3]).as("rank %d: the learner's own count", r).isEqualTo(own);
             assertThat(a[0]).as("rank %d: allocated before the first step", r).isEqualTo(want);
+            assertThat(a[2]).as("rank %d: peak over a step", r).isEqualTo(want);
             assertThat(a[1]).as("rank %d: after a step and a checkpoint", r).isEqualTo(want);
-            assertThat(a[2]).as("rank %d: peak", r).isEqualTo(want);
-            assertThat(a[3]).as("rank %d: the trainer's own count", r).isEqualTo(plan.total() - shorter);
+            // not planned: the checkpoint gathers m and v whole into the backend's memory for a moment
+            // (fit.RankCheckpoints.gatherShardedState: a scratch vector of Ψ floats per state buffer)
+            assertThat(a[4] - want).as("rank %d: the checkpoint's peak over the plan", r).isEqualTo(2 * 4 * psi);
         }
         assertThat(BatchSizeFinder.trialStep(TrainerTest.TINY, ops, B, T, Recompute.NONE, DType.BF16, DType.BF16, 1,
                 n)).as("the trial step").isEqualTo(plan.total());
     }
 
     @Test
-    void zeroTwoAndThreeAreRefusedNamingBoth() throws IOException {
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, ops, 2, 5, Gpt2Options.DEFAULT.withGradientStorage(DType.BF16))) {
-            for (int stage = 2; stage <= 3; stage++) {
-                TrainConfig cfg = TrainConfig.builder().batch(2).seq(5).steps(1).zeroStage(stage)
-                        .precision(Precision.FP32.withGradients(DType.BF16)).build();
-                assertThatThrownBy(() -> TrainerChecks.checkGradients(m, cfg))
-                        .hasMessage("--grad-storage bf16 does not go with --zero " + stage + " yet: ZeRO-2/3 keep "
-                                + "fp32 gradient shards; drop one of them");
-                final int s = stage;
-                assertThatThrownBy(() -> MemoryPlan.of(TrainerTest.TINY, 1, 5, Recompute.NONE, s, 2, DType.FP32,
-                        DType.BF16)).hasMessage("16-bit gradients do not go with ZeRO stage " + stage + " yet");
-            }
+    void zeroTwoAndThreeAreRefusedNamingBoth() {
+        for (int stage = 2; stage <= 3; stage++) {
+            final int s = stage;
+            TrainConfig cfg = TrainConfig.builder().batch(2).seq(5).steps(1).zeroStage(stage)
+                    .precision(Precision.FP32.withGradients(DType.BF16)).build();
+            assertThatThrownBy(() -> {
+                try (TokenSource data = Gpt2Learners.source(small, cfg)) {
+                    Gpt2Learners.builder(TrainerTest.TINY, cfg, 2, data).build().close();
+                }
+            })
+                    .hasMessage("gradientStorage(BF16) does not go with zero(" + stage + ") yet: drop one of them");
+            assertThatThrownBy(() -> MemoryPlan.of(TrainerTest.TINY, 1, 5, Recompute.NONE, s, 2, DType.FP32,
+                    DType.BF16)).hasMessage("16-bit gradients do not go with ZeRO stage " + stage + " yet");
         }
     }
 }

@@ -41,16 +41,16 @@ class TrainCommandPipelineTest {
      * the same data, schedule and AdamW), so it trains the same: losses within fp32's summation order.
      */
     @Test
-    void aPipelineRunTrainsAsTheTrainerAccumulatingTheSameMicroBatches() throws Exception {
+    void aPipelineRunTrainsAsOneRankAccumulatingTheSameMicroBatches() throws Exception {
         String[] common = {"--steps", "4", "--warmup", "2", "--val-every", "0", "--samples", "0", "--eval-problems",
                 "0"};
-        Path trainer = tmp.resolve("trainer"), pipeline = tmp.resolve("pipeline");
-        Result a = TrainCommandTest.run(TrainCommandTest.quick(trainer, concat(common, "--grad-accum", "2")));
+        Path oneRank = tmp.resolve("one-rank"), pipeline = tmp.resolve("pipeline");
+        Result a = TrainCommandTest.run(TrainCommandTest.quick(oneRank, concat(common, "--grad-accum", "2")));
         assertThat(a.code()).as(a.err()).isZero();
         Result b = TrainCommandTest.run(TrainCommandTest.quick(pipeline, concat(common, "--pp", "2",
                 "--micro-batches", "2")));
         assertThat(b.code()).as(b.err()).isZero();
-        java.util.List<Double> la = losses(trainer), lb = losses(pipeline);
+        java.util.List<Double> la = losses(oneRank), lb = losses(pipeline);
         assertThat(lb).hasSize(4);
         double worst = 0;
         for (int s = 0; s < 4; s++) {
@@ -64,15 +64,15 @@ class TrainCommandPipelineTest {
     }
 
     /**
-     * {@code --ranks 4 --pp 2 --micro-batches 2} (two replicas of a two-stage pipeline) trains as the trainer's
+     * {@code --ranks 4 --pp 2 --micro-batches 2} (two replicas of a two-stage pipeline) trains as data-parallel
      * {@code --ranks 2 --grad-accum 2}: each replica reads what that rank reads, and both average over the two.
      */
     @Test
     void replicatedPipelinesTrainAsDataParallelRanksAccumulatingTheSameMicroBatches() throws Exception {
         String[] common = {"--steps", "3", "--warmup", "2", "--val-every", "0", "--samples", "0", "--eval-problems",
                 "0", "--ranks"};
-        Path trainer = tmp.resolve("ddp"), pipeline = tmp.resolve("dp-pp");
-        Result a = TrainCommandTest.run(TrainCommandTest.quick(trainer, concat(common, "2", "--grad-accum", "2")));
+        Path ddp = tmp.resolve("ddp"), pipeline = tmp.resolve("dp-pp");
+        Result a = TrainCommandTest.run(TrainCommandTest.quick(ddp, concat(common, "2", "--grad-accum", "2")));
         assertThat(a.code()).as(a.err()).isZero();
         Result b = TrainCommandTest.run(TrainCommandTest.quick(pipeline, concat(common, "4", "--pp", "2",
                 "--micro-batches", "2")));
@@ -83,7 +83,7 @@ class TrainCommandPipelineTest {
                 "--micro-batches", "2", "--zero", "1")));
         assertThat(z.code()).as(z.err()).isZero();
         assertThat(losses(zero)).containsExactlyElementsOf(losses(pipeline));
-        java.util.List<Double> la = losses(trainer), lb = losses(pipeline);
+        java.util.List<Double> la = losses(ddp), lb = losses(pipeline);
         assertThat(lb).hasSize(3);
         for (int s = 0; s < 3; s++) { // fp32 sums in another order
             assertThat(lb.get(s)).as("step %d", s).isCloseTo(la.get(s),
@@ -92,12 +92,12 @@ class TrainCommandPipelineTest {
     }
 
     /**
-     * Checkpoints trade between layouts: a pipeline's step-2 checkpoint resumed by the trainer on one rank
-     * ({@code --pp 1}), and the trainer's resumed at {@code --pp 2}, both continue as the straight run does (within
+     * Checkpoints trade between layouts: a pipeline's step-2 checkpoint resumed on one rank
+     * ({@code --pp 1}), and one rank's resumed at {@code --pp 2}, both continue as the straight run does (within
      * fp32's summation order).
      */
     @Test
-    void checkpointsMoveBetweenThePipelineAndTheTrainer() throws Exception {
+    void checkpointsMoveBetweenThePipelineAndOneRank() throws Exception {
         String[] common = {"--warmup", "2", "--schedule", "constant", "--save-every", "2", "--val-every", "0",
                 "--samples", "0", "--eval-problems", "0"};
         Path straight = tmp.resolve("straight"), fromPp = tmp.resolve("from-pp"), toPp = tmp.resolve("to-pp");
@@ -131,9 +131,9 @@ class TrainCommandPipelineTest {
     }
 
     /**
-     * Replicated pipelines checkpoint as the trainer's data-parallel ranks do (rank 0's loader position is every
-     * rank's): {@code --ranks 4 --pp 2} stopped at step 2 and resumed continues as the trainer's {@code --ranks 2
-     * --grad-accum 2} straight run — on the same layout, and by the trainer at {@code --pp 1 --ranks 2} (a layout
+     * Replicated pipelines checkpoint as data-parallel ranks do (rank 0's loader position is every
+     * rank's): {@code --ranks 4 --pp 2} stopped at step 2 and resumed continues as the {@code --ranks 2
+     * --grad-accum 2} straight run — on the same layout, and by data-parallel ranks at {@code --pp 1 --ranks 2} (a layout
      * change moves {@code --ranks}, which counts D·P ranks there and D here, as long as D stays; another D is refused).
      */
     @Test
@@ -147,20 +147,20 @@ class TrainCommandPipelineTest {
         Result b1 = TrainCommandTest.run(TrainCommandTest.quick(dpPp, concat(common, "4", "--steps", "2", "--pp",
                 "2", "--micro-batches", "2")));
         assertThat(b1.code()).as(b1.err()).isZero();
-        Path toTrainer = tmp.resolve("dp-pp-to-trainer");
-        copyTree(dpPp, toTrainer);
+        Path toDdp = tmp.resolve("dp-pp-to-ddp");
+        copyTree(dpPp, toDdp);
         Result b2 = TrainCommandTest.run("train", "--resume", dpPp.toString(), "--steps", "4");
         assertThat(b2.code()).as(b2.err()).isZero();
         assertThat(b2.out()).contains("resumed " + dpPp + " at step 2");
-        Result bad = TrainCommandTest.run("train", "--resume", toTrainer.toString(), "--pp", "1", "--ranks", "3",
+        Result bad = TrainCommandTest.run("train", "--resume", toDdp.toString(), "--pp", "1", "--ranks", "3",
                 "--steps", "4");
         assertThat(bad.code()).isEqualTo(2);
         assertThat(bad.err()).contains("--ranks 3 differs from the resumed run's --ranks 4");
-        Result b3 = TrainCommandTest.run("train", "--resume", toTrainer.toString(), "--pp", "1", "--ranks", "2",
+        Result b3 = TrainCommandTest.run("train", "--resume", toDdp.toString(), "--pp", "1", "--ranks", "2",
                 "--steps", "4");
         assertThat(b3.code()).as(b3.err()).isZero();
         java.util.List<Double> want = losses(straight);
-        for (Path d : java.util.List.of(dpPp, toTrainer)) {
+        for (Path d : java.util.List.of(dpPp, toDdp)) {
             java.util.List<Double> got = losses(d);
             assertThat(got).as("%s", d).hasSize(4);
             for (int s = 0; s < 4; s++) { // fp32 sums in another order
@@ -172,22 +172,22 @@ class TrainCommandPipelineTest {
 
     /**
      * {@code --tp 2 --pp 2 --micro-batches 2} (four in-process ranks: two stages, each split over two tensor ranks)
-     * trains as the trainer's {@code --grad-accum 2} on one rank, and its checkpoint (the whole model) is the
-     * trainer's: resumed there at {@code --tp 1 --pp 1} it goes on.
+     * trains as {@code --grad-accum 2} on one rank, and its checkpoint (the whole model) is one rank's:
+     * resumed there at {@code --tp 1 --pp 1} it goes on.
      */
     @Test
-    void tensorParallelStagesTrainAsTheTrainerAccumulatingTheSameMicroBatches() throws Exception {
+    void tensorParallelStagesTrainAsOneRankAccumulatingTheSameMicroBatches() throws Exception {
         String[] common = {"--steps", "3", "--warmup", "2", "--val-every", "0", "--samples", "0", "--eval-problems",
                 "0", "--save-every", "3"};
-        Path trainer = tmp.resolve("trainer"), split = tmp.resolve("tp-pp");
-        Result a = TrainCommandTest.run(TrainCommandTest.quick(trainer, concat(common, "--grad-accum", "2")));
+        Path oneRank = tmp.resolve("one-rank"), split = tmp.resolve("tp-pp");
+        Result a = TrainCommandTest.run(TrainCommandTest.quick(oneRank, concat(common, "--grad-accum", "2")));
         assertThat(a.code()).as(a.err()).isZero();
         Result b = TrainCommandTest.run(TrainCommandTest.quick(split, concat(common, "--tp", "2", "--pp", "2",
                 "--micro-batches", "2")));
         assertThat(b.code()).as(b.err()).isZero();
         assertThat(b.out()).contains("pipeline: 2 stages × 2 tensor ranks, 2 micro-batches")
                 .contains("idle per stage (last step): 0: ");
-        java.util.List<Double> la = losses(trainer), lb = losses(split);
+        java.util.List<Double> la = losses(oneRank), lb = losses(split);
         assertThat(lb).hasSize(3);
         double worst = 0;
         for (int s = 0; s < 3; s++) { // fp32 sums in another order (row-parallel partial sums, the tied halves)

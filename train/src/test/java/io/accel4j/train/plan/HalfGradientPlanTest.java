@@ -7,12 +7,12 @@ import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.CountingMemory;
+import io.accel4j.fit.Learner;
+import io.accel4j.train.Gpt2Learners;
 import io.accel4j.train.TrainConfig;
-import io.accel4j.train.Trainer;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.precision.Precision;
@@ -75,7 +75,7 @@ class HalfGradientPlanTest {
 
     @ParameterizedTest(name = "{0} precision, recompute {1}, {2} gradients")
     @MethodSource("cases")
-    void thePlanIsEveryByteAModelAndItsTrainerAllocate(DType operands, Recompute recompute, DType gradients)
+    void thePlanIsEveryByteALearnerAllocates(DType operands, Recompute recompute, DType gradients)
             throws IOException {
         int B = 5;
         Precision precision = Precision.of(operands).withGradients(gradients);
@@ -84,15 +84,15 @@ class HalfGradientPlanTest {
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(1).lr(1e-3f).precision(precision)
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
         CountingMemory counted = new CountingMemory();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, counted.ops(ops), B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
-                     .withPrecision(operands, null).withActivationStorage(acts).withGradientStorage(gradients));
-             Trainer trainer = new Trainer(model, cfg, train, null)) {
-            assertThat(model.totalBytes() + trainer.stateBytes()).isEqualTo(plan.total());
-            // the trainer's batch buffers are the JVM's arena, the rest the backend's memory
-            assertThat(counted.live.get()).isEqualTo(plan.total() - plan.batch());
-            assertThat(trainer.trainStep().trainLoss()).isFinite(); // and it trains in that memory
-            assertThat(counted.peak.get()).isEqualTo(plan.total() - plan.batch());
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg);
+             Learner l = Gpt2Learners.builder(CONFIG, cfg, 1, recompute, acts, data)
+                     .backend(rank -> counted.ops(ops)).build()) {
+            // the batch's buffers are the rank's host arena (RankStep's), the rest the backend's memory
+            long want = plan.total() - plan.batch();
+            assertThat(l.modelBytes() + l.optimizerStateBytes()).as("the learner's own count").isEqualTo(want);
+            assertThat(counted.live.get()).as("allocated").isEqualTo(want);
+            assertThat(l.fit(1, null).get(0).trainLoss()).isFinite(); // and it trains in that memory
+            assertThat(counted.peak.get()).as("peak").isEqualTo(want);
         }
         assertThat(BatchSizeFinder.trialStep(CONFIG, ops, B, T, recompute, acts, gradients, 0, 1))
                 .isEqualTo(plan.total());

@@ -1,7 +1,11 @@
 package io.accel4j.train.plan;
 
+import io.accel4j.core.DType;
+import io.accel4j.fit.Learner;
+import io.accel4j.train.CountingMemory;
+import io.accel4j.train.Gpt2Learners;
 import io.accel4j.train.TrainConfig;
-import io.accel4j.train.Trainer;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.parallel.ZeroMemory;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -11,8 +15,6 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
@@ -29,7 +31,10 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 import org.junit.jupiter.params.provider.CsvSource;
 
-/** {@link MemoryPlan} against what a model and trainer really allocate, and {@link BatchSizeFinder}'s choices. */
+/**
+ * {@link MemoryPlan} against what the CLI's GPT-2 {@link Learner} really allocates (its own count and the backend's
+ * allocator's), and {@link BatchSizeFinder}'s choices.
+ */
 class MemoryPlanTest {
 
     /** Odd sizes throughout: V = 11 padded to 16, C = 8, 3 layers. */
@@ -59,7 +64,7 @@ class MemoryPlanTest {
 
     @ParameterizedTest
     @MethodSource("modes")
-    void thePlanIsWhatAModelAndItsTrainerAllocate(Recompute recompute) throws IOException {
+    void thePlanIsWhatALearnerAllocates(Recompute recompute) throws IOException {
         int B = 5;
         MemoryPlan plan = MemoryPlan.of(CONFIG, B, T, recompute);
         long psi = new ParameterLayout(CONFIG).count();
@@ -75,10 +80,16 @@ class MemoryPlanTest {
         TokenFile.write(tmp.resolve("t.bin"), tokens);
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(1).lr(1e-3f)
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, ops, B, T, Gpt2Options.DEFAULT.withRecompute(recompute));
-             Trainer trainer = new Trainer(model, cfg, train, null)) {
-            assertThat(model.totalBytes() + trainer.stateBytes()).isEqualTo(plan.total());
+        CountingMemory counted = new CountingMemory();
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg);
+             Learner l = Gpt2Learners.builder(CONFIG, cfg, 1, recompute, DType.FP32, data)
+                     .backend(rank -> counted.ops(ops)).build()) {
+            // the batch's buffers are the rank's host arena (RankStep's), the rest the backend's memory
+            long want = plan.total() - plan.batch();
+            assertThat(l.modelBytes() + l.optimizerStateBytes()).as("the learner's own count").isEqualTo(want);
+            assertThat(counted.live.get()).as("allocated").isEqualTo(want);
+            assertThat(l.fit(1, null).get(0).trainLoss()).isFinite(); // and it trains in that memory
+            assertThat(counted.peak.get()).as("peak").isEqualTo(want);
         }
         assertThat(BatchSizeFinder.trialStep(CONFIG, ops, B, T, recompute)).isEqualTo(plan.total());
     }
@@ -142,20 +153,29 @@ class MemoryPlanTest {
         List<long[]> seen;
         try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(30))) {
             seen = g.run(comm -> {
+                CountingMemory counted = new CountingMemory();
                 try (Parallel one = new Parallel(1); TokenFile train = TokenFile.open(file);
-                     Gpt2 model = new Gpt2(config, new CpuOps(one), B, T)) {
-                    model.initialise(1);
-                    try (Trainer t = new Trainer(model, cfg, train, null, comm)) {
-                        t.trainStep(); // nothing is allocated per step
-                        return new long[] {model.totalBytes() + t.stateBytes(), t.workingBytes(),
-                            t.modelStateBytes()};
-                    }
+                     TokenSource data = Gpt2Learners.source(train, cfg);
+                     Learner l = Gpt2Learners.builder(config, cfg, comm, data)
+                             .backend(rank -> counted.ops(new CpuOps(one))).build()) {
+                    long live = counted.live.get();
+                    l.fit(1, null); // nothing is allocated per step
+                    return new long[] {l.modelBytes() + l.optimizerStateBytes(), l.workingBytes(),
+                        l.modelStateBytes(), live, counted.peak.get()};
+                } catch (IOException e) {
+                    throw new java.io.UncheckedIOException(e);
                 }
             });
         }
-        long partials = stage == 0 ? 0 : ranks * Double.BYTES; // the norm's exchange, not in the plan
         long most = seen.stream().mapToLong(a -> a[0]).max().orElseThrow();
-        assertThat(most - partials).as("the largest rank's allocations").isEqualTo(plan.total());
+        long mostCounted = seen.stream().mapToLong(a -> a[3]).max().orElseThrow();
+        // not planned: fit.DataParallel's ValueExchange (the norm's partial sums), 2 floats a rank
+        long exchange = ranks * 2L * Float.BYTES;
+        // the batch's buffers are the rank's host arena (RankStep's), the rest the backend's memory
+        assertThat(most).as("the largest rank's own count").isEqualTo(plan.total() - plan.batch());
+        assertThat(mostCounted).as("the largest rank's allocations").isEqualTo(plan.total() - plan.batch() + exchange);
+        assertThat(seen.stream().mapToLong(a -> a[4]).max().orElseThrow()).as("the largest peak over a step")
+                .isEqualTo(plan.total() - plan.batch() + exchange);
         for (long[] a : seen) {
             assertThat(a[1]).as("working buffers").isEqualTo(plan.working());
             assertThat(a[2]).as("model states").isLessThanOrEqualTo(plan.modelStates() + plan.working());

@@ -5,12 +5,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.fit.Learner;
+import io.accel4j.train.CountingMemory;
+import io.accel4j.train.Gpt2Learners;
 import io.accel4j.train.TrainConfig;
-import io.accel4j.train.Trainer;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.precision.Precision;
@@ -71,20 +72,24 @@ class SixteenBitPlanTest {
 
     @ParameterizedTest(name = "{0} storage, recompute {1}")
     @MethodSource("cases")
-    void thePlanIsWhatAModelAndItsTrainerAllocate(DType storage, Recompute recompute) throws IOException {
+    void thePlanIsWhatALearnerAllocates(DType storage, Recompute recompute) throws IOException {
         int B = 5;
         Precision precision = Precision.of(storage);
         assertThat(precision.activationStorage()).isEqualTo(storage);
         MemoryPlan plan = MemoryPlan.of(CONFIG, B, T, recompute, 0, 1, storage);
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(1).lr(1e-3f).precision(precision)
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin"));
-             Gpt2 model = new Gpt2(CONFIG, ops, B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
-                     .withPrecision(storage, null).withActivationStorage(storage));
-             Trainer trainer = new Trainer(model, cfg, train, null)) {
-            assertThat(model.activationStorage()).isEqualTo(storage);
-            assertThat(model.totalBytes() + trainer.stateBytes()).isEqualTo(plan.total());
-            assertThat(trainer.trainStep().trainLoss()).isFinite(); // and it trains in that memory
+        CountingMemory counted = new CountingMemory();
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg);
+             Learner l = Gpt2Learners.builder(CONFIG, cfg, 1, recompute, storage, data)
+                     .backend(rank -> counted.ops(ops)).build()) {
+            assertThat(l.describe()).contains("saved activations in " + storage);
+            // the batch's buffers are the rank's host arena (RankStep's), the rest the backend's memory
+            long want = plan.total() - plan.batch();
+            assertThat(l.modelBytes() + l.optimizerStateBytes()).as("the learner's own count").isEqualTo(want);
+            assertThat(counted.live.get()).as("allocated").isEqualTo(want);
+            assertThat(l.fit(1, null).get(0).trainLoss()).isFinite(); // and it trains in that memory
+            assertThat(counted.peak.get()).as("peak").isEqualTo(want);
         }
         assertThat(BatchSizeFinder.trialStep(CONFIG, ops, B, T, recompute, storage, 0, 1)).isEqualTo(plan.total());
         MemoryPlan fp32 = MemoryPlan.of(CONFIG, B, T, recompute, 0, 1, DType.FP32);

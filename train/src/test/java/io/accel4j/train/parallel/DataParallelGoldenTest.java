@@ -2,22 +2,17 @@ package io.accel4j.train.parallel;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.accel4j.collectives.Communicator;
-import io.accel4j.collectives.InProcessGroup;
-import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.fit.Learner;
+import io.accel4j.train.Gpt2Learners;
 import io.accel4j.train.TrainConfig;
-import io.accel4j.train.Trainer;
 import io.accel4j.train.WidthGoldens;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.model.Gpt2;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
-import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -26,13 +21,14 @@ import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The trainer's stages 0 and 1 on the Java API's strategies ({@link SyncStates}) write the checkpoints and report the
- * losses the states they replaced did, bit for bit (golden values), on one, two and three ranks, with the gradients
- * averaged in buckets or whole, clipping active. The first three value columns are at 512 bits (an AVX-512 machine),
- * the last three at 256 (a Zen 3, from the replaced states themselves: {@code ReplicatedStates}/{@code ShardedStates}
- * at 8e988ad, run on 2026-12-04); see {@link WidthGoldens}.
+ * DDP and ZeRO-1 on a GPT-2 {@link Learner} ({@code fit.DataParallel}, {@code BucketedDataParallel},
+ * {@code ZeroSharding} stage 1) write the llm.c checkpoints and report the losses the CLI trainer's states did, bit for
+ * bit (golden values), on one, two and three ranks, with the gradients averaged in buckets or whole, clipping active.
+ * The goldens were recorded on the old trainer (its synchronous states, and before them its replicated states and
+ * sharded states' stage 1 at 8e988ad): the first three value columns at 512 bits (an AVX-512 machine), the last three at
+ * 256 (a Zen 3, 2026-12-04); see {@link WidthGoldens}.
  */
-class SyncStatesTest {
+class DataParallelGoldenTest {
 
     /** TrainerTest's tiny model: maxT 8, V 11, padded V 16, 2 layers, 2 heads, C 8. */
     private static final GptConfig TINY = new GptConfig(8, 11, 16, 2, 2, 8);
@@ -59,39 +55,21 @@ class SyncStatesTest {
 
     private record Run(double[] losses, Path checkpoint) {}
 
-    private static Run train(TrainConfig cfg, Communicator comm, ModelStates.Factory f, Path out) throws IOException {
-        try (Parallel pool = new Parallel(1); Gpt2 m = new Gpt2(TINY, new CpuOps(pool), cfg.batch(), TINY.maxT())) {
-            m.initialise(1);
-            try (Trainer t = new Trainer(m, cfg, trainFile, null, comm, f)) {
-                double[] losses = new double[cfg.steps()];
-                for (int s = 0; s < cfg.steps(); s++) {
-                    losses[s] = t.trainStep().trainLoss();
-                }
-                t.checkReplicas();
-                t.save(out);
-                return new Run(losses, out);
-            }
-        }
-    }
-
-    private static Run run(int ranks, TrainConfig cfg, ModelStates.Factory f, Path out) {
-        if (ranks == 1) {
-            try {
-                return train(cfg, null, f, out);
-            } catch (IOException e) {
-                throw new java.io.UncheckedIOException(e);
-            }
-        }
-        try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(30))) {
-            List<Run> runs = g.run(comm -> train(cfg, comm, f, out));
-            return runs.get(0);
+    /** {@code cfg.steps()} steps from GPT-2's initialisation from seed 1, then a checkpoint into {@code out}. */
+    private static Run run(int ranks, TrainConfig cfg, Path out) throws IOException {
+        try (TokenSource data = Gpt2Learners.source(trainFile, cfg);
+             Learner l = Gpt2Learners.builder(TINY, cfg, ranks, data).build()) {
+            Gpt2Learners.initialised(l, TINY, cfg, data, 1);
+            double[] losses = Gpt2Learners.losses(l.fit(cfg.steps(), null));
+            Gpt2Learners.checkpoints(l, TINY, cfg, data).save(out);
+            return new Run(losses, out);
         }
     }
 
     /**
-     * The CRC-32 of the model and state files after 4 steps, and the losses, as {@code ReplicatedStates} and
-     * {@code ShardedStates}' stage 1 over {@code ZeroOptimizer} wrote them before these states replaced them (the two
-     * ran side by side, files identical byte for byte, in this test's first version). Stages 0 and 1 and the buckets
+     * The CRC-32 of the model and state files after 4 steps, and the losses, as the trainer wrote them
+     * (its replicated states and sharded states' stage 1 over {@code ZeroOptimizer}, then its synchronous states:
+     * the two ran side by side, files identical byte for byte, in this test's first version). Stages 0 and 1 and the buckets
      * write the same bytes: ZeRO-1 is DDP bit for bit and the checkpoint is whole.
      */
     @ParameterizedTest(name = "stage {1} over {0} ranks, buckets of {2} bytes")
@@ -111,7 +89,7 @@ class SyncStatesTest {
         TrainConfig cfg = TrainConfig.builder().batch(2).seq(5).steps(4).lr(1e-2f).eps(1e-5f).gradClip(0.5f)
                 .weightDecay(0.1f).decayMatricesOnly(true).dataOrder(SampleOrder.Mode.SEQUENTIAL)
                 .bucketBytes(bucketBytes).zeroStage(stage).build();
-        Run now = run(ranks, cfg, ModelStates::of, tmp.resolve(ranks + "-" + stage + "-" + bucketBytes));
+        Run now = run(ranks, cfg, tmp.resolve(ranks + "-" + stage + "-" + bucketBytes));
         assertThat(now.losses()).containsExactly(java.util.Arrays.stream(losses.split(" "))
                 .mapToDouble(Double::parseDouble).toArray());
         assertThat(crc(now.checkpoint().resolve("model_00000004.bin"))).as("model file").isEqualTo(model);

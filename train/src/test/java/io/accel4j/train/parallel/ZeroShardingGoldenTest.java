@@ -2,27 +2,23 @@ package io.accel4j.train.parallel;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.accel4j.collectives.Communicator;
-import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.core.DType;
-import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.fit.Learner;
+import io.accel4j.train.Gpt2Learners;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
-import io.accel4j.train.Trainer;
+import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
-import java.io.UncheckedIOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
-import java.util.List;
 import java.util.Random;
 import java.util.zip.CRC32;
 import org.junit.jupiter.api.AfterAll;
@@ -32,20 +28,20 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The trainer's ZeRO-2 and 3 on the Java API's parts ({@link ShardedStates}: {@code fit.UnitSharding} and
- * {@code optim.AdamW}), bit for bit: the CRC-32 of every step's loss, gradient norm, loss scale and skip flag (before
- * and after a checkpoint at step 4), of the checkpoint's model and state files, of the parameters after 6 steps, and
- * of a resume from the checkpoint (into a model initialised otherwise), which must continue with the uninterrupted
- * run's bits. The golden values were recorded when these states ran side by side with the {@code ZeroOptimizer}
- * states they replaced, in this test's first version, which asserted the two equal in every one of these (steps,
- * files byte for byte, parameters, resumes) before that class was deleted: the first value column at 512 bits, the
- * second at 256 (both on the AMD EPYC Zen 3 machine, 512 through {@code -Daccel4j.vector.bits=512}; see
- * {@link io.accel4j.train.WidthGoldens}). Cases: 2 and 3
- * ranks, stages 2 and 3, one and several micro-batches, clipping on and off, fp32, bf16 and fp16 (whose loss scale of
- * 2^16, growing every 2 steps, overflows and skips), weight decay on the matrices only or on everything, one layer
- * (stage 2's scratch chunk) and two.
+ * ZeRO-2 and 3 on a GPT-2 {@link Learner} ({@code fit.UnitSharding} over {@code fit.ShardedModel}, unit by unit over
+ * GPT-2's own unit scopes, and {@code optim.AdamW}) keep the CLI trainer's bits: the CRC-32 of every step's loss,
+ * gradient norm, loss scale and skip flag (before and after a checkpoint at step 4), of the checkpoint's llm.c model
+ * and state files ({@link LearnerLlmcCheckpoints}), of the parameters after 6 steps, and of a resume from the
+ * checkpoint (into a learner initialised otherwise), which must continue with the uninterrupted run's bits. The golden
+ * values were recorded on the old trainer (its sharded states, which ran side by side with the {@code ZeroOptimizer}
+ * states they replaced and asserted the two equal in every one of these before that class was deleted): the first
+ * value column at 512 bits, the second at 256 (both on the AMD EPYC Zen 3 machine, 512 through
+ * {@code -Daccel4j.vector.bits=512}; see {@link io.accel4j.train.WidthGoldens}). Cases: 2 and 3 ranks, stages 2 and 3,
+ * one and several micro-batches, clipping on and off, fp32, bf16 and fp16 (whose loss scale of 2^16, growing every 2
+ * steps, overflows and skips), weight decay on the matrices only or on everything, one layer (stage 2's scratch chunk)
+ * and two.
  */
-class ShardedStatesTest {
+class ZeroShardingGoldenTest {
 
     @TempDir
     static Path tmp;
@@ -81,70 +77,50 @@ class ShardedStatesTest {
     /** What a run showed: the steps' bits (before and after the checkpoint), the files of the checkpoint, the parameters, the resumed steps' bits. */
     private record Seen(String steps, byte[] model, byte[] state, String params, String resumed, String resumedParams) {}
 
-    private static Gpt2 model(GptConfig c, TrainConfig cfg, Parallel pool, long seed) {
-        Gpt2 m = new Gpt2(c, new CpuOps(pool), cfg.batch(), c.maxT(), Gpt2Options.DEFAULT
-                .withPrecision(cfg.precision().operands(), cfg.precision().fp8()));
-        m.initialise(seed);
-        return m;
-    }
-
-    /** {@code t}'s steps until {@code last} (exclusive) into {@code crc}. */
-    private static void steps(Trainer t, int last, CRC32 crc) {
-        while (t.step() < last) {
-            StepMetrics s = t.trainStep();
+    /** Each step's bits into {@code crc}. */
+    private static void steps(java.util.List<StepMetrics> steps, CRC32 crc) {
+        for (StepMetrics s : steps) {
             crc.update(ByteBuffer.allocate(25).putLong(Double.doubleToLongBits(s.trainLoss()))
                     .putLong(Double.doubleToLongBits(s.gradNorm())).putFloat(s.lossScale())
                     .putInt(s.skippedSteps()).put((byte) (s.skipped() ? 1 : 0)).array());
         }
     }
 
-    private static String params(Trainer t, Gpt2 m) {
-        t.gatherModel(true); // stage 3: the whole parameters back on every rank
-        CRC32 crc = new CRC32();
-        crc.update(m.params().asByteBuffer());
-        return String.format("%08x", crc.getValue());
+    /** The CRC-32 of the whole parameters (gathered from the shards). */
+    private static String params(Learner l) {
+        try (Arena a = Arena.ofShared()) {
+            MemorySegment host = a.allocate(l.wholeTable().count() * Float.BYTES, 64);
+            l.gatherParameters(host);
+            CRC32 crc = new CRC32();
+            crc.update(host.asByteBuffer());
+            return String.format("%08x", crc.getValue());
+        }
     }
 
-    private static Seen train(GptConfig c, TrainConfig cfg, Communicator comm, ModelStates.Factory f, Path dir)
-            throws IOException {
+    private static Seen run(int ranks, GptConfig c, TrainConfig cfg, Path dir) throws IOException {
         String steps, params, resumed, resumedParams;
-        try (Parallel pool = new Parallel(1); Gpt2 m = model(c, cfg, pool, 1);
-             Trainer t = new Trainer(m, cfg, trainFile, null, comm, f)) {
+        try (TokenSource data = Gpt2Learners.source(trainFile, cfg);
+             Learner l = Gpt2Learners.builder(c, cfg, ranks, data).build()) {
+            Gpt2Learners.initialised(l, c, cfg, data, 1);
             CRC32 before = new CRC32(), after = new CRC32();
-            steps(t, SAVE_AT, before);
-            t.save(dir); // a collective: rank 0 writes
-            steps(t, STEPS, after);
+            steps(l.fit(SAVE_AT, null), before);
+            Gpt2Learners.checkpoints(l, c, cfg, data).save(dir);
+            steps(l.fit(STEPS - SAVE_AT, null), after);
             steps = String.format("%08x %08x", before.getValue(), after.getValue());
-            params = params(t, m);
+            params = params(l);
         }
-        try (Parallel pool = new Parallel(1); Gpt2 m = model(c, cfg, pool, 99); // other init: overwritten
-             Trainer t = new Trainer(m, cfg, trainFile, null, comm, f)) {
-            t.resume(dir);
+        try (TokenSource data = Gpt2Learners.source(trainFile, cfg);
+             Learner l = Gpt2Learners.builder(c, cfg, ranks, data).build()) {
+            Gpt2Learners.initialised(l, c, cfg, data, 99); // other init: overwritten
+            Gpt2Learners.checkpoints(l, c, cfg, data).resume(dir);
             CRC32 crc = new CRC32();
-            steps(t, STEPS, crc);
+            steps(l.fit(STEPS - l.step(), null), crc);
             resumed = String.format("%08x", crc.getValue());
-            resumedParams = params(t, m);
+            resumedParams = params(l);
         }
         String name = String.format("%08d", SAVE_AT);
         return new Seen(steps, Files.readAllBytes(dir.resolve("model_" + name + ".bin")),
                 Files.readAllBytes(dir.resolve("state_" + name + ".bin")), params, resumed, resumedParams);
-    }
-
-    private static Seen run(int ranks, GptConfig c, TrainConfig cfg, ModelStates.Factory f, Path dir) {
-        try (InProcessGroup g = InProcessGroup.create(ranks, Duration.ofSeconds(60))) {
-            List<Seen> all = g.run(comm -> {
-                try {
-                    return train(c, cfg, comm, f, dir);
-                } catch (IOException e) {
-                    throw new UncheckedIOException(e);
-                }
-            });
-            for (Seen s : all) {
-                assertThat(s.steps()).as("every rank's steps").isEqualTo(all.get(0).steps());
-                assertThat(s.params()).as("every rank's parameters").isEqualTo(all.get(0).params());
-            }
-            return all.get(0);
-        }
     }
 
     private static String crc(byte[] b) {
@@ -164,14 +140,14 @@ class ShardedStatesTest {
         "2, 2, 2, 2, 1, fp16, true, a1d940c3 158f191c 79a30b46 368e7a6d bfa5a1b4 158f191c bfa5a1b4, d390d9ed 7ceeaaf3 583dea7c d46ae49c b58e6653 7ceeaaf3 b58e6653",
         "3, 3, 2, 1, 1, fp16, false, d35a747b f72ecca8 65150e60 deeb687a ab6db7b6 f72ecca8 ab6db7b6, b394537e bb358769 02542176 6c23a758 efbf7a5c bb358769 efbf7a5c"})
     void theShardedStagesKeepTheirBits(int ranks, int stage, int L, int K, float clip, String p, boolean matricesOnly,
-                                       String golden512, String golden256) {
+                                       String golden512, String golden256) throws IOException {
         String golden = io.accel4j.train.WidthGoldens.pick(golden512, golden256);
         GptConfig c = new GptConfig(8, 11, 16, L, 2, 8);
         TrainConfig cfg = TrainConfig.builder().batch(2).seq(5).steps(STEPS).lr(1e-2f).eps(1e-5f).gradClip(clip)
                 .weightDecay(0.1f).decayMatricesOnly(matricesOnly).dataOrder(SampleOrder.Mode.SEQUENTIAL)
                 .gradAccum(K).zeroStage(stage).precision(precision(p)).build();
         String id = ranks + "-" + stage + "-" + L + "-" + K + "-" + clip + "-" + p + "-" + matricesOnly;
-        Seen now = run(ranks, c, cfg, ModelStates::of, tmp.resolve(id));
+        Seen now = run(ranks, c, cfg, tmp.resolve(id));
         assertThat(now.resumed()).as("the resumed steps are the uninterrupted run's")
                 .isEqualTo(now.steps().split(" ")[1]);
         assertThat(now.resumedParams()).as("the resumed run's parameters").isEqualTo(now.params());

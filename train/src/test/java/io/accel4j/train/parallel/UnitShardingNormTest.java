@@ -1,6 +1,5 @@
 package io.accel4j.train.parallel;
 
-import io.accel4j.train.TrainerTest;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.offset;
 
@@ -9,9 +8,8 @@ import io.accel4j.collectives.ReduceOp;
 import io.accel4j.core.DType;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
-import io.accel4j.train.model.Gpt2;
+import io.accel4j.fit.UnitSharding;
 import io.accel4j.train.model.ParameterLayout;
-import io.accel4j.train.model.Weights;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -21,12 +19,14 @@ import java.util.Random;
 import org.junit.jupiter.api.Test;
 
 /**
- * ZeRO-2's sharded gradient norm and overflow flag ({@link ShardedStates} over {@code fit.UnitSharding}) agree with
- * the whole averaged gradient's, on every rank. (The assertions ZeroOptimizerTest made of the class these states
- * replaced.)
+ * ZeRO-2's sharded gradient norm and overflow flag ({@link UnitSharding} over GPT-2's {@link ShardedUnits}, the
+ * strategy of a GPT-2 {@code Learner}'s ZeRO-2) agree with the whole averaged gradient's, on every rank. (The
+ * assertions ZeroOptimizerTest made of the class the old trainer's sharded states replaced, then made of those.)
  */
-class ShardedNormTest {
+class UnitShardingNormTest {
 
+    /** TrainerTest's tiny model: maxT 8, V 11, padded V 16, 2 layers, 2 heads, C 8. */
+    private static final io.accel4j.train.model.GptConfig TINY = new io.accel4j.train.model.GptConfig(8, 11, 16, 2, 2, 8);
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
     /** The kernel's fp32-lane grouping differs between a shard and the whole buffer: ≤ 35·2⁻²⁴ relative each. */
     private static final double NORM_REL = 5e-6;
@@ -40,10 +40,13 @@ class ShardedNormTest {
         List<Seen> seen;
         try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(30))) {
             seen = g.run(comm -> {
-                try (Parallel pool = new Parallel(1); Gpt2 m = TrainerTest.model(new CpuOps(pool), 2, 1);
-                     ShardedStates z = new ShardedStates(2, comm, m, TrainerTest.base().zeroStage(2).build(), 0);
+                ParameterLayout layout = new ParameterLayout(TINY);
+                try (Parallel pool = new Parallel(1);
+                     ShardedUnits units = new ShardedUnits(UnitLayout.of(layout), comm, new CpuOps(pool), false);
+                     UnitSharding z = new UnitSharding(comm, io.accel4j.core.memory.HostMemory.INSTANCE, units, 0);
                      Arena a = Arena.ofShared()) {
-                    long count = m.layout().count();
+                    CpuOps ops = new CpuOps(pool);
+                    long count = layout.count();
                     Random r = new Random(seed + comm.rank());
                     MemorySegment grads = a.allocate(count * Float.BYTES, 64);
                     for (long i = 0; i < count; i++) { // magnitudes over 6 decades, as gradients have
@@ -52,19 +55,19 @@ class ShardedNormTest {
                     MemorySegment copy = a.allocate(count * Float.BYTES, 64);
                     MemorySegment.copy(grads, 0, copy, 0, copy.byteSize());
                     comm.allReduce(copy, count, DType.FP32, ReduceOp.AVG);
-                    double ddp = m.ops().sumOfSquares(copy, count);
-                    backward(m, grads);
-                    z.reduceGradients();
-                    double zero = z.sumOfSquares();
-                    boolean finite = z.anyNonFinite();
+                    double ddp = ops.sumOfSquares(copy, count);
+                    backward(units, grads);
+                    z.reduce(MemorySegment.NULL, count);
+                    double zero = z.sumOfSquares(ops, MemorySegment.NULL, count);
+                    boolean finite = z.anyNonFinite(ops, MemorySegment.NULL, count);
                     // rank 2 overflows in rank 0's shard: rank 0 sees it in its shard, every rank in the flag
                     if (comm.rank() == 2) {
-                        UnitShards.Piece first = new UnitShards(m.layout(), n, 0).pieces().getFirst();
+                        UnitShards.Piece first = new UnitShards(layout, n, 0).pieces().getFirst();
                         grads.setAtIndex(F32, first.flat() + first.length() / 2, Float.POSITIVE_INFINITY);
                     }
-                    backward(m, grads);
-                    z.reduceGradients();
-                    return new Seen(zero, ddp, finite, z.anyNonFinite());
+                    backward(units, grads);
+                    z.reduce(MemorySegment.NULL, count);
+                    return new Seen(zero, ddp, finite, z.anyNonFinite(ops, MemorySegment.NULL, count));
                 }
             });
         }
@@ -76,17 +79,16 @@ class ShardedNormTest {
         }
     }
 
-    /** What a backward does to ZeRO-2's weights: each unit's gradients, from {@code flat}, then reduce-scattered. */
-    private static void backward(Gpt2 m, MemorySegment flat) {
-        Weights w = m.weights();
-        w.zeroGrad();
-        for (ParameterLayout.Unit u : m.layout().units()) {
-            w.beginGradients(u.index());
-            for (ParameterLayout.Segment s : u.segments()) {
-                MemorySegment.copy(flat, s.offset() * Float.BYTES, w.grad(s.param(), s.layer()), 0,
-                        s.count() * Float.BYTES);
+    /** What a backward does to ZeRO-2's units: each unit's gradients, from {@code flat}, then reduce-scattered. */
+    private static void backward(ShardedUnits units, MemorySegment flat) {
+        units.zeroGrad();
+        for (UnitLayout.Unit u : units.layout().units()) {
+            units.beginGradients(u.index());
+            for (UnitLayout.Segment s : u.segments()) {
+                MemorySegment.copy(flat, s.offset() * Float.BYTES, units.grad(new UnitLayout.Place("segment",
+                        u.index(), s.packed(), s.offset(), s.count())), 0, s.count() * Float.BYTES);
             }
-            w.gradientsDone(u.index());
+            units.gradientsDone(u.index());
         }
     }
 }
