@@ -90,13 +90,13 @@ class DataParallelTest {
      * returns this rank's final parameters and each step's loss and norm.
      */
     private static RankResult train(Ops ops, TrainConfig cfg, io.accel4j.collectives.Communicator comm) {
-        try (TokenSource data = Gpt2Learners.source(trainFile, cfg);
-             Learner l = (comm == null ? Gpt2Learners.builder(TrainerTest.TINY, cfg, 1, data)
-                     : Gpt2Learners.builder(TrainerTest.TINY, cfg, comm, data)).backend(r -> ops).build()) {
-            Gpt2Learners.initialised(l, TrainerTest.TINY, cfg, data, 1);
+        try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
+             Learner l = (comm == null ? Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, 1, data)
+                     : Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, data)).backend(r -> ops).build()) {
+            Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, cfg, data, 1);
             List<StepMetrics> steps = l.fit(cfg.steps(), null);
-            return new RankResult(Gpt2Learners.rankParameters(l, comm == null ? 0 : comm.rank()),
-                    Gpt2Learners.losses(steps), Gpt2Learners.norms(steps), LearnerProbe.buckets(l));
+            return new RankResult(Gpt2LearnerRuns.rankParameters(l, comm == null ? 0 : comm.rank()),
+                    Gpt2LearnerRuns.losses(steps), Gpt2LearnerRuns.norms(steps), LearnerProbe.buckets(l));
         }
     }
 

@@ -134,14 +134,14 @@ class DeviceDataParallelTest {
             return g.run(ring -> {
                 Setup setup = strict ? new Strict() : new Host();
                 Communicator comm = setup.comm(ring);
-                try (Parallel pool = new Parallel(1); TokenSource data = Gpt2Learners.source(trainFile, cfg);
-                     Learner l = Gpt2Learners.builder(TrainerTest.TINY, cfg, comm, data)
+                try (Parallel pool = new Parallel(1); TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
+                     Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, data)
                              .backend(r -> setup.ops(new CpuOps(pool))).build();
                      DataLoader val = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1,
                              SampleOrder.Mode.SEQUENTIAL, 0)) {
                     // a resume must overwrite the parameters
-                    Gpt2Learners.initialised(l, TrainerTest.TINY, cfg, data, resume == null ? 3 : 13);
-                    LearnerLlmcCheckpoints ck = Gpt2Learners.checkpoints(l, ring.rank() == 0, TrainerTest.TINY, cfg,
+                    Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, cfg, data, resume == null ? 3 : 13);
+                    LearnerLlmcCheckpoints ck = Gpt2LearnerRuns.checkpoints(l, ring.rank() == 0, TrainerTest.TINY, cfg,
                             data);
                     if (resume != null) {
                         ck.resume(resume);
@@ -161,7 +161,7 @@ class DeviceDataParallelTest {
                             ck.save(dir); // a collective with ZeRO; rank 0 writes
                         }
                     }
-                    float[] params = Gpt2Learners.rankParameters(l, ring.rank());
+                    float[] params = Gpt2LearnerRuns.rankParameters(l, ring.rank());
                     if (setup instanceof Strict s) {
                         assertThat(s.memory.bytesOut()).as("rank %d copied something back", ring.rank())
                                 .isPositive();
@@ -252,14 +252,14 @@ class DeviceDataParallelTest {
     @Test
     void aCommunicatorThatDoesNotTakeTheModelsMemoryIsRefused() {
         TrainConfig cfg = config(0, 0);
-        try (Parallel pool = new Parallel(1); TokenSource data = Gpt2Learners.source(trainFile, cfg)) {
+        try (Parallel pool = new Parallel(1); TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg)) {
             CpuOps cpu = new CpuOps(pool);
             StrictMemory strict = new StrictMemory();
-            assertThatThrownBy(() -> Gpt2Learners.builder(TrainerTest.TINY, cfg, fake(false), data)
+            assertThatThrownBy(() -> Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, fake(false), data)
                     .backend(r -> strict.ops(cpu)).build())
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("takes host buffers and the network is in strict test device memory");
-            assertThatThrownBy(() -> Gpt2Learners.builder(TrainerTest.TINY, cfg, fake(true), data)
+            assertThatThrownBy(() -> Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, fake(true), data)
                     .backend(r -> cpu).build())
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("takes device buffers and the network is in host memory");

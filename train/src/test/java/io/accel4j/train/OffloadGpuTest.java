@@ -93,17 +93,17 @@ class OffloadGpuTest {
     private static List<Double> train(Ops ops, boolean offload, Path resume, Path save, int saveAt) throws IOException {
         List<Double> losses = new ArrayList<>();
         TrainConfig cfg = config();
-        try (TokenSource data = Gpt2Learners.source(trainFile, cfg)) {
-            LearnerBuilder b = Gpt2Learners.builder(TrainerTest.TINY, cfg, 1, data).backend(r -> ops);
+        try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg)) {
+            LearnerBuilder b = Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, 1, data).backend(r -> ops);
             try (Learner l = (offload ? b.offloadOptimizer() : b).build()) {
-                Gpt2Learners.initialised(l, TrainerTest.TINY, cfg, data, 5);
+                Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, cfg, data, 5);
                 if (offload) { // the batch's buffers are the rank's host arena (RankStep's), not the GPU's
                     OffloadPlan plan = OffloadPlan.of(TrainerTest.TINY, cfg.batch(), cfg.seq(), Recompute.NONE);
                     assertThat(l.modelBytes()).isEqualTo(plan.device().total() - plan.device().batch());
                     assertThat(l.optimizerStateBytes()).as("AdamW's moments, on the host")
                             .isEqualTo(8 * TrainerTest.TINY.parameterCount());
                 }
-                LearnerLlmcCheckpoints ck = Gpt2Learners.checkpoints(l, TrainerTest.TINY, cfg, data);
+                LearnerLlmcCheckpoints ck = Gpt2LearnerRuns.checkpoints(l, TrainerTest.TINY, cfg, data);
                 if (resume != null) {
                     ck.resume(resume);
                 }

@@ -77,11 +77,11 @@ class OffloadHalfGradientsTest {
     private static Run train(Ops ops, boolean offload, int steps, Path saveAt, int saveStep, Path resume)
             throws IOException {
         TrainConfig cfg = config(steps);
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg)) {
-            LearnerBuilder b = Gpt2Learners.builder(CONFIG, cfg, 1, data).backend(r -> ops);
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2LearnerRuns.source(train, cfg)) {
+            LearnerBuilder b = Gpt2LearnerRuns.builder(CONFIG, cfg, 1, data).backend(r -> ops);
             try (Learner l = (offload ? b.offloadOptimizer() : b).build()) {
-                Gpt2Learners.initialised(l, CONFIG, cfg, data, resume == null ? 7 : 99);
-                var ck = Gpt2Learners.checkpoints(l, CONFIG, cfg, data);
+                Gpt2LearnerRuns.initialised(l, CONFIG, cfg, data, resume == null ? 7 : 99);
+                var ck = Gpt2LearnerRuns.checkpoints(l, CONFIG, cfg, data);
                 if (resume != null) {
                     ck.resume(resume);
                 }
@@ -91,7 +91,7 @@ class OffloadHalfGradientsTest {
                     ck.save(saveAt);
                 }
                 l.fit(steps - l.step(), m -> losses.add(m.trainLoss()));
-                return new Run(losses, Gpt2Learners.parameters(l));
+                return new Run(losses, Gpt2LearnerRuns.parameters(l));
             }
         }
     }
@@ -121,8 +121,8 @@ class OffloadHalfGradientsTest {
         assertThat(plan.host()).isEqualTo(16 * psi); // the landing buffer is fp32
         TrainConfig cfg = config(1);
         CountingMemory counted = new CountingMemory(); // host memory: the learner offloads onto a host pool of its own
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg);
-             Learner l = Gpt2Learners.builder(CONFIG, cfg, 1, data).backend(rank -> counted.ops(cpu))
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2LearnerRuns.source(train, cfg);
+             Learner l = Gpt2LearnerRuns.builder(CONFIG, cfg, 1, data).backend(rank -> counted.ops(cpu))
                      .offloadOptimizer().build()) {
             // the batch's buffers are the rank's host arena (RankStep's), not the device's
             long device = plan.device().total() - plan.device().batch();
@@ -137,8 +137,8 @@ class OffloadHalfGradientsTest {
     @Test
     void zeroThreeIsRefusedNamingTheStage() throws IOException {
         TrainConfig z = config(1).toBuilder().zeroStage(3).build();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, z)) {
-            assertThatThrownBy(() -> Gpt2Learners.builder(CONFIG, z, 2, data).offloadOptimizer().build())
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2LearnerRuns.source(train, z)) {
+            assertThatThrownBy(() -> Gpt2LearnerRuns.builder(CONFIG, z, 2, data).offloadOptimizer().build())
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("offloadOptimizer() does not go with zero(3)");
         }

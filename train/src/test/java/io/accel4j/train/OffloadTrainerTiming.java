@@ -41,13 +41,13 @@ class OffloadTrainerTiming {
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
         try (Parallel pool = new Parallel(Integer.getInteger("accel4j.timing.threads", 2));
              TokenFile data = TokenFile.open(dir.resolve("t.bin"));
-             TokenSource serialData = Gpt2Learners.source(data, cfg); TokenSource overData = Gpt2Learners.source(data, cfg);
-             Learner serial = Gpt2Learners.builder(config, cfg, 1, serialData).backend(rank -> new CpuOps(pool))
+             TokenSource serialData = Gpt2LearnerRuns.source(data, cfg); TokenSource overData = Gpt2LearnerRuns.source(data, cfg);
+             Learner serial = Gpt2LearnerRuns.builder(config, cfg, 1, serialData).backend(rank -> new CpuOps(pool))
                      .optimizer(new Offload(ModelStates.adamw(cfg), new CpuOps(pool), false)).build();
-             Learner over = Gpt2Learners.builder(config, cfg, 1, overData).backend(rank -> new CpuOps(pool))
+             Learner over = Gpt2LearnerRuns.builder(config, cfg, 1, overData).backend(rank -> new CpuOps(pool))
                      .optimizer(new Offload(ModelStates.adamw(cfg), new CpuOps(pool), true)).build()) {
-            Gpt2Learners.initialised(serial, config, cfg, serialData, 3);
-            Gpt2Learners.initialised(over, config, cfg, overData, 3);
+            Gpt2LearnerRuns.initialised(serial, config, cfg, serialData, 3);
+            Gpt2LearnerRuns.initialised(over, config, cfg, overData, 3);
             double[][] ms2 = new double[2][steps];
             boolean same = true;
             for (int s = 0; s < warm + steps; s++) {

@@ -85,19 +85,19 @@ class ZeroOneHalfGradientsTest {
     /** {@code STEPS} steps, then a checkpoint into {@code dir} (its state file's bytes returned, rank 0's). */
     private static Run run(CpuOps o, int batch, int zero, Communicator comm, Path dir) throws IOException {
         TrainConfig cfg = config(batch, zero);
-        try (TokenSource data = Gpt2Learners.source(small, cfg);
-             Learner l = (comm == null ? Gpt2Learners.builder(TrainerTest.TINY, cfg, 1, Recompute.NONE, DType.BF16,
-                     data) : Gpt2Learners.builder(TrainerTest.TINY, cfg, comm, Recompute.NONE, DType.BF16, data))
+        try (TokenSource data = Gpt2LearnerRuns.source(small, cfg);
+             Learner l = (comm == null ? Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, 1, Recompute.NONE, DType.BF16,
+                     data) : Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, Recompute.NONE, DType.BF16, data))
                      .backend(r -> o).build()) {
-            Gpt2Learners.initialised(l, TrainerTest.TINY, cfg, data, 1);
+            Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, cfg, data, 1);
             assertThat(l.describe()).contains(zero > 0 ? "(ZeRO-" + zero + ")" : "rank");
             List<StepMetrics> steps = l.fit(STEPS, null);
             boolean lead = comm == null || comm.rank() == 0;
-            Path model = Gpt2Learners.checkpoints(l, lead, TrainerTest.TINY, cfg, data).save(dir);
+            Path model = Gpt2LearnerRuns.checkpoints(l, lead, TrainerTest.TINY, cfg, data).save(dir);
             byte[] state = lead ? Files.readAllBytes(model.resolveSibling(model.getFileName().toString()
                     .replace("model_", "state_"))) : null;
-            return new Run(Gpt2Learners.rankParameters(l, comm == null ? 0 : comm.rank()),
-                    Gpt2Learners.norms(steps).clone(), Gpt2Learners.losses(steps), state);
+            return new Run(Gpt2LearnerRuns.rankParameters(l, comm == null ? 0 : comm.rank()),
+                    Gpt2LearnerRuns.norms(steps).clone(), Gpt2LearnerRuns.losses(steps), state);
         }
     }
 
@@ -166,13 +166,13 @@ class ZeroOneHalfGradientsTest {
         try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(60))) {
             seen = g.run(comm -> {
                 CountingMemory counted = new CountingMemory();
-                try (Parallel p = new Parallel(1); TokenSource data = Gpt2Learners.source(small, cfg);
-                     Learner l = Gpt2Learners.builder(TrainerTest.TINY, cfg, comm, Recompute.NONE, DType.BF16, data)
+                try (Parallel p = new Parallel(1); TokenSource data = Gpt2LearnerRuns.source(small, cfg);
+                     Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, Recompute.NONE, DType.BF16, data)
                              .backend(r -> counted.ops(new CpuOps(p))).build()) {
                     long live = counted.live.get();
                     assertThat(l.fit(1, null).get(0).trainLoss()).isFinite();
                     long stepPeak = counted.peak.get();
-                    Gpt2Learners.checkpoints(l, comm.rank() == 0, TrainerTest.TINY, cfg, data)
+                    Gpt2LearnerRuns.checkpoints(l, comm.rank() == 0, TrainerTest.TINY, cfg, data)
                             .save(tmp.resolve("plan" + n));
                     return new long[] {live, counted.live.get(), stepPeak,
                         l.modelBytes() + l.optimizerStateBytes(), counted.peak.get()};
@@ -206,8 +206,8 @@ class ZeroOneHalfGradientsTest {
             TrainConfig cfg = TrainConfig.builder().batch(2).seq(5).steps(1).zeroStage(stage)
                     .precision(Precision.FP32.withGradients(DType.BF16)).build();
             assertThatThrownBy(() -> {
-                try (TokenSource data = Gpt2Learners.source(small, cfg)) {
-                    Gpt2Learners.builder(TrainerTest.TINY, cfg, 2, data).build().close();
+                try (TokenSource data = Gpt2LearnerRuns.source(small, cfg)) {
+                    Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, 2, data).build().close();
                 }
             })
                     .hasMessage("gradientStorage(BF16) does not go with zero(" + stage + ") yet: drop one of them");

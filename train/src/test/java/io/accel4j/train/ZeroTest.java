@@ -99,16 +99,16 @@ class ZeroTest {
 
     /** This rank's run from GPT-2's initialisation from seed 1; its parameters null off rank 0 at stages 2 and 3. */
     private static Run train(GptConfig config, Recompute recompute, TrainConfig cfg, Communicator comm) {
-        try (TokenSource data = Gpt2Learners.source(trainFile, cfg);
-             Learner l = Gpt2Learners.builder(config, cfg, comm, recompute, DType.FP32, data).build()) {
-            Gpt2Learners.initialised(l, config, cfg, data, 1);
+        try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
+             Learner l = Gpt2LearnerRuns.builder(config, cfg, comm, recompute, DType.FP32, data).build()) {
+            Gpt2LearnerRuns.initialised(l, config, cfg, data, 1);
             assertThat(l.describe()).contains(comm.size() + " ranks" + (cfg.zeroStage() > 0 ? " (ZeRO-"
                     + cfg.zeroStage() + ")" : ","));
             // from stage 2 the network's whole buffers are gone: the units' shards hold the parameters
             assertThat(l.network().flat()).as("whole parameter and gradient buffers").isEqualTo(cfg.zeroStage() < 2);
             List<StepMetrics> steps = l.fit(cfg.steps(), null);
-            return new Run(Gpt2Learners.rankParameters(l, comm.rank()), Gpt2Learners.losses(steps),
-                    Gpt2Learners.norms(steps), LearnerProbe.buckets(l));
+            return new Run(Gpt2LearnerRuns.rankParameters(l, comm.rank()), Gpt2LearnerRuns.losses(steps),
+                    Gpt2LearnerRuns.norms(steps), LearnerProbe.buckets(l));
         }
     }
 
@@ -219,11 +219,11 @@ class ZeroTest {
         try (InProcessGroup g = InProcessGroup.create(2, Duration.ofSeconds(30))) {
             return g.run(comm -> {
                 boolean every = cfg.zeroStage() == 3 || comm.rank() == 0;
-                try (TokenSource data = Gpt2Learners.source(trainFile, cfg);
-                     Learner l = Gpt2Learners.builder(TrainerTest.TINY, cfg, comm, data).build();
+                try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
+                     Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, data).build();
                      DataLoader val = new DataLoader(trainFile, cfg.batch(), cfg.seq(), 0, 1,
                              SampleOrder.Mode.SEQUENTIAL, 0)) {
-                    Gpt2Learners.initialised(l, TrainerTest.TINY, cfg, data, 1);
+                    Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, cfg, data, 1);
                     DataLoader.State start = val.position();
                     double[] v = new double[3];
                     for (int i = 0; i < 3; i++) {
@@ -292,12 +292,12 @@ class ZeroTest {
         Run straight = ranks(n, resuming);
         try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(30))) {
             g.run(comm -> {
-                try (TokenSource data = Gpt2Learners.source(trainFile, saving);
-                     Learner l = Gpt2Learners.builder(TrainerTest.TINY, saving, comm, data).build()) {
-                    Gpt2Learners.initialised(l, TrainerTest.TINY, saving, data, 1);
+                try (TokenSource data = Gpt2LearnerRuns.source(trainFile, saving);
+                     Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, saving, comm, data).build()) {
+                    Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, saving, data, 1);
                     l.fit(3, null);
                     // every rank takes part (ZeRO's shards are gathered); rank 0 writes
-                    Gpt2Learners.checkpoints(l, comm.rank() == 0, TrainerTest.TINY, saving, data).save(dir);
+                    Gpt2LearnerRuns.checkpoints(l, comm.rank() == 0, TrainerTest.TINY, saving, data).save(dir);
                     l.fit(1, null); // a step the resumed run must not see
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
@@ -312,13 +312,13 @@ class ZeroTest {
         List<Run> resumed;
         try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(30))) {
             resumed = g.run(comm -> {
-                try (TokenSource data = Gpt2Learners.source(trainFile, resuming);
-                     Learner l = Gpt2Learners.builder(TrainerTest.TINY, resuming, comm, data).build()) {
-                    Gpt2Learners.initialised(l, TrainerTest.TINY, resuming, data, 99); // other init: overwritten
-                    Gpt2Learners.checkpoints(l, comm.rank() == 0, TrainerTest.TINY, resuming, data).resume(dir);
+                try (TokenSource data = Gpt2LearnerRuns.source(trainFile, resuming);
+                     Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, resuming, comm, data).build()) {
+                    Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, resuming, data, 99); // other init: overwritten
+                    Gpt2LearnerRuns.checkpoints(l, comm.rank() == 0, TrainerTest.TINY, resuming, data).resume(dir);
                     assertThat(l.step()).isEqualTo(3);
                     List<StepMetrics> steps = l.fit(resuming.steps() - l.step(), null);
-                    return new Run(Gpt2Learners.rankParameters(l, comm.rank()), Gpt2Learners.losses(steps),
+                    return new Run(Gpt2LearnerRuns.rankParameters(l, comm.rank()), Gpt2LearnerRuns.losses(steps),
                             new double[0], 0);
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
@@ -344,8 +344,8 @@ class ZeroTest {
             try (InProcessGroup g = InProcessGroup.create(3, Duration.ofSeconds(30))) {
                 seen = g.run(comm -> {
                     TrainConfig cfg = cfg(s, 0, 0).build();
-                    try (TokenSource data = Gpt2Learners.source(trainFile, cfg);
-                         Learner l = Gpt2Learners.builder(TrainerTest.TINY, cfg, comm, data).build()) {
+                    try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
+                         Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, data).build()) {
                         return l.zeroMemory();
                     }
                 });

@@ -3,7 +3,7 @@ package io.accel4j.train.parallel;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.accel4j.fit.Learner;
-import io.accel4j.train.Gpt2Learners;
+import io.accel4j.train.Gpt2LearnerRuns;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.WidthGoldens;
 import io.accel4j.train.data.SampleOrder;
@@ -57,11 +57,11 @@ class DataParallelGoldenTest {
 
     /** {@code cfg.steps()} steps from GPT-2's initialisation from seed 1, then a checkpoint into {@code out}. */
     private static Run run(int ranks, TrainConfig cfg, Path out) throws IOException {
-        try (TokenSource data = Gpt2Learners.source(trainFile, cfg);
-             Learner l = Gpt2Learners.builder(TINY, cfg, ranks, data).build()) {
-            Gpt2Learners.initialised(l, TINY, cfg, data, 1);
-            double[] losses = Gpt2Learners.losses(l.fit(cfg.steps(), null));
-            Gpt2Learners.checkpoints(l, TINY, cfg, data).save(out);
+        try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
+             Learner l = Gpt2LearnerRuns.builder(TINY, cfg, ranks, data).build()) {
+            Gpt2LearnerRuns.initialised(l, TINY, cfg, data, 1);
+            double[] losses = Gpt2LearnerRuns.losses(l.fit(cfg.steps(), null));
+            Gpt2LearnerRuns.checkpoints(l, TINY, cfg, data).save(out);
             return new Run(losses, out);
         }
     }

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.accel4j.core.DType;
 import io.accel4j.fit.Learner;
-import io.accel4j.train.Gpt2Learners;
+import io.accel4j.train.Gpt2LearnerRuns;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
@@ -99,20 +99,20 @@ class ZeroShardingGoldenTest {
 
     private static Seen run(int ranks, GptConfig c, TrainConfig cfg, Path dir) throws IOException {
         String steps, params, resumed, resumedParams;
-        try (TokenSource data = Gpt2Learners.source(trainFile, cfg);
-             Learner l = Gpt2Learners.builder(c, cfg, ranks, data).build()) {
-            Gpt2Learners.initialised(l, c, cfg, data, 1);
+        try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
+             Learner l = Gpt2LearnerRuns.builder(c, cfg, ranks, data).build()) {
+            Gpt2LearnerRuns.initialised(l, c, cfg, data, 1);
             CRC32 before = new CRC32(), after = new CRC32();
             steps(l.fit(SAVE_AT, null), before);
-            Gpt2Learners.checkpoints(l, c, cfg, data).save(dir);
+            Gpt2LearnerRuns.checkpoints(l, c, cfg, data).save(dir);
             steps(l.fit(STEPS - SAVE_AT, null), after);
             steps = String.format("%08x %08x", before.getValue(), after.getValue());
             params = params(l);
         }
-        try (TokenSource data = Gpt2Learners.source(trainFile, cfg);
-             Learner l = Gpt2Learners.builder(c, cfg, ranks, data).build()) {
-            Gpt2Learners.initialised(l, c, cfg, data, 99); // other init: overwritten
-            Gpt2Learners.checkpoints(l, c, cfg, data).resume(dir);
+        try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
+             Learner l = Gpt2LearnerRuns.builder(c, cfg, ranks, data).build()) {
+            Gpt2LearnerRuns.initialised(l, c, cfg, data, 99); // other init: overwritten
+            Gpt2LearnerRuns.checkpoints(l, c, cfg, data).resume(dir);
             CRC32 crc = new CRC32();
             steps(l.fit(STEPS - l.step(), null), crc);
             resumed = String.format("%08x", crc.getValue());

@@ -3,7 +3,7 @@ package io.accel4j.train.plan;
 import io.accel4j.core.DType;
 import io.accel4j.fit.Learner;
 import io.accel4j.train.CountingMemory;
-import io.accel4j.train.Gpt2Learners;
+import io.accel4j.train.Gpt2LearnerRuns;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.parallel.ZeroMemory;
@@ -81,8 +81,8 @@ class MemoryPlanTest {
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(1).lr(1e-3f)
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
         CountingMemory counted = new CountingMemory();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg);
-             Learner l = Gpt2Learners.builder(CONFIG, cfg, 1, recompute, DType.FP32, data)
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2LearnerRuns.source(train, cfg);
+             Learner l = Gpt2LearnerRuns.builder(CONFIG, cfg, 1, recompute, DType.FP32, data)
                      .backend(rank -> counted.ops(ops)).build()) {
             // the batch's buffers are the rank's host arena (RankStep's), the rest the backend's memory
             long want = plan.total() - plan.batch();
@@ -155,8 +155,8 @@ class MemoryPlanTest {
             seen = g.run(comm -> {
                 CountingMemory counted = new CountingMemory();
                 try (Parallel one = new Parallel(1); TokenFile train = TokenFile.open(file);
-                     TokenSource data = Gpt2Learners.source(train, cfg);
-                     Learner l = Gpt2Learners.builder(config, cfg, comm, data)
+                     TokenSource data = Gpt2LearnerRuns.source(train, cfg);
+                     Learner l = Gpt2LearnerRuns.builder(config, cfg, comm, data)
                              .backend(rank -> counted.ops(new CpuOps(one))).build()) {
                     long live = counted.live.get();
                     l.fit(1, null); // nothing is allocated per step

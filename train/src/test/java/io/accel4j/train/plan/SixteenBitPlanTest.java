@@ -7,7 +7,7 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.fit.Learner;
 import io.accel4j.train.CountingMemory;
-import io.accel4j.train.Gpt2Learners;
+import io.accel4j.train.Gpt2LearnerRuns;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.data.SampleOrder;
@@ -80,8 +80,8 @@ class SixteenBitPlanTest {
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(1).lr(1e-3f).precision(precision)
                 .dataOrder(SampleOrder.Mode.SEQUENTIAL).build();
         CountingMemory counted = new CountingMemory();
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2Learners.source(train, cfg);
-             Learner l = Gpt2Learners.builder(CONFIG, cfg, 1, recompute, storage, data)
+        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2LearnerRuns.source(train, cfg);
+             Learner l = Gpt2LearnerRuns.builder(CONFIG, cfg, 1, recompute, storage, data)
                      .backend(rank -> counted.ops(ops)).build()) {
             assertThat(l.describe()).contains("saved activations in " + storage);
             // the batch's buffers are the rank's host arena (RankStep's), the rest the backend's memory

@@ -28,9 +28,9 @@ import java.util.List;
  * ranks in this process (one thread each, as the trainer's tests gave every rank a pool of one), over the token file
  * as a {@link TokenSource}; llm.c's checkpoints through {@link LearnerLlmcCheckpoints}.
  */
-public final class Gpt2Learners {
+public final class Gpt2LearnerRuns {
 
-    private Gpt2Learners() {
+    private Gpt2LearnerRuns() {
     }
 
     /**
@@ -68,16 +68,9 @@ public final class Gpt2Learners {
 
     private static LearnerBuilder common(GptConfig c, TrainConfig cfg, int ranks, Recompute recompute,
                                          DType storage, TokenSource data) {
-        Precision p = cfg.precision();
-        boolean whole = ranks == 1 || cfg.zeroStage() > 1 || p.gradients() != DType.FP32;
-        LearnerBuilder b = Learner.of(() -> Gpt2Blocks.body(c)).tokens(c.V()).classes(c.V())
-                .parameterOrder(Gpt2Blocks.LLMC_ORDER).batch(cfg.batch(), cfg.seq()).gradAccum(cfg.gradAccum())
-                .optimizer(ModelStates.adamw(cfg)).schedule(cfg::learningRate).gradClip(cfg.gradClip())
-                .precision(p.operands()).lossScaling(p.initialLossScale(), p.lossScaleWindow())
-                .recompute(recompute).activationStorage(storage).gradientStorage(p.gradients())
-                .zero(ranks == 1 ? 0 : cfg.zeroStage()).bucketBytes(whole ? 0 : cfg.bucketBytes())
-                .seed(cfg.seed()).data(data);
-        return p.fp8() != null ? b.fp8(p.fp8()) : b;
+        boolean whole = ranks == 1 || cfg.zeroStage() > 1 || cfg.precision().gradients() != DType.FP32;
+        return Gpt2Learners.of(c, cfg).recompute(recompute).activationStorage(storage)
+                .zero(ranks == 1 ? 0 : cfg.zeroStage()).bucketBytes(whole ? 0 : cfg.bucketBytes()).data(data);
     }
 
     /** The token source the trainer read {@code file} through: {@code cfg}'s order and seed, one loader thread. */
