@@ -272,7 +272,7 @@ class OffloadOverlapTest {
      * that does not cover the range once is refused.
      */
     @Test
-    void aDeferredUploadGoesInTheOrderGivenAndEachPartIsReadableWhenUp() {
+    void anUploadDeferredInPartsGoesInTheOrderGivenAndEachPartIsReadableWhenUp() {
         StrictMemory strict = new StrictMemory();
         Ops device = strict.ops(cpu);
         CountDownLatch firstPartRead = new CountDownLatch(1);
