@@ -10,6 +10,7 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.optim.Bf16AdamW;
 import io.accel4j.optim.Bf16StoreAdamW;
+import io.accel4j.optim.OffloadedBf16AdamW;
 import io.accel4j.optim.Optimizer;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.model.Gpt2;
@@ -25,7 +26,6 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
@@ -34,13 +34,15 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
-import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * bf16 working weights ({@code --bf16-params}, {@link io.accel4j.train.model.Bf16ParamWeights} and
- * {@link Bf16StoreAdamW}): the model and its optimizer are bit for bit the Java API's {@link Bf16AdamW} over an fp32
- * buffer whose initial weights are rounded to bf16; what a layer computes with is the store's values exactly; a
- * resumed run is the uninterrupted one bit for bit; the plan is every byte allocated.
+ * {@link Bf16StoreAdamW}, the optimizer {@code fit.Bf16ParamSync} makes): the model and its optimizer are bit for bit
+ * the Java API's {@link Bf16AdamW} over an fp32 buffer whose initial weights are rounded to bf16; what a layer computes
+ * with is the store's values exactly; the offloaded optimizer ({@link OffloadedBf16AdamW}) is the same bits with the
+ * model in memory host code cannot touch; the plan is every byte the model and its optimizer allocate; on the
+ * {@link io.accel4j.fit.Learner}, two ranks are one with twice the batch. Resuming bit for bit (either optimizer's
+ * checkpoint into the other) is {@link LearnerBf16ParamsTest}'s.
  */
 class Bf16ParamsTest {
 
@@ -155,89 +157,42 @@ class Bf16ParamsTest {
                 .hasMessageContaining("--bf16-params");
     }
 
-    private static TrainConfig config(DType gradients, int steps) {
-        return TrainerTest.base().batch(B).seq(T).steps(steps).lr(2e-2f).gradClip(1f).weightDecay(0.05f)
-                .decayMatricesOnly(true).seed(9).precision(Precision.of(DType.BF16).withGradients(gradients))
-                .build();
-    }
-
-    private record Run(double[] losses, float[] master, float[] working) {}
-
-    private static void steps(Trainer t, int from, int to, double[] losses) {
-        for (int s = from; s < to; s++) {
-            losses[s] = t.trainStep().trainLoss();
+    /** A batch of random tokens, B × T inputs then B × T targets, from {@code r}. */
+    private static void randomBatch(MemorySegment in, MemorySegment tg, Random r, int V) {
+        for (int i = 0; i < B * T; i++) {
+            in.setAtIndex(ValueLayout.JAVA_INT, i, r.nextInt(V));
+            tg.setAtIndex(ValueLayout.JAVA_INT, i, r.nextInt(V));
         }
     }
 
-    private static Run finish(Trainer t, Gpt2 m, double[] losses) {
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment master = a.allocate(m.layout().fp32Bytes()), working = a.allocate(m.layout().fp32Bytes());
-            t.copyParameters(master);
-            m.copyParamsToHost(working);
-            return new Run(losses, floats(master), floats(working));
-        }
-    }
-
+    /**
+     * {@link Bf16ParamsPlan#of} is every byte the model and its {@link Bf16StoreAdamW} (master, m, v in the model's
+     * memory) allocate, before and through a step, plus the plan's batch (the inputs and targets, held by the
+     * caller); and the same as {@link Bf16ParamsPlan#trialStep}.
+     */
     @ParameterizedTest(name = "{0} gradients")
     @EnumSource(value = DType.class, names = {"FP32", "BF16"})
-    void aResumedRunIsTheUninterruptedOneBitForBit(DType gradients) throws IOException {
-        int steps = 6;
-        Run whole;
-        try (Gpt2 m = model(TrainerTest.TINY, gradients, DType.BF16)) {
-            m.initialise(3);
-            try (Trainer t = new Trainer(m, config(gradients, steps), small, null)) {
-                double[] losses = new double[steps];
-                steps(t, 0, steps, losses);
-                whole = finish(t, m, losses);
-            }
-        }
-        Path dir = tmp.resolve("ckpt-" + gradients);
-        double[] losses = new double[steps];
-        float[] master3;
-        try (Gpt2 m = model(TrainerTest.TINY, gradients, DType.BF16)) {
-            m.initialise(3);
-            try (Trainer t = new Trainer(m, config(gradients, steps), small, null)) {
-                steps(t, 0, 3, losses);
-                t.save(dir);
-                master3 = finish(t, m, losses).master();
-            }
-        }
-        Run resumed;
-        try (Gpt2 m = model(TrainerTest.TINY, gradients, DType.BF16)) {
-            m.initialise(99); // overwritten by the resume
-            try (Trainer t = new Trainer(m, config(gradients, steps), small, null)) {
-                t.resume(dir);
-                assertThat(t.step()).isEqualTo(3);
-                steps(t, 3, steps, losses);
-                resumed = finish(t, m, losses);
-            }
-        }
-        assertThat(resumed.losses()).containsExactly(whole.losses());
-        assertThat(resumed.master()).containsExactly(whole.master());
-        assertThat(resumed.working()).containsExactly(whole.working());
-        assertThat(whole.master()).isNotEqualTo(whole.working()); // the master keeps what bf16 rounds away
-        // the llm.c model file is the fp32 master (what a sampler or an fp32 run loads), not the bf16 copy
-        try (Arena a = Arena.ofConfined()) {
-            io.accel4j.train.checkpoint.LlmcCheckpoint.Loaded l = io.accel4j.train.checkpoint.LlmcCheckpoint.read(
-                    io.accel4j.train.checkpoint.CheckpointFiles.latest(dir).model(), a);
-            assertThat(floats(l.params().asSlice(0, master3.length * 4L))).containsExactly(master3);
-        }
-    }
-
-    @ParameterizedTest(name = "{0} gradients")
-    @EnumSource(value = DType.class, names = {"FP32", "BF16"})
-    void thePlanIsEveryByteAModelAndItsTrainerAllocate(DType gradients) throws IOException {
+    void thePlanIsEveryByteAModelAndItsOptimizerAllocate(DType gradients) {
         for (Recompute recompute : new Recompute[] {Recompute.NONE, Recompute.GELU, Recompute.LAYER}) {
             MemoryPlan plan = Bf16ParamsPlan.of(ODD, B, T, recompute, DType.BF16, gradients);
             CountingMemory counted = new CountingMemory();
-            try (Gpt2 m = new Gpt2(ODD, counted.ops(ops), B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
+            io.accel4j.core.ops.Ops o = counted.ops(ops);
+            try (Gpt2 m = new Gpt2(ODD, o, B, T, Gpt2Options.DEFAULT.withRecompute(recompute)
                     .withPrecision(DType.BF16, null).withActivationStorage(DType.BF16).withGradientStorage(gradients)
                     .withParameterStorage(DType.BF16))) {
                 m.initialise(1);
-                try (TokenFile f = odd(); Trainer t = new Trainer(m, config(gradients, 1), f, null)) {
-                    assertThat(m.totalBytes() + t.stateBytes()).as("recompute %s", recompute).isEqualTo(plan.total());
+                try (Bf16StoreAdamW adamw = new Bf16StoreAdamW(Bf16AdamW.of(0f, 1), o, m.network().table(),
+                        m.halfParameters(), gradients == DType.FP32 ? Bf16StoreAdamW.Gradients.of(m.grads())
+                        : Bf16StoreAdamW.Gradients.of(m.halfGradients()));
+                     Arena a = Arena.ofConfined()) {
+                    assertThat(m.totalBytes() + adamw.stateBytes()).as("recompute %s", recompute)
+                            .isEqualTo(plan.total() - plan.batch());
                     assertThat(counted.live.get()).isEqualTo(plan.total() - plan.batch());
-                    assertThat(t.trainStep().trainLoss()).isFinite();
+                    MemorySegment in = a.allocate((long) B * T * 4), tg = a.allocate((long) B * T * 4);
+                    randomBatch(in, tg, new Random(2), ODD.V());
+                    m.zeroGrad();
+                    assertThat(m.forwardBackward(in, tg, B, T, 1f / (B * T))).isFinite();
+                    adamw.step(1, 1e-3f, 1f);
                     assertThat(counted.peak.get()).isEqualTo(plan.total() - plan.batch());
                 }
             }
@@ -253,79 +208,95 @@ class Bf16ParamsTest {
         }
     }
 
-    private record Trained(java.util.List<Double> losses, float[] master, float[] working) {}
-
-    /** {@code steps} steps (accumulation 2, clipping), saving at {@code saveStep}, or resuming {@code resume}. */
-    private static Trained train(io.accel4j.core.ops.Ops o, DType gradients, boolean offload, int steps, Path saveAt,
-                                 int saveStep, Path resume) throws IOException {
-        TrainConfig cfg = config(gradients, steps).toBuilder().gradAccum(2).build();
-        java.util.List<Double> losses = new java.util.ArrayList<>();
-        try (TokenFile f = odd();
-             Gpt2 m = new Gpt2(ODD, o, B, T, Gpt2Options.DEFAULT.withPrecision(DType.BF16, null)
+    /**
+     * The offloaded optimizer ({@code offloadOptimizer()}: master and moments on the host, the model in a
+     * {@link StrictMemory} "device" host code cannot touch) is the same bits as {@link Bf16StoreAdamW} on the model's
+     * memory, step by step: master, m, v and the bf16 working weights (accumulation-free steps, clipping below 1).
+     */
+    @ParameterizedTest(name = "{0} gradients")
+    @EnumSource(value = DType.class, names = {"FP32", "BF16"})
+    void theOffloadedOptimizerIsTheSameBits(DType gradients) {
+        StrictMemory strict = new StrictMemory();
+        Bf16AdamW.Spec spec = new Bf16AdamW.Spec(0.9f, 0.95f, 1e-8f, 0.05f, false, 9);
+        Random r = new Random(20261206L);
+        try (Gpt2 plain = model(ODD, gradients, DType.BF16);
+             Gpt2 device = new Gpt2(ODD, strict.ops(ops), B, T, Gpt2Options.DEFAULT.withPrecision(DType.BF16, null)
                      .withActivationStorage(DType.BF16).withGradientStorage(gradients)
                      .withParameterStorage(DType.BF16))) {
-            m.initialise(resume == null ? 7 : 99);
-            try (Trainer t = new Trainer(m, cfg, f, null, null, offload
-                    ? io.accel4j.train.parallel.Bf16ParamStates.offloaded()
-                    : io.accel4j.train.parallel.ModelStates::of)) {
-                if (resume != null) {
-                    t.resume(resume);
-                }
-                while (!t.done()) {
-                    losses.add(t.trainStep().trainLoss());
-                    if (saveAt != null && t.step() == saveStep) {
-                        t.save(saveAt);
+            plain.initialise(7);
+            device.initialise(7);
+            try (Bf16StoreAdamW want = new Bf16StoreAdamW(spec, ops, plain.network().table(), plain.halfParameters(),
+                    gradients(plain));
+                 OffloadedBf16AdamW got = new OffloadedBf16AdamW(spec, device.ops(), ops, device.network().table(),
+                         device.halfParameters(), gradients(device));
+                 Arena a = Arena.ofConfined()) {
+                long n = plain.layout().count();
+                MemorySegment in = a.allocate((long) B * T * 4), tg = a.allocate((long) B * T * 4);
+                MemorySegment wantW = a.allocate(n * 4), gotW = a.allocate(n * 4);
+                for (int t = 1; t <= 5; t++) {
+                    randomBatch(in, tg, r, ODD.V());
+                    plain.zeroGrad();
+                    device.zeroGrad();
+                    double lw = plain.forwardBackward(in, tg, B, T, 1f / (B * T));
+                    double lg = device.forwardBackward(in, tg, B, T, 1f / (B * T));
+                    assertThat(lg).as("step %d's loss", t).isEqualTo(lw);
+                    want.step(t, 3e-2f, 0.5f);
+                    got.step(t, 3e-2f, 0.5f);
+                    for (String s : new String[] {"master", "m", "v"}) {
+                        assertThat(floats(got.state().get(s))).as("step %d's %s", t, s)
+                                .containsExactly(floats(want.state().get(s)));
                     }
+                    plain.copyParamsToHost(wantW);
+                    device.copyParamsToHost(gotW);
+                    assertThat(floats(gotW)).as("step %d's working weights", t).containsExactly(floats(wantW));
                 }
-                Run r = finish(t, m, new double[0]);
-                return new Trained(losses, r.master(), r.working());
+                assertThat(floats(want.state().get("master"))).as("the master keeps what bf16 rounds away")
+                        .isNotEqualTo(floats(wantW));
             }
         }
     }
 
+    private static Bf16StoreAdamW.Gradients gradients(Gpt2 m) {
+        return m.gradientStorage() == DType.FP32 ? Bf16StoreAdamW.Gradients.of(m.grads())
+                : Bf16StoreAdamW.Gradients.of(m.halfGradients());
+    }
+
     /**
-     * The offloaded optimizer ({@code --offload-optimizer}: master and moments on the host, the "device" a
-     * {@link StrictMemory} host code cannot touch) is the same bits as the device's, and a checkpoint of either
-     * resumes into the other bit for bit.
+     * Offloaded: the model's memory holds the bf16 parameters, the gradients and the activations (what the plan's
+     * device side says, less the batch); the host what the plan says ({@link OffloadedBf16AdamW}'s master, m, v and
+     * chunks).
      */
     @ParameterizedTest(name = "{0} gradients")
     @EnumSource(value = DType.class, names = {"FP32", "BF16"})
-    void theOffloadedOptimizerIsTheSameBitsAndResumesEitherWay(DType gradients, @TempDir Path dir)
-            throws IOException {
-        io.accel4j.core.ops.Ops device = new StrictMemory().ops(ops);
-        Trained plain = train(ops, gradients, false, 6, null, 0, null);
-        Trained off = train(device, gradients, true, 6, dir.resolve("ckpt"), 2, null);
-        assertThat(off.losses()).containsExactlyElementsOf(plain.losses());
-        assertThat(off.master()).containsExactly(plain.master());
-        assertThat(off.working()).containsExactly(plain.working());
-        for (boolean offload : new boolean[] {true, false}) {
-            Trained rest = train(offload ? device : ops, gradients, offload, 6, null, 0, dir.resolve("ckpt"));
-            assertThat(rest.losses()).as("offload %s", offload).containsExactlyElementsOf(plain.losses().subList(2, 6));
-            assertThat(rest.master()).as("offload %s", offload).containsExactly(plain.master());
-            assertThat(rest.working()).as("offload %s", offload).containsExactly(plain.working());
-        }
-    }
-
-    /** Offloaded: the device holds the bf16 parameters and the gradients only; the host what the plan says. */
-    @ParameterizedTest(name = "{0} gradients")
-    @EnumSource(value = DType.class, names = {"FP32", "BF16"})
-    void theOffloadedPlanIsWhatEachSideAllocates(DType gradients) throws IOException {
+    void theOffloadedPlanIsWhatEachSideAllocates(DType gradients) {
         io.accel4j.train.plan.OffloadPlan plan = Bf16ParamsPlan.offloaded(ODD, B, T, Recompute.NONE, DType.BF16,
                 gradients);
         long psi = ODD.parameterCount();
         assertThat(plan.device().optimizer()).isZero();
         assertThat(plan.host()).isEqualTo(12 * psi + 6 * Math.min(1 << 16, psi));
         CountingMemory counted = new CountingMemory();
-        try (TokenFile f = odd();
-             Gpt2 m = new Gpt2(ODD, counted.ops(ops), B, T, Gpt2Options.DEFAULT.withPrecision(DType.BF16, null)
+        io.accel4j.core.ops.Ops o = counted.ops(ops);
+        try (Gpt2 m = new Gpt2(ODD, o, B, T, Gpt2Options.DEFAULT.withPrecision(DType.BF16, null)
                      .withActivationStorage(DType.BF16).withGradientStorage(gradients)
                      .withParameterStorage(DType.BF16))) {
             m.initialise(1);
-            try (Trainer t = new Trainer(m, config(gradients, 1), f, null, null,
-                    io.accel4j.train.parallel.Bf16ParamStates.offloaded())) {
-                assertThat(m.totalBytes() + t.stateBytes()).isEqualTo(plan.device().total());
-                assertThat(t.hostBytes()).isEqualTo(plan.host());
-                assertThat(t.trainStep().trainLoss()).isFinite();
+            try (OffloadedBf16AdamW adamw = new OffloadedBf16AdamW(Bf16AdamW.of(0f, 1), o, ops, m.network().table(),
+                    m.halfParameters(), gradients(m));
+                 Arena a = Arena.ofConfined()) {
+                assertThat(m.totalBytes()).isEqualTo(plan.device().total() - plan.device().batch());
+                assertThat(counted.live.get()).as("nothing of the optimizer's on the device")
+                        .isEqualTo(m.totalBytes());
+                long host = adamw.hostScratchBytes();
+                for (MemorySegment s : adamw.state().values()) {
+                    host += s.byteSize();
+                }
+                assertThat(host).isEqualTo(plan.host()).isEqualTo(OffloadedBf16AdamW.hostBytes(psi));
+                MemorySegment in = a.allocate((long) B * T * 4), tg = a.allocate((long) B * T * 4);
+                randomBatch(in, tg, new Random(2), ODD.V());
+                m.zeroGrad();
+                assertThat(m.forwardBackward(in, tg, B, T, 1f / (B * T))).isFinite();
+                adamw.step(1, 1e-3f, 1f);
+                assertThat(counted.peak.get()).isEqualTo(m.totalBytes());
             }
         }
         // the ZeRO-Offload layout: the device's model states are the bf16 parameters and the gradients
@@ -333,50 +304,38 @@ class Bf16ParamsTest {
         assertThat(plan.device().modelStates()).isLessThan(fp32Offload.modelStates());
     }
 
-    private record Ddp(double[] losses, double[] norms, float[] master, float[] working) {}
+    private record Ddp(double[] losses, double[] norms) {}
 
-    private static Ddp ddp(io.accel4j.core.ops.Ops o, int batch, io.accel4j.collectives.Communicator comm)
-            throws IOException {
+    /**
+     * {@link LearnerBf16ParamsTest#builder}'s learner (GPT-2 on the trainer's parts, bf16 working weights) of
+     * {@code ranks} ranks of {@code batch} sequences each, 4 steps.
+     */
+    private static Ddp ddp(int ranks, int batch) {
         TrainConfig cfg = TrainerTest.base().batch(batch).seq(T).steps(4).lr(2e-2f).gradClip(1f).bucketBytes(0)
                 .seed(9).precision(Precision.of(DType.BF16)).build();
-        try (Gpt2 m = new Gpt2(TrainerTest.TINY, o, batch, T, Gpt2Options.DEFAULT.withPrecision(DType.BF16, null)
-                .withActivationStorage(DType.BF16).withParameterStorage(DType.BF16))) {
-            m.initialise(3);
-            try (Trainer t = new Trainer(m, cfg, small, null, comm)) {
-                double[] losses = new double[4], norms = new double[4];
-                for (int s = 0; s < 4; s++) {
-                    StepMetrics sm = t.trainStep();
-                    losses[s] = sm.trainLoss();
-                    norms[s] = sm.gradNorm();
-                }
-                t.checkReplicas(); // every rank's master is the same bits
-                Run r = finish(t, m, losses);
-                return new Ddp(losses, norms, r.master(), r.working());
+        try (io.accel4j.train.data.TokenSource data = new io.accel4j.train.data.TokenSource(
+                io.accel4j.train.data.TokenShards.of(small), cfg.dataOrder(), cfg.seed(), 1);
+             io.accel4j.fit.Learner l = LearnerBf16ParamsTest.builder(cfg, ranks, false, 0, data).build()) {
+            double[] losses = new double[4], norms = new double[4];
+            java.util.List<StepMetrics> steps = l.fit(4, null);
+            for (int s = 0; s < 4; s++) {
+                losses[s] = steps.get(s).trainLoss();
+                norms[s] = steps.get(s).gradNorm();
             }
+            return new Ddp(losses, norms);
         }
     }
 
     /**
-     * DDP: 2 ranks × B = 2 are 1 rank × B = 4 up to the order of fp32 sums (the all-reduce averages the ranks'
-     * gradients); every rank holds the same master and bf16 weights. Step 0 (the same weights) within 1e-5 relative:
-     * fp32 sums of a few hundred terms in another order; later steps within 1e-3: a master that differs in its last bit
-     * may round stochastically to the neighbouring bf16 value (2⁻⁸ relative) on a few elements.
+     * DDP on the {@link io.accel4j.fit.Learner}: 2 ranks × B = 2 are 1 rank × B = 4 up to the order of fp32 sums (the
+     * all-reduce averages the ranks' gradients). Step 0 (the same weights) within 1e-5 relative: fp32 sums of a few
+     * hundred terms in another order; later steps within 1e-3: a master that differs in its last bit may round
+     * stochastically to the neighbouring bf16 value (2⁻⁸ relative) on a few elements.
      */
     @Test
-    void twoRanksAreOneRankWithTwiceTheBatch() throws IOException {
-        Ddp one = ddp(ops, 4, null);
-        java.util.List<Ddp> two;
-        try (io.accel4j.collectives.InProcessGroup g = io.accel4j.collectives.InProcessGroup.create(2,
-                java.time.Duration.ofSeconds(60))) {
-            two = g.run(comm -> {
-                try (Parallel p = new Parallel(1)) {
-                    return ddp(new CpuOps(p), 2, comm);
-                }
-            });
-        }
-        assertThat(two.get(1).master()).containsExactly(two.get(0).master());
-        assertThat(two.get(1).working()).containsExactly(two.get(0).working());
-        Ddp d = two.get(0);
+    void twoRanksAreOneRankWithTwiceTheBatch() {
+        Ddp one = ddp(1, 4);
+        Ddp d = ddp(2, 2);
         assertThat(d.norms()[0]).isCloseTo(one.norms()[0], org.assertj.core.data.Offset.offset(1e-5 * one.norms()[0]));
         for (int s = 0; s < 4; s++) {
             assertThat(d.losses()[s]).as("step %d's loss", s).isCloseTo(one.losses()[s],
@@ -384,34 +343,21 @@ class Bf16ParamsTest {
         }
     }
 
-    private static TokenFile odd() throws IOException {
-        Path p = tmp.resolve("odd.bin");
-        if (!Files.exists(p)) {
-            Random r = new Random(4);
-            int[] t = new int[300];
-            for (int i = 0; i < t.length; i++) {
-                t[i] = r.nextInt(ODD.V());
-            }
-            TokenFile.write(p, t);
-        }
-        return TokenFile.open(p);
-    }
-
-    @ParameterizedTest
-    @ValueSource(ints = {1, 2})
-    void whatCannotTakeBf16ParamsIsRefused(int zero) throws IOException {
+    /**
+     * A model with bf16 working weights takes no other weights. (What the learner cannot run with them, ZeRO
+     * among it, is {@link LearnerBf16ParamsTest#whatDoesNotComposeIsRefusedBeforeAllocation}.)
+     */
+    @Test
+    void aBf16ModelRefusesOtherWeights() {
         try (Gpt2 m = model(TrainerTest.TINY, DType.FP32, DType.BF16)) {
             assertThatThrownBy(() -> m.useWeights(new io.accel4j.train.model.FlatWeights(m.layout(), m.memory())))
                     .isInstanceOf(IllegalStateException.class).hasMessageContaining("bf16");
-            TrainConfig cfg = TrainerTest.base().batch(B).seq(T).zeroStage(zero).precision(Precision.of(DType.BF16))
-                    .build();
-            assertThatThrownBy(() -> io.accel4j.train.parallel.ModelStates.of(null, m, cfg, 8))
-                    .isInstanceOf(IllegalArgumentException.class)
-                    .hasMessageContaining("--bf16-params does not go with --zero " + zero);
         }
     }
 
     static float[] floats(MemorySegment s) {
-        return TrainerTest.floats(s);
+        float[] a = new float[(int) (s.byteSize() / 4)];
+        MemorySegment.copy(s, ValueLayout.JAVA_FLOAT_UNALIGNED, 0, a, 0, a.length);
+        return a;
     }
 }

@@ -1,34 +1,31 @@
 package io.accel4j.train;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.offset;
 
-import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.core.DType;
-import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.ops.CpuOps;
+import io.accel4j.fit.Learner;
+import io.accel4j.train.checkpoint.CheckpointFiles;
+import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
 import io.accel4j.train.data.DefaultDataset;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
+import io.accel4j.train.data.TokenShards;
+import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
 import java.nio.file.Path;
-import java.time.Duration;
-import java.util.List;
-import java.util.Random;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The trainer with bf16 working weights ({@code --bf16-params}) trains the default job's short version to within a
- * stated distance of the validation loss of the same run with fp32 working weights (both bf16 matmuls and saved
- * activations), and of fp32 throughout.
+ * A GPT-2 {@link Learner} ({@link Gpt2Learners}, the CLI's) with bf16 working weights
+ * ({@link io.accel4j.fit.LearnerBuilder#parameterStorage}, {@code --bf16-params}) trains the default job's short
+ * version to within a stated distance of the validation loss of the same run with fp32 working weights (both bf16
+ * matmuls and saved activations), and of fp32 throughout.
  */
 class Bf16ParamsTrainingTest {
 
@@ -50,15 +47,11 @@ class Bf16ParamsTrainingTest {
 
     @TempDir
     static Path tmp;
-    private static Parallel pool;
-    private static CpuOps ops;
     private static TokenFile train;
     private static TokenFile val;
 
     @BeforeAll
     static void setUp() throws IOException {
-        pool = new Parallel(2);
-        ops = new CpuOps(pool);
         DefaultDataset.Splits s = DefaultDataset.generate(42, 1 << 18, 1 << 14);
         TokenFile.write(tmp.resolve("train.bin"), s.train());
         TokenFile.write(tmp.resolve("val.bin"), s.val());
@@ -70,27 +63,30 @@ class Bf16ParamsTrainingTest {
     static void tearDown() {
         train.close();
         val.close();
-        pool.close();
     }
 
+    /**
+     * The validation loss (the val file's first {@code valBatches} batches, {@link Learner#evaluate}) after
+     * {@link #STEPS} steps from llm.c's initialisation of seed 42.
+     */
     static double valLoss(Precision p, DType parameters) throws IOException {
         TrainConfig cfg = TrainConfig.builder().batch(B).seq(T).steps(STEPS).lr(5e-3f).warmup(STEPS / 10)
                 .schedule(TrainConfig.Schedule.COSINE).gradClip(1f).valEvery(0).valBatches(8).seed(42)
                 .precision(p).build();
-        try (Gpt2 m = new Gpt2(GptConfig.TINY, ops, B, T, Gpt2Options.DEFAULT.withPrecision(p.operands(), p.fp8())
-                .withActivationStorage(p.activationStorage()).withGradientStorage(p.gradients())
-                .withParameterStorage(parameters))) {
-            m.initialise(42);
-            try (Trainer t = new Trainer(m, cfg, train, val)) {
-                long t0 = System.nanoTime();
-                for (int i = 0; i < STEPS; i++) {
-                    t.trainStep();
-                }
-                double v = t.validate();
-                System.out.printf("%s operands, %s gradients, %s working weights: val loss %.4f, %.1f ms/step%n",
-                        p.label(), p.gradients(), parameters, v, (System.nanoTime() - t0) / 1e6 / STEPS);
-                return v;
+        try (TokenSource data = new TokenSource(TokenShards.of(train), cfg.dataOrder(), cfg.seed(), 1);
+             Learner l = Gpt2Learners.of(GptConfig.TINY, cfg).parameterStorage(parameters).threads(2).data(data)
+                     .build()) {
+            new LearnerLlmcCheckpoints(l, true, GptConfig.TINY, B, T, cfg.gradAccum(), data.loaders(),
+                    CheckpointFiles.Retention.LATEST).start(null, 42);
+            long t0 = System.nanoTime();
+            l.fit(STEPS, null);
+            double v;
+            try (TokenSource vs = new TokenSource(TokenShards.of(val), SampleOrder.Mode.SEQUENTIAL, 0, 1)) {
+                v = l.evaluate(vs.open(0, 1, B, T), cfg.valBatches());
             }
+            System.out.printf("%s operands, %s gradients, %s working weights: val loss %.4f, %.1f ms/step%n",
+                    p.label(), p.gradients(), parameters, v, (System.nanoTime() - t0) / 1e6 / STEPS);
+            return v;
         }
     }
 

@@ -3,11 +3,8 @@ package io.accel4j.train;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
 import io.accel4j.core.DType;
-import io.accel4j.cpu.Parallel;
-import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.fit.Learner;
 import io.accel4j.fit.LearnerBuilder;
 import io.accel4j.optim.AdamW;
@@ -16,13 +13,9 @@ import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
-import io.accel4j.train.model.Gpt2;
-import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
-import io.accel4j.train.parallel.AsyncStates;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.parallel.ParameterServers;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -40,18 +33,22 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * Asynchronous data parallelism on the Java API ({@link LearnerBuilder#asyncWorkers}, {@code fit.AsyncWorkers})
- * side by side with the CLI trainer's ({@link Trainer} over {@link AsyncStates}, as {@code AsyncOptions.workers}
- * composes it), each over fresh {@link ParameterServers} of the same configuration: worker 0's losses, norms, rates
+ * Asynchronous data parallelism on the Java API ({@link LearnerBuilder#asyncWorkers}, {@code fit.AsyncWorkers} over
+ * {@code train.parallel.AsyncWorker}), each run over fresh {@link ParameterServers}: worker 0's losses, norms, rates
  * and final parameters (their CRC-32, {@link LearnerGpt2Test#crc}), the staleness fields of each of its steps, and the
- * checkpoint files byte for byte; each resumes the other's checkpoint to the bits of the uninterrupted run.
+ * CRC-32 of the checkpoint files; a checkpoint resumes to the bits of the uninterrupted run.
  *
- * <p>Only what is deterministic can be compared bit for bit. One worker (any staleness bound, any number of servers):
- * a shard applies each push as it comes (the only live worker), before it replies, so every pull is the newest
- * version. Several workers with staleness 0: a shard applies clock {@code c} only once every worker pushed it (the sum
- * in worker order, whatever the arrival order) and no worker can push {@code c+1} before it has pulled {@code c+1}, so
- * every pull is exactly version {@code c+1}. With a bound above 0 and several workers, which version a pull gets
- * depends on the threads' timing: {@link #severalWorkersWithABoundStayWithinIt} checks the bound instead.
+ * <p>Goldens: the values the CLI's old trainer path (its asynchronous strategy over the same servers) produced for the
+ * same runs, recorded at e32d1fe, where this test ran that trainer side by side with the learner and asserted equal
+ * bits (and checkpoint files equal byte for byte) before each value was taken; one per vector width
+ * ({@link WidthGoldens}).
+ *
+ * <p>Only what is deterministic is pinned. One worker (any staleness bound, any number of servers): a shard applies
+ * each push as it comes (the only live worker), before it replies, so every pull is the newest version. Several
+ * workers with staleness 0: a shard applies clock {@code c} only once every worker pushed it (the sum in worker
+ * order, whatever the arrival order) and no worker can push {@code c+1} before it has pulled {@code c+1}, so every
+ * pull is exactly version {@code c+1}. With a bound above 0 and several workers, which version a pull gets depends on
+ * the threads' timing: {@link #severalWorkersWithABoundStayWithinIt} checks the bound instead.
  */
 class LearnerAsyncTest {
 
@@ -87,53 +84,8 @@ class LearnerAsyncTest {
         return new ParameterServers(servers, workers, staleness, TIMEOUT, msg -> { });
     }
 
-    /**
-     * The CLI trainer's worker {@code comm.rank()} (null: worker 0 of 1) over {@code ps}: from {@code resume} (or
-     * the seed) to step {@code stop}, saving at {@link #SAVED_AT} into {@code save} (null: not).
-     */
-    private static Run trainerWorker(TrainConfig cfg, Communicator comm, ParameterServers ps, Path resume, Path save,
-                                     int stop) throws IOException {
-        try (Parallel pool = new Parallel(1);
-             Gpt2 m = LearnerGpt2Test.initialised(new Gpt2(TrainerTest.TINY, new CpuOps(pool), cfg.batch(),
-                     TrainerTest.TINY.maxT(), Gpt2Options.DEFAULT.withPrecision(cfg.precision().operands(),
-                             cfg.precision().fp8())));
-             Trainer t = new Trainer(m, cfg, trainFile, null, comm,
-                     (c, model, cf, values) -> new AsyncStates(ps, c, model, cf))) { // AsyncOptions.workers(ps)
-            if (resume != null) {
-                t.resume(resume);
-            }
-            List<StepMetrics> steps = new ArrayList<>();
-            List<String> staleness = new ArrayList<>();
-            while (t.step() < stop) {
-                steps.add(t.trainStep());
-                staleness.add(t.strategyJson());
-                if (save != null && t.step() == SAVED_AT) {
-                    t.save(save); // worker 0 gathers the servers' shards and writes; the others return
-                }
-            }
-            return new Run(steps, staleness, params(m.params()));
-        }
-    }
-
     private static String params(java.lang.foreign.MemorySegment p) {
         return LearnerGpt2Test.crc(List.of(), p).substring(9, 17);
-    }
-
-    /** The trainer's {@code workers} workers over {@code ps}, each a thread of its own; worker 0's run. */
-    private static Run trainer(TrainConfig cfg, int workers, ParameterServers ps, Path resume, Path save, int stop)
-            throws IOException {
-        if (workers == 1) {
-            return trainerWorker(cfg, null, ps, resume, save, stop);
-        }
-        try (InProcessGroup g = InProcessGroup.create(workers, TIMEOUT)) {
-            return g.run(comm -> {
-                try {
-                    return trainerWorker(cfg, comm, ps, resume, save, stop);
-                } catch (IOException e) {
-                    throw new java.io.UncheckedIOException(e);
-                }
-            }).get(0);
-        }
     }
 
     /** {@link LearnerGpt2Test#builder}'s parts for {@code cfg}, {@code workers} workers of {@code ps}. */
@@ -193,50 +145,63 @@ class LearnerAsyncTest {
 
     @ParameterizedTest(name = "{0} workers, {1} servers, staleness {2}, {3}, K={4}, clip {5}")
     @CsvSource({
-        "1, 1, 1, fp32, 2, 0.5",
-        "1, 3, 0, bf16, 1, 0",
-        "1, 2, 3, fp8, 2, 1",
-        "2, 1, 0, fp32, 1, 0.5",
-        "3, 2, 0, bf16, 2, 0",
-        "2, 3, 0, fp8, 1, 0"})
-    void theJavaApisWorkersTrainAsTheTrainersSideBySide(int workers, int servers, int s, String p, int K,
-                                                        float clip) {
+        "1, 1, 1, fp32, 2, 0.5, 8a0dec59 d35717ce, d913321c 2c6e2bd7",
+        "1, 3, 0, bf16, 1, 0, 0f4dcf85 7bf3b94a, d0cfa3d6 88ad4310",
+        "1, 2, 3, fp8, 2, 1, 01de96b5 ee776a1e, 77ebfa55 c2ff5434",
+        "2, 1, 0, fp32, 1, 0.5, 85fdc48c c6f48a5e, 743cbe55 b1a48ab3",
+        "3, 2, 0, bf16, 2, 0, 854ccbac 354a4a52, e6289973 7d0f985f",
+        "2, 3, 0, fp8, 1, 0, 488697ee 4efe94a6, 825e3f16 db5887d4"})
+    void theJavaApisWorkersTrainAsTheTrainersGoldens(int workers, int servers, int s, String p, int K, float clip,
+                                                     String golden512, String golden256) {
+        String golden = WidthGoldens.pick(golden512, golden256);
         TrainConfig cfg = LearnerGpt2Test.cfg(p, K, clip, 0, 0);
-        Run old = fresh(servers, workers, s, side(LearnerAsyncTest::trainer, cfg, workers, null, null, cfg.steps()));
         Run now = fresh(servers, workers, s, side(LearnerAsyncTest::learner, cfg, workers, null, null, cfg.steps()));
-        assertThat(now.crcFrom(0)).as("worker 0's steps and parameters").isEqualTo(old.crcFrom(0));
+        assertThat(now.crcFrom(0)).as("worker 0's steps and parameters").isEqualTo(golden);
         assertThat(now.steps()).hasSize(cfg.steps());
-        assertThat(now.staleness()).as("worker 0's staleness fields, step by step").isEqualTo(old.staleness())
+        assertThat(now.staleness()).as("worker 0's staleness fields, step by step").hasSize(cfg.steps())
                 .allSatisfy(j -> assertThat(j).isEqualTo(
                         ",\"staleness_min\":0,\"staleness_mean\":0.000,\"staleness_max\":0"));
     }
 
     /**
-     * The Java API writes the trainer's checkpoint byte for byte (the servers' shards gathered by worker 0 into llm.c's
-     * model file and the state file), and each resumes the other's (the shards given back, the clocks at the step) to
-     * the bits of the uninterrupted run.
+     * The Java API's checkpoint (the servers' shards gathered by worker 0 into llm.c's model file and the state file)
+     * is the trainer's (the CRC-32 of each file, recorded when the two were compared byte for byte), and it resumes
+     * (the shards given back, the clocks at the step) to the bits of the uninterrupted run. Golden: "the whole run |
+     * the run from step 3 on | the model, state and pointer files' CRC-32".
      */
     @ParameterizedTest(name = "{0} workers, {1} servers, staleness {2}, {3}, K={4}")
-    @CsvSource({"1, 2, 1, fp32, 2", "2, 2, 0, bf16, 1", "3, 1, 0, fp32, 1"})
+    @CsvSource({
+        "1, 2, 1, fp32, 2, 8a0dec59 d35717ce | 0dbdae14 d35717ce | 6e108aa5 d333b28d c30aef4a, "
+            + "d913321c 2c6e2bd7 | 468a6880 2c6e2bd7 | c5ac527e 6e725799 c30aef4a",
+        "2, 2, 0, bf16, 1, e016235c 62a33391 | 3975284d 62a33391 | 8926abd7 2d2e4688 c30aef4a, "
+            + "3544d4eb ea3980ea | 44ee4323 ea3980ea | 83fd7f5e 1fc3f1f8 c30aef4a",
+        "3, 1, 0, fp32, 1, 9e03fb68 e80dccfa | c4b882a5 e80dccfa | 9627f52f 7330fffe c30aef4a, "
+            + "77c5123a b2b333d5 | 0b273914 b2b333d5 | 1b5a67e0 ad952b43 c30aef4a"})
     void checkpointsAreTheTrainersAndResumeOnTheSameBits(int workers, int servers, int s, String p, int K,
-                                                         @TempDir Path dir) throws IOException {
+                                                         String golden512, String golden256, @TempDir Path dir)
+            throws IOException {
+        String[] golden = WidthGoldens.pick(golden512, golden256).split(" \\| ");
         TrainConfig cfg = LearnerGpt2Test.cfg(p, K, 0.5f, 0, 0);
         int steps = cfg.steps();
-        Path byTrainer = dir.resolve("trainer"), byLearner = dir.resolve("learner");
-        Run whole = fresh(servers, workers, s, side(LearnerAsyncTest::trainer, cfg, workers, null, byTrainer, steps));
-        Run now = fresh(servers, workers, s, side(LearnerAsyncTest::learner, cfg, workers, null, byLearner, steps));
-        assertThat(now.crcFrom(0)).as("the Java API's whole run").isEqualTo(whole.crcFrom(0));
-        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin", Trainer.POINTER}) {
-            assertThat(Files.readAllBytes(byLearner.resolve(f))).as(f)
-                    .isEqualTo(Files.readAllBytes(byTrainer.resolve(f)));
-        }
-        Run resumed = fresh(servers, workers, s, side(LearnerAsyncTest::learner, cfg, workers, byTrainer, null,
+        Path byLearner = dir.resolve("learner");
+        Run whole = fresh(servers, workers, s, side(LearnerAsyncTest::learner, cfg, workers, null, byLearner, steps));
+        assertThat(whole.crcFrom(0)).as("the Java API's whole run").isEqualTo(golden[0]);
+        assertThat(whole.crcFrom(SAVED_AT)).as("its steps from 3 on").isEqualTo(golden[1]);
+        assertThat(fileCrcs(byLearner)).as("model, state and pointer files").isEqualTo(golden[2]);
+        Run resumed = fresh(servers, workers, s, side(LearnerAsyncTest::learner, cfg, workers, byLearner, null,
                 steps));
-        assertThat(resumed.crcFrom(0)).as("the Java API from the trainer's checkpoint")
-                .isEqualTo(whole.crcFrom(SAVED_AT));
-        Run back = fresh(servers, workers, s, side(LearnerAsyncTest::trainer, cfg, workers, byLearner, null, steps));
-        assertThat(back.crcFrom(0)).as("the trainer from the Java API's checkpoint")
-                .isEqualTo(whole.crcFrom(SAVED_AT));
+        assertThat(resumed.crcFrom(0)).as("the Java API from its checkpoint").isEqualTo(golden[1]);
+    }
+
+    /** The CRC-32 of the step-3 checkpoint's model, state and pointer files in {@code dir}. */
+    private static String fileCrcs(Path dir) throws IOException {
+        StringBuilder b = new StringBuilder();
+        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin", CheckpointFiles.POINTER}) {
+            java.util.zip.CRC32 c = new java.util.zip.CRC32();
+            c.update(Files.readAllBytes(dir.resolve(f)));
+            b.append(b.isEmpty() ? "" : " ").append(String.format("%08x", c.getValue()));
+        }
+        return b.toString();
     }
 
     /**
@@ -325,7 +290,7 @@ class LearnerAsyncTest {
         }
         assertThat(failures).isEmpty();
         assertThat(runs.get(0).crcFrom(0)).isEqualTo(whole.crcFrom(0));
-        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin", Trainer.POINTER}) {
+        for (String f : new String[] {"model_00000003.bin", "state_00000003.bin", CheckpointFiles.POINTER}) {
             assertThat(Files.readAllBytes(remote.resolve(f))).as(f).isEqualTo(Files.readAllBytes(inProcess.resolve(f)));
         }
     }
@@ -387,13 +352,13 @@ class LearnerAsyncTest {
         }
     }
 
-    /** The trainer's AdamW ({@link ModelStates#adamw}) is the one the servers run: the builder's check agrees. */
+    /** The CLI's AdamW ({@link TrainConfig#adamw}) is the one the servers run: the builder's check agrees. */
     @Test
-    void theServersAdamWIsTheTrainers() {
+    void theServersAdamWIsTheConfigs() {
         TrainConfig cfg = LearnerGpt2Test.cfg("fp32", 1, 0f, 0, 0);
         try (ParameterServers ps = servers(1, 1, 0);
              TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
-             Learner l = builder(cfg, 1, ps, data).optimizer(ModelStates.adamw(cfg)).build()) {
+             Learner l = builder(cfg, 1, ps, data).optimizer(cfg.adamw()).build()) {
             assertThat(l.describe()).startsWith("AdamW on 1 parameter server (1 asynchronous worker, staleness <= 0)");
             assertThat(l.optimizerStateBytes()).as("the servers hold the state").isZero();
             assertThat(l.stateNames()).containsExactly("m", "v");
