@@ -22,8 +22,7 @@ import java.util.Objects;
  * {@link ParameterServers} that hold the parameters of record and AdamW's state in shards. Nothing is averaged over
  * the workers: {@link #reduce} does nothing, and the loss, norm, overflow and FP8 amaxes are the worker's own. The
  * optimizer ({@link #optimizer}) pushes the step's gradients (times the clipping's scale) with the step's learning
- * rate to every shard and pulls the parameters once the staleness bound allows ({@link AsyncWorker}, the protocol of
- * the CLI trainer's {@code AsyncStates}, so the same bits); it holds no state. Checkpoints go through
+ * rate to every shard and pulls the parameters once the staleness bound allows ({@link AsyncWorker}: the servers' protocol); it holds no state. Checkpoints go through
  * {@link #serverState()}: the run's rank 0 gathers the servers' shards, a resume gives them back. Worker 0's metrics
  * carry the staleness of the updates applied since its previous step ({@link #stepJson()}).
  */

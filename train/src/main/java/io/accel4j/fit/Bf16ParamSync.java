@@ -19,8 +19,8 @@ import java.util.Objects;
 /**
  * One rank or DDP ({@code inner}: {@link GradientSync#local()}, {@link DataParallel}, bucketed or not, or
  * {@link HalfGradientSync} over them) for a network whose working weights are stored in bf16
- * ({@link LearnerBuilder#parameterStorage}, {@link Network#halfParameters()}): the CLI trainer's {@code --bf16-params}
- * ({@code Bf16ParamStates}). The reduction, the norm and the overflow check are {@code inner}'s; the optimizer is
+ * ({@link LearnerBuilder#parameterStorage}, {@link Network#halfParameters()}): {@code accel4j train
+ * --bf16-params}. The reduction, the norm and the overflow check are {@code inner}'s; the optimizer is
  * AdamW over the fp32 master weights writing the store with stochastic rounding — {@link Bf16StoreAdamW} (master, m,
  * v in the network's memory) or, for an {@link Offload}ed spec, {@link OffloadedBf16AdamW} on its host backend
  * (master, m, v in host memory) — reading the gradients as fp32 (the flat buffer, or the 16-bit store's chunks).

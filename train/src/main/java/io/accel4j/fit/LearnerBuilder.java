@@ -327,8 +327,8 @@ public final class LearnerBuilder {
      * its own (rank 0's the run's). {@link Learner#strategyJson} gives the staleness of each of rank 0's steps;
      * checkpoints ({@link Learner#save}, {@link Learner#gatherState}) gather the servers' shards on rank 0 and
      * resumes give them back, the clocks at the checkpoint's step; {@link Learner#network} and
-     * {@link Learner#gatherParameters} give rank 0's own copy (its last pull). The same bits as the CLI trainer's
-     * {@code AsyncStates} over the same servers.
+     * {@link Learner#gatherParameters} give rank 0's own copy (its last pull). The same bits as the old trainer's
+     * async workers over the same servers ({@code TrainCommandGoldenTest}'s and {@code LearnerAsyncTest}'s goldens).
      *
      * <p>The servers run GPT-2's AdamW of {@code cfg} (betas, ε, weight decay, decay on the matrices of
      * {@code layout} or on all): in-process servers start with it when the first worker steps; servers of other

@@ -5,9 +5,8 @@ import io.accel4j.train.parallel.ZeroMemory;
 import java.lang.foreign.MemorySegment;
 
 /**
- * What one rank of a {@link Learner} allocated for its model states, counted as the CLI trainer counts its own
- * ({@code Trainer.modelStateBytes}, {@code workingBytes}, {@code memory}) so that a run on a {@code Learner} prints
- * the trainer's start-up memory lines (the model's bytes and activations, {@link ZeroMemory#describe(long, long)})
+ * What one rank of a {@link Learner} allocated for its model states, counted as {@code accel4j train} prints them
+ * (the start-up memory lines (the model's bytes and activations, {@link ZeroMemory#describe(long, long)})
  * with the same values: the parameters
  * and gradients (the network's flat buffers, or ZeRO-2/3's sharded units with their working buffers; ZeRO-2's
  * gradient shard over the whole vector), and the optimizer's state (its shard under ZeRO).
@@ -51,7 +50,7 @@ final class RankMemory {
 
     /**
      * The optimizer's state buffers (what a checkpoint saves): with bf16 working weights m and v, their fp32 master
-     * left out as the trainer's {@code modelStateBytes} leaves it ({@code Bf16ParamStates.momentBytes}).
+     * left out, as the model-state line has always counted them (the master is the optimizer's working copy).
      */
     private static long optimizerBytes(RankStep r) {
         long sum = 0;

@@ -11,7 +11,7 @@ import java.lang.foreign.MemorySegment;
 
 /**
  * One rank's steps of the Java API: a {@link Network}, its {@link Optimizer} and {@link DataSource} as the
- * {@link StepRecipe}'s parts (the step itself is the recipe's, shared with the CLI's {@code Trainer}). The update is
+ * {@link StepRecipe}'s parts (the step itself is the recipe's). The update is
  * the optimizer's step on this rank's shard followed by the strategy's gather of the shards; which ranks, shards and
  * collectives is the {@link GradientSync}'s business alone.
  */

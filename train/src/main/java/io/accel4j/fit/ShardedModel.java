@@ -26,9 +26,9 @@ import java.util.List;
  *       block, the embeddings opened by the tied head and closed by the embedding, the final LayerNorm). A unit used
  *       by more than one scope, or whose scope is a child of the top-level sequence, has a working buffer of its own
  *       ({@link UnitLayout.Kind#OWN}: its gradients accumulate there over a step's micro-batches); the units whose
- *       scopes sit in a nested stack form the chain. For GPT-2 these are the trainer's units exactly
- *       ({@code UnitLayout.of(ParameterLayout)}: embeddings and final LayerNorm own, the blocks chained), so the bits
- *       are the trainer's {@code ShardedWeights}';</li>
+ *       scopes sit in a nested stack form the chain. For GPT-2 these are {@code UnitLayout.of(ParameterLayout)}'s units
+ *       exactly (embeddings and final LayerNorm own, the blocks chained), as {@code ShardedWeights} shards a
+ *       {@code train.model.Gpt2} (the plan's trial step);</li>
  *   <li>else each child of its top-level {@link Sequential} ({@link UnitScope#perChild}), all chained: they
  *       alternate between two working buffers, the next one gathered while the current one computes. Children
  *       without parameters are no unit.</li>

@@ -6,7 +6,7 @@ import io.accel4j.train.model.Fp8State;
 import io.accel4j.train.precision.LossScaler;
 
 /**
- * One rank's optimizer step, written once for the Java API ({@code RankStep}) and the CLI's {@code Trainer}: zero the
+ * One rank's optimizer step ({@code RankStep}'s, for every strategy and for {@code accel4j train}): zero the
  * gradients, K micro-batches of forward and backward (each scaled by {@code 1/(B·T·K)} times the loss scale), the
  * gradient reduction, the loss averaged over the ranks, the overflow check (fp16), the global norm and clipping folded
  * into the update's gradient scale, the update at the schedule's rate (skipped on overflow), the loss scaler's

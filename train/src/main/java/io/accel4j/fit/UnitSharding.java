@@ -21,9 +21,9 @@ import java.util.List;
  * unit's gradients into the rank's shard as soon as the unit ends, overlapping the next unit's; {@link #reduce} waits
  * for them. A model is put on the units by its own adapter: a module tree through {@link ShardedModel}
  * ({@code Learner}'s ZeRO-3, and its ZeRO-2 of a model with unit scopes of its own: each child of its top-level
- * sequence a unit, or the model's own {@code UnitScope}s — GPT-2's {@code Gpt2Blocks.body}, the trainer's units),
- * GPT-2 through the trainer's {@code ShardedWeights} (embeddings, each layer, the final LayerNorm; the trainer's
- * ZeRO-2 and 3). The two GPT-2 adapters give the same bits ({@code LearnerGpt2Test}).
+ * sequence a unit, or the model's own {@code UnitScope}s — GPT-2's {@code Gpt2Blocks.body}),
+ * or a {@code train.model.Gpt2} through {@code ShardedWeights} (embeddings, each layer, the final LayerNorm: the
+ * plan's trial step). The two GPT-2 adapters hold the same units.
  * <ul>
  *   <li><b>Stage 2</b> (the units' parameters whole, {@link ShardedUnits#wholeParams()}): the optimizer updates the
  *       rank's runs of the whole parameter vector from its gradient shard ({@link OptimizerSpec#createOverWhole}),

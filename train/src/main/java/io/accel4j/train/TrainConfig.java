@@ -35,7 +35,7 @@ import io.accel4j.train.precision.Precision;
  * @param bucketBytes    data parallelism: gradients are averaged in buckets of at least this many bytes, each
  *                       started as soon as backward has produced it (0: one all-reduce of all the gradients after
  *                       backward); default 25 MiB, PyTorch DDP's
- * @param zeroStage      data parallelism: the ZeRO stage ({@code ModelStates#of}): 0 plain DDP (every rank holds
+ * @param zeroStage      data parallelism: the ZeRO stage ({@code LearnerBuilder.zero}): 0 plain DDP (every rank holds
  *                       everything), 1 AdamW's moments sharded over the ranks, 2 the averaged gradients too, 3 the
  *                       parameters too; above 0 the run needs more than one rank
  * @param precision      the matmuls' operand precision and fp16's loss scaling ({@link Precision}); default fp32

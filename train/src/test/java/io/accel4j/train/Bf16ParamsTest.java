@@ -61,7 +61,7 @@ class Bf16ParamsTest {
     static void setUp() throws IOException {
         pool = new Parallel(2);
         ops = new CpuOps(pool);
-        small = TrainerTest.tokenFile(tmp.resolve("small.bin"), 600, new Random(11));
+        small = Gpt2Fixtures.tokenFile(tmp.resolve("small.bin"), 600, new Random(11));
     }
 
     @AfterAll
@@ -311,7 +311,7 @@ class Bf16ParamsTest {
      * {@code ranks} ranks of {@code batch} sequences each, 4 steps.
      */
     private static Ddp ddp(int ranks, int batch) {
-        TrainConfig cfg = TrainerTest.base().batch(batch).seq(T).steps(4).lr(2e-2f).gradClip(1f).bucketBytes(0)
+        TrainConfig cfg = Gpt2Fixtures.base().batch(batch).seq(T).steps(4).lr(2e-2f).gradClip(1f).bucketBytes(0)
                 .seed(9).precision(Precision.of(DType.BF16)).build();
         try (io.accel4j.train.data.TokenSource data = new io.accel4j.train.data.TokenSource(
                 io.accel4j.train.data.TokenShards.of(small), cfg.dataOrder(), cfg.seed(), 1);
@@ -349,7 +349,7 @@ class Bf16ParamsTest {
      */
     @Test
     void aBf16ModelRefusesOtherWeights() {
-        try (Gpt2 m = model(TrainerTest.TINY, DType.FP32, DType.BF16)) {
+        try (Gpt2 m = model(Gpt2Fixtures.TINY, DType.FP32, DType.BF16)) {
             assertThatThrownBy(() -> m.useWeights(new io.accel4j.train.model.FlatWeights(m.layout(), m.memory())))
                     .isInstanceOf(IllegalStateException.class).hasMessageContaining("bf16");
         }

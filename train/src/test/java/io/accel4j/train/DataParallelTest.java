@@ -67,7 +67,7 @@ class DataParallelTest {
 
     @BeforeAll
     static void setUp() throws IOException {
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
     }
 
     @AfterAll
@@ -91,9 +91,9 @@ class DataParallelTest {
      */
     private static RankResult train(Ops ops, TrainConfig cfg, io.accel4j.collectives.Communicator comm) {
         try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
-             Learner l = (comm == null ? Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, 1, data)
-                     : Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, data)).backend(r -> ops).build()) {
-            Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, cfg, data, 1);
+             Learner l = (comm == null ? Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, 1, data)
+                     : Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, comm, data)).backend(r -> ops).build()) {
+            Gpt2LearnerRuns.initialised(l, Gpt2Fixtures.TINY, cfg, data, 1);
             List<StepMetrics> steps = l.fit(cfg.steps(), null);
             return new RankResult(Gpt2LearnerRuns.rankParameters(l, comm == null ? 0 : comm.rank()),
                     Gpt2LearnerRuns.losses(steps), Gpt2LearnerRuns.norms(steps), LearnerProbe.buckets(l));
@@ -120,7 +120,7 @@ class DataParallelTest {
     void twoRanksAreOneRankWithTwiceTheBatch() throws IOException {
         List<RankResult> overlapped = equivalence(2, PER_LAYER);
         assertThat(overlapped.get(0).layerBuckets()).as("buckets started during backward")
-                .isEqualTo(STEPS * TrainerTest.TINY.L());
+                .isEqualTo(STEPS * Gpt2Fixtures.TINY.L());
         // with 2 ranks every element is a + b then /2 (exact), whichever rank adds: the buckets change no bit
         List<RankResult> whole = ranks(2, 2, 0);
         assertThat(whole.get(0).layerBuckets()).isZero();
@@ -162,8 +162,8 @@ class DataParallelTest {
         assertThat(worst).as("largest |param difference| (at %d) of %d ranks × B=%d vs 1 rank × B=%d", at, n, B,
                 n * B).isLessThanOrEqualTo(PARAM_TOL);
         // and the steps did move the parameters: the comparison is not vacuous
-        try (Parallel pool = new Parallel(1); Gpt2 init = TrainerTest.model(new CpuOps(pool), B, 1)) {
-            float[] p0 = TrainerTest.floats(init.params());
+        try (Parallel pool = new Parallel(1); Gpt2 init = Gpt2Fixtures.model(new CpuOps(pool), B, 1)) {
+            float[] p0 = Gpt2Fixtures.floats(init.params());
             double moved = 0;
             for (int i = 0; i < a.length; i++) {
                 moved = Math.max(moved, Math.abs(a[i] - p0[i]));
@@ -207,7 +207,7 @@ class DataParallelTest {
         return (Ops) Proxy.newProxyInstance(Ops.class.getClassLoader(), new Class<?>[] {Ops.class},
                 (proxy, method, args) -> {
                     if (method.getName().startsWith("matmulBackward")
-                            && calls.incrementAndGet() == n * TrainerTest.TINY.L() * 4) {
+                            && calls.incrementAndGet() == n * Gpt2Fixtures.TINY.L() * 4) {
                         throw new IllegalStateException("rank 1 died");
                     }
                     try {

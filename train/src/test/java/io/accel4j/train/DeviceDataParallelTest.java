@@ -60,8 +60,8 @@ class DeviceDataParallelTest {
     @BeforeAll
     static void setUp() throws IOException {
         Random r = new Random(23);
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 500, r);
-        valFile = TrainerTest.tokenFile(tmp.resolve("val.bin"), 100, r);
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 500, r);
+        valFile = Gpt2Fixtures.tokenFile(tmp.resolve("val.bin"), 100, r);
     }
 
     @AfterAll
@@ -135,13 +135,13 @@ class DeviceDataParallelTest {
                 Setup setup = strict ? new Strict() : new Host();
                 Communicator comm = setup.comm(ring);
                 try (Parallel pool = new Parallel(1); TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
-                     Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, data)
+                     Learner l = Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, comm, data)
                              .backend(r -> setup.ops(new CpuOps(pool))).build();
                      DataLoader val = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1,
                              SampleOrder.Mode.SEQUENTIAL, 0)) {
                     // a resume must overwrite the parameters
-                    Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, cfg, data, resume == null ? 3 : 13);
-                    LearnerLlmcCheckpoints ck = Gpt2LearnerRuns.checkpoints(l, ring.rank() == 0, TrainerTest.TINY, cfg,
+                    Gpt2LearnerRuns.initialised(l, Gpt2Fixtures.TINY, cfg, data, resume == null ? 3 : 13);
+                    LearnerLlmcCheckpoints ck = Gpt2LearnerRuns.checkpoints(l, ring.rank() == 0, Gpt2Fixtures.TINY, cfg,
                             data);
                     if (resume != null) {
                         ck.resume(resume);
@@ -255,11 +255,11 @@ class DeviceDataParallelTest {
         try (Parallel pool = new Parallel(1); TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg)) {
             CpuOps cpu = new CpuOps(pool);
             StrictMemory strict = new StrictMemory();
-            assertThatThrownBy(() -> Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, fake(false), data)
+            assertThatThrownBy(() -> Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, fake(false), data)
                     .backend(r -> strict.ops(cpu)).build())
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("takes host buffers and the network is in strict test device memory");
-            assertThatThrownBy(() -> Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, fake(true), data)
+            assertThatThrownBy(() -> Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, fake(true), data)
                     .backend(r -> cpu).build())
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("takes device buffers and the network is in host memory");

@@ -17,7 +17,6 @@ import io.accel4j.train.model.Gpt2Options;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.ParameterInit;
 import io.accel4j.train.model.ParameterLayout;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -102,15 +101,9 @@ public final class Gpt2Fixtures {
      * a backend and so on.
      */
     public static LearnerBuilder builder(TrainConfig cfg, GptConfig c, int ranks, TokenSource data) {
-        Precision p = cfg.precision();
-        boolean whole = ranks == 1 || cfg.zeroStage() > 1 || p.gradients() != io.accel4j.core.DType.FP32;
-        LearnerBuilder b = Learner.of(() -> Gpt2Blocks.body(c)).tokens(c.V()).classes(c.V())
-                .parameterOrder(Gpt2Blocks.LLMC_ORDER).batch(cfg.batch(), cfg.seq()).gradAccum(cfg.gradAccum())
-                .optimizer(ModelStates.adamw(cfg)).schedule(cfg::learningRate).gradClip(cfg.gradClip())
-                .precision(p.operands()).lossScaling(p.initialLossScale(), p.lossScaleWindow())
-                .activationStorage(p.activationStorage()).gradientStorage(p.gradients()).zero(cfg.zeroStage())
-                .bucketBytes(whole ? 0 : cfg.bucketBytes()).ranks(ranks).threads(ranks).seed(cfg.seed()).data(data);
-        return p.fp8() != null ? b.fp8(p.fp8()) : b;
+        boolean whole = ranks == 1 || cfg.zeroStage() > 1 || cfg.precision().gradients() != io.accel4j.core.DType.FP32;
+        return Gpt2Learners.of(c, cfg).zero(cfg.zeroStage()).bucketBytes(whole ? 0 : cfg.bucketBytes()).ranks(ranks)
+                .threads(ranks).data(data);
     }
 
     /** The learner's whole parameters on the host (gathered), in {@code arena} (shared: the ranks write it). */

@@ -12,7 +12,6 @@ import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.precision.Precision;
 import java.io.IOException;
 import java.io.UncheckedIOException;

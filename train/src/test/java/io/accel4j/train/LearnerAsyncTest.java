@@ -61,7 +61,7 @@ class LearnerAsyncTest {
 
     @BeforeAll
     static void setUp() throws IOException {
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
     }
 
     @AfterAll
@@ -91,7 +91,7 @@ class LearnerAsyncTest {
     /** {@link LearnerGpt2Test#builder}'s parts for {@code cfg}, {@code workers} workers of {@code ps}. */
     private static LearnerBuilder builder(TrainConfig cfg, int workers, ParameterServers ps, TokenSource data) {
         return LearnerGpt2Test.builder(cfg, workers, Recompute.NONE, DType.FP32, data)
-                .asyncWorkers(ps, new ParameterLayout(TrainerTest.TINY), cfg);
+                .asyncWorkers(ps, new ParameterLayout(Gpt2Fixtures.TINY), cfg);
     }
 
     /**
@@ -102,7 +102,7 @@ class LearnerAsyncTest {
             throws IOException {
         try (TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
              Learner l = builder(cfg, workers, ps, data).build()) {
-            LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, true, TrainerTest.TINY, cfg.batch(), cfg.seq(),
+            LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, true, Gpt2Fixtures.TINY, cfg.batch(), cfg.seq(),
                     cfg.gradAccum(), data.loaders(), CheckpointFiles.Retention.LATEST);
             ck.start(null, SEED);
             if (resume != null) {
@@ -219,7 +219,7 @@ class LearnerAsyncTest {
         try (ParameterServers ps = servers(servers, workers, 0);
              TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
              Learner l = builder(cfg, workers, ps, data).build()) {
-            new LearnerLlmcCheckpoints(l, true, TrainerTest.TINY, cfg.batch(), cfg.seq(), cfg.gradAccum(),
+            new LearnerLlmcCheckpoints(l, true, Gpt2Fixtures.TINY, cfg.batch(), cfg.seq(), cfg.gradAccum(),
                     data.loaders(), CheckpointFiles.Retention.LATEST).start(null, SEED);
             l.fit(SAVED_AT, null);
             l.save(dir);
@@ -255,7 +255,7 @@ class LearnerAsyncTest {
             io.accel4j.collectives.Mailbox box = boxes[workers + k];
             Thread t = new Thread(() -> {
                 String failed = ParameterServers.serve(box, servers, workers, s, TIMEOUT,
-                        new ParameterLayout(TrainerTest.TINY), cfg, msg -> { });
+                        new ParameterLayout(Gpt2Fixtures.TINY), cfg, msg -> { });
                 if (failed != null) {
                     failures.add(failed);
                 }
@@ -269,8 +269,8 @@ class LearnerAsyncTest {
                 try (ParameterServers ps = ParameterServers.remote(boxes[comm.rank()], servers, workers, s, TIMEOUT);
                      TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
                      Learner l = LearnerGpt2Test.builder(cfg, 1, Recompute.NONE, DType.FP32, data).communicator(comm)
-                             .asyncWorkers(ps, new ParameterLayout(TrainerTest.TINY), cfg).build()) {
-                    LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, comm.rank() == 0, TrainerTest.TINY,
+                             .asyncWorkers(ps, new ParameterLayout(Gpt2Fixtures.TINY), cfg).build()) {
+                    LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, comm.rank() == 0, Gpt2Fixtures.TINY,
                             cfg.batch(), cfg.seq(), cfg.gradAccum(), data.loaders(), CheckpointFiles.Retention.LATEST);
                     ck.start(null, SEED);
                     List<StepMetrics> steps = new ArrayList<>();

@@ -59,8 +59,8 @@ class LearnerBf16ParamsTest {
 
     @BeforeAll
     static void setUp() throws IOException {
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
-        valFile = TrainerTest.tokenFile(tmp.resolve("val.bin"), 200, new Random(12));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
+        valFile = Gpt2Fixtures.tokenFile(tmp.resolve("val.bin"), 200, new Random(12));
     }
 
     @AfterAll
@@ -108,7 +108,7 @@ class LearnerBf16ParamsTest {
         try (Arena arena = Arena.ofShared(); // the ranks' threads gather into it
              TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
              Learner l = builder(cfg, recompute, ranks, offload, buckets, data).build()) {
-            LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, true, TrainerTest.TINY, cfg.batch(), cfg.seq(),
+            LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, true, Gpt2Fixtures.TINY, cfg.batch(), cfg.seq(),
                     cfg.gradAccum(), data.loaders(), CheckpointFiles.Retention.LATEST);
             ck.start(null, INIT_SEED);
             if (resume != null) {
@@ -226,7 +226,7 @@ class LearnerBf16ParamsTest {
         try (Arena arena = Arena.ofShared();
              TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
              Learner l = builder(cfg, ranks, offload, 0, data).build()) {
-            LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, true, TrainerTest.TINY, cfg.batch(), cfg.seq(),
+            LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, true, Gpt2Fixtures.TINY, cfg.batch(), cfg.seq(),
                     cfg.gradAccum(), data.loaders(), CheckpointFiles.Retention.LATEST);
             ck.start(null, INIT_SEED);
             l.fit(SAVED_AT, null);
@@ -279,7 +279,7 @@ class LearnerBf16ParamsTest {
         try (Arena arena = Arena.ofShared();
              TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
              Learner l = builder(cfg, ranks, offload, 0, data).build()) {
-            new LearnerLlmcCheckpoints(l, true, TrainerTest.TINY, cfg.batch(), cfg.seq(), cfg.gradAccum(),
+            new LearnerLlmcCheckpoints(l, true, Gpt2Fixtures.TINY, cfg.batch(), cfg.seq(), cfg.gradAccum(),
                     data.loaders(), CheckpointFiles.Retention.LATEST).start(null, INIT_SEED);
             List<StepMetrics> steps = new ArrayList<>();
             List<Double> val = new ArrayList<>();
@@ -354,8 +354,8 @@ class LearnerBf16ParamsTest {
         TrainConfig cfg = cfg("bf16", 1, 0f, DType.FP32);
         try (TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1)) {
             LearnerBuilder b = Learner.of(() -> new io.accel4j.nn.Sequential("mlp",
-                            io.accel4j.nn.Linear.of("fc", TrainerTest.TINY.V(), TrainerTest.TINY.V())))
-                    .features(TrainerTest.TINY.V()).classes(TrainerTest.TINY.V()).batch(2, 1)
+                            io.accel4j.nn.Linear.of("fc", Gpt2Fixtures.TINY.V(), Gpt2Fixtures.TINY.V())))
+                    .features(Gpt2Fixtures.TINY.V()).classes(Gpt2Fixtures.TINY.V()).batch(2, 1)
                     .parameterStorage(DType.BF16).data(data);
             assertThatThrownBy(b::build).isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("bf16 parameter storage keeps the parameters of the units a UnitScope");

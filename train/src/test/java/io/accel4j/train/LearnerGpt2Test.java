@@ -50,7 +50,7 @@ class LearnerGpt2Test {
 
     @BeforeAll
     static void setUp() throws IOException {
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
     }
 
     @AfterAll
@@ -71,7 +71,7 @@ class LearnerGpt2Test {
     }
 
     static TrainConfig cfg(String p, int K, float clip, int zero, long buckets) {
-        return TrainerTest.base().steps(8).gradAccum(K).gradClip(clip).weightDecay(0.1f).zeroStage(zero)
+        return Gpt2Fixtures.base().steps(8).gradAccum(K).gradClip(clip).weightDecay(0.1f).zeroStage(zero)
                 .bucketBytes(buckets).precision(precision(p)).build();
     }
 
@@ -92,7 +92,7 @@ class LearnerGpt2Test {
 
     /** The trainer's initial parameters: the TINY model initialised from {@link #INIT_SEED}, llm.c's layout. */
     private static MemorySegment initial(Arena arena) {
-        try (Parallel pool = new Parallel(1); Gpt2 m = new Gpt2(TrainerTest.TINY, new CpuOps(pool), 1, 1)) {
+        try (Parallel pool = new Parallel(1); Gpt2 m = new Gpt2(Gpt2Fixtures.TINY, new CpuOps(pool), 1, 1)) {
             m.initialise(INIT_SEED);
             MemorySegment host = arena.allocate(m.layout().count() * Float.BYTES, 64);
             m.copyParamsToHost(host);
@@ -104,8 +104,8 @@ class LearnerGpt2Test {
     static LearnerBuilder builder(TrainConfig cfg, int ranks, Recompute recompute, DType storage,
                                           TokenSource data) {
         Precision p = cfg.precision();
-        LearnerBuilder b = Learner.of(() -> Gpt2Blocks.body(TrainerTest.TINY)).tokens(TrainerTest.TINY.V())
-                .classes(TrainerTest.TINY.V()).parameterOrder(Gpt2Blocks.LLMC_ORDER)
+        LearnerBuilder b = Learner.of(() -> Gpt2Blocks.body(Gpt2Fixtures.TINY)).tokens(Gpt2Fixtures.TINY.V())
+                .classes(Gpt2Fixtures.TINY.V()).parameterOrder(Gpt2Blocks.LLMC_ORDER)
                 .batch(cfg.batch(), cfg.seq()).gradAccum(cfg.gradAccum()).optimizer(cfg.adamw())
                 .schedule(cfg::learningRate).gradClip(cfg.gradClip()).precision(p.operands())
                 .lossScaling(p.initialLossScale(), p.lossScaleWindow()).recompute(recompute)
@@ -278,7 +278,7 @@ class LearnerGpt2Test {
                                                 String golden512, String golden256) {
         String golden = WidthGoldens.pick(golden512, golden256);
         TrainConfig cfg = cfg(p, K, 0.5f, 0, 0);
-        TrainConfig half = TrainerTest.base().steps(cfg.steps()).gradAccum(K).gradClip(0.5f).weightDecay(0.1f)
+        TrainConfig half = Gpt2Fixtures.base().steps(cfg.steps()).gradAccum(K).gradClip(0.5f).weightDecay(0.1f)
                 .bucketBytes(0).precision(cfg.precision().withGradients(gradients)).build();
         String now;
         try (Arena arena = Arena.ofConfined();

@@ -42,7 +42,7 @@ class LearnerLlmcCheckpointsTest {
 
     @BeforeAll
     static void setUp() throws IOException {
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
     }
 
     @AfterAll
@@ -60,7 +60,7 @@ class LearnerLlmcCheckpointsTest {
              TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
              Learner l = LearnerGpt2Test.builder(cfg, ranks, Recompute.NONE, cfg.precision().activationStorage(),
                      data).build()) {
-            LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, true, TrainerTest.TINY, cfg.batch(), cfg.seq(),
+            LearnerLlmcCheckpoints ck = new LearnerLlmcCheckpoints(l, true, Gpt2Fixtures.TINY, cfg.batch(), cfg.seq(),
                     cfg.gradAccum(), data.loaders(), CheckpointFiles.Retention.LATEST);
             ck.start(null, SEED);
             if (resume != null) {

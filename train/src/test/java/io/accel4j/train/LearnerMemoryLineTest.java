@@ -35,7 +35,7 @@ class LearnerMemoryLineTest {
 
     @BeforeAll
     static void setUp() throws IOException {
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
     }
 
     @AfterAll

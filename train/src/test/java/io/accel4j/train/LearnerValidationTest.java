@@ -44,8 +44,8 @@ class LearnerValidationTest {
 
     @BeforeAll
     static void setUp() throws IOException {
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
-        valFile = TrainerTest.tokenFile(tmp.resolve("val.bin"), 200, new Random(12));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(11));
+        valFile = Gpt2Fixtures.tokenFile(tmp.resolve("val.bin"), 200, new Random(12));
     }
 
     @AfterAll
@@ -56,7 +56,7 @@ class LearnerValidationTest {
 
     private static TrainConfig cfg(String p, int K) {
         TrainConfig c = LearnerGpt2Test.cfg(p, K, 0.5f, 0, 0);
-        return TrainerTest.base().steps(c.steps()).gradAccum(K).gradClip(0.5f).weightDecay(0.1f).bucketBytes(0)
+        return Gpt2Fixtures.base().steps(c.steps()).gradAccum(K).gradClip(0.5f).weightDecay(0.1f).bucketBytes(0)
                 .precision(c.precision()).valEvery(VAL_EVERY).valBatches(VAL_BATCHES).build();
     }
 
@@ -77,7 +77,7 @@ class LearnerValidationTest {
         try (Arena arena = Arena.ofConfined();
              TokenSource data = new TokenSource(TokenShards.of(trainFile), cfg.dataOrder(), cfg.seed(), 1);
              Learner l = LearnerGpt2Test.builder(cfg, ranks, Recompute.NONE, DType.FP32, data).build()) {
-            try (Parallel pool = new Parallel(1); Gpt2 m = new Gpt2(TrainerTest.TINY, new CpuOps(pool), 1, 1)) {
+            try (Parallel pool = new Parallel(1); Gpt2 m = new Gpt2(Gpt2Fixtures.TINY, new CpuOps(pool), 1, 1)) {
                 m.initialise(3);
                 var host = arena.allocate(m.layout().count() * Float.BYTES, 64);
                 m.copyParamsToHost(host);

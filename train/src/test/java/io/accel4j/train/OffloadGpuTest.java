@@ -66,7 +66,7 @@ class OffloadGpuTest {
         gpu = new GpuOps(ctx);
         pool = new Parallel(2);
         cpu = new CpuOps(pool);
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 600, new Random(13));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 600, new Random(13));
     }
 
     @AfterAll
@@ -94,16 +94,16 @@ class OffloadGpuTest {
         List<Double> losses = new ArrayList<>();
         TrainConfig cfg = config();
         try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg)) {
-            LearnerBuilder b = Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, 1, data).backend(r -> ops);
+            LearnerBuilder b = Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, 1, data).backend(r -> ops);
             try (Learner l = (offload ? b.offloadOptimizer() : b).build()) {
-                Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, cfg, data, 5);
+                Gpt2LearnerRuns.initialised(l, Gpt2Fixtures.TINY, cfg, data, 5);
                 if (offload) { // the batch's buffers are the rank's host arena (RankStep's), not the GPU's
-                    OffloadPlan plan = OffloadPlan.of(TrainerTest.TINY, cfg.batch(), cfg.seq(), Recompute.NONE);
+                    OffloadPlan plan = OffloadPlan.of(Gpt2Fixtures.TINY, cfg.batch(), cfg.seq(), Recompute.NONE);
                     assertThat(l.modelBytes()).isEqualTo(plan.device().total() - plan.device().batch());
                     assertThat(l.optimizerStateBytes()).as("AdamW's moments, on the host")
-                            .isEqualTo(8 * TrainerTest.TINY.parameterCount());
+                            .isEqualTo(8 * Gpt2Fixtures.TINY.parameterCount());
                 }
-                LearnerLlmcCheckpoints ck = Gpt2LearnerRuns.checkpoints(l, TrainerTest.TINY, cfg, data);
+                LearnerLlmcCheckpoints ck = Gpt2LearnerRuns.checkpoints(l, Gpt2Fixtures.TINY, cfg, data);
                 if (resume != null) {
                     ck.resume(resume);
                 }

@@ -8,7 +8,6 @@ import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
-import io.accel4j.train.parallel.ModelStates;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -43,9 +42,9 @@ class OffloadTrainerTiming {
              TokenFile data = TokenFile.open(dir.resolve("t.bin"));
              TokenSource serialData = Gpt2LearnerRuns.source(data, cfg); TokenSource overData = Gpt2LearnerRuns.source(data, cfg);
              Learner serial = Gpt2LearnerRuns.builder(config, cfg, 1, serialData).backend(rank -> new CpuOps(pool))
-                     .optimizer(new Offload(ModelStates.adamw(cfg), new CpuOps(pool), false)).build();
+                     .optimizer(new Offload(cfg.adamw(), new CpuOps(pool), false)).build();
              Learner over = Gpt2LearnerRuns.builder(config, cfg, 1, overData).backend(rank -> new CpuOps(pool))
-                     .optimizer(new Offload(ModelStates.adamw(cfg), new CpuOps(pool), true)).build()) {
+                     .optimizer(new Offload(cfg.adamw(), new CpuOps(pool), true)).build()) {
             Gpt2LearnerRuns.initialised(serial, config, cfg, serialData, 3);
             Gpt2LearnerRuns.initialised(over, config, cfg, overData, 3);
             double[][] ms2 = new double[2][steps];

@@ -65,7 +65,7 @@ class ZeroOneHalfGradientsTest {
     static void setUp() throws IOException {
         pool = new Parallel(2);
         ops = new CpuOps(pool);
-        small = TrainerTest.tokenFile(tmp.resolve("small.bin"), 400, new Random(11));
+        small = Gpt2Fixtures.tokenFile(tmp.resolve("small.bin"), 400, new Random(11));
     }
 
     @AfterAll
@@ -86,14 +86,14 @@ class ZeroOneHalfGradientsTest {
     private static Run run(CpuOps o, int batch, int zero, Communicator comm, Path dir) throws IOException {
         TrainConfig cfg = config(batch, zero);
         try (TokenSource data = Gpt2LearnerRuns.source(small, cfg);
-             Learner l = (comm == null ? Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, 1, Recompute.NONE, DType.BF16,
-                     data) : Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, Recompute.NONE, DType.BF16, data))
+             Learner l = (comm == null ? Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, 1, Recompute.NONE, DType.BF16,
+                     data) : Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, comm, Recompute.NONE, DType.BF16, data))
                      .backend(r -> o).build()) {
-            Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, cfg, data, 1);
+            Gpt2LearnerRuns.initialised(l, Gpt2Fixtures.TINY, cfg, data, 1);
             assertThat(l.describe()).contains(zero > 0 ? "(ZeRO-" + zero + ")" : "rank");
             List<StepMetrics> steps = l.fit(STEPS, null);
             boolean lead = comm == null || comm.rank() == 0;
-            Path model = Gpt2LearnerRuns.checkpoints(l, lead, TrainerTest.TINY, cfg, data).save(dir);
+            Path model = Gpt2LearnerRuns.checkpoints(l, lead, Gpt2Fixtures.TINY, cfg, data).save(dir);
             byte[] state = lead ? Files.readAllBytes(model.resolveSibling(model.getFileName().toString()
                     .replace("model_", "state_"))) : null;
             return new Run(Gpt2LearnerRuns.rankParameters(l, comm == null ? 0 : comm.rank()),
@@ -136,8 +136,8 @@ class ZeroOneHalfGradientsTest {
                     offset(NORM_REL * one.norms()[s]));
         }
         float[] p0;
-        try (Gpt2 init = TrainerTest.model(ops, 4, 1)) {
-            p0 = TrainerTest.floats(init.params());
+        try (Gpt2 init = Gpt2Fixtures.model(ops, 4, 1)) {
+            p0 = Gpt2Fixtures.floats(init.params());
         }
         double diff2 = 0, move2 = 0;
         for (int i = 0; i < p0.length; i++) {
@@ -155,9 +155,9 @@ class ZeroOneHalfGradientsTest {
     @ValueSource(ints = {2, 3})
     void thePlanIsWhatEveryRankAllocates(int n) throws IOException {
         int B = 3, T = 5;
-        MemoryPlan plan = MemoryPlan.of(TrainerTest.TINY, B, T, Recompute.NONE, 1, n, DType.BF16, DType.BF16);
-        long psi = new ParameterLayout(TrainerTest.TINY).count();
-        MemoryPlan ddp = MemoryPlan.of(TrainerTest.TINY, B, T, Recompute.NONE, 0, n, DType.BF16, DType.BF16);
+        MemoryPlan plan = MemoryPlan.of(Gpt2Fixtures.TINY, B, T, Recompute.NONE, 1, n, DType.BF16, DType.BF16);
+        long psi = new ParameterLayout(Gpt2Fixtures.TINY).count();
+        MemoryPlan ddp = MemoryPlan.of(Gpt2Fixtures.TINY, B, T, Recompute.NONE, 0, n, DType.BF16, DType.BF16);
         assertThat(plan.gradients()).as("whole 16-bit gradients on every rank").isEqualTo(ddp.gradients());
         assertThat(plan.optimizer()).isEqualTo(8 * ((psi + n - 1) / n));
         assertThat(plan.working()).isZero();
@@ -167,12 +167,12 @@ class ZeroOneHalfGradientsTest {
             seen = g.run(comm -> {
                 CountingMemory counted = new CountingMemory();
                 try (Parallel p = new Parallel(1); TokenSource data = Gpt2LearnerRuns.source(small, cfg);
-                     Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, Recompute.NONE, DType.BF16, data)
+                     Learner l = Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, comm, Recompute.NONE, DType.BF16, data)
                              .backend(r -> counted.ops(new CpuOps(p))).build()) {
                     long live = counted.live.get();
                     assertThat(l.fit(1, null).get(0).trainLoss()).isFinite();
                     long stepPeak = counted.peak.get();
-                    Gpt2LearnerRuns.checkpoints(l, comm.rank() == 0, TrainerTest.TINY, cfg, data)
+                    Gpt2LearnerRuns.checkpoints(l, comm.rank() == 0, Gpt2Fixtures.TINY, cfg, data)
                             .save(tmp.resolve("plan" + n));
                     return new long[] {live, counted.live.get(), stepPeak,
                         l.modelBytes() + l.optimizerStateBytes(), counted.peak.get()};
@@ -195,7 +195,7 @@ class ZeroOneHalfGradientsTest {
             // (fit.RankCheckpoints.gatherShardedState: a scratch vector of Ψ floats per state buffer)
             assertThat(a[4] - want).as("rank %d: the checkpoint's peak over the plan", r).isEqualTo(2 * 4 * psi);
         }
-        assertThat(BatchSizeFinder.trialStep(TrainerTest.TINY, ops, B, T, Recompute.NONE, DType.BF16, DType.BF16, 1,
+        assertThat(BatchSizeFinder.trialStep(Gpt2Fixtures.TINY, ops, B, T, Recompute.NONE, DType.BF16, DType.BF16, 1,
                 n)).as("the trial step").isEqualTo(plan.total());
     }
 
@@ -207,11 +207,11 @@ class ZeroOneHalfGradientsTest {
                     .precision(Precision.FP32.withGradients(DType.BF16)).build();
             assertThatThrownBy(() -> {
                 try (TokenSource data = Gpt2LearnerRuns.source(small, cfg)) {
-                    Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, 2, data).build().close();
+                    Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, 2, data).build().close();
                 }
             })
                     .hasMessage("gradientStorage(BF16) does not go with zero(" + stage + ") yet: drop one of them");
-            assertThatThrownBy(() -> MemoryPlan.of(TrainerTest.TINY, 1, 5, Recompute.NONE, s, 2, DType.FP32,
+            assertThatThrownBy(() -> MemoryPlan.of(Gpt2Fixtures.TINY, 1, 5, Recompute.NONE, s, 2, DType.FP32,
                     DType.BF16)).hasMessage("16-bit gradients do not go with ZeRO stage " + stage + " yet");
         }
     }

@@ -80,7 +80,7 @@ class ZeroTest {
 
     @BeforeAll
     static void setUp() throws IOException {
-        trainFile = TrainerTest.tokenFile(tmp.resolve("train.bin"), 400, new Random(23));
+        trainFile = Gpt2Fixtures.tokenFile(tmp.resolve("train.bin"), 400, new Random(23));
     }
 
     @AfterAll
@@ -114,7 +114,7 @@ class ZeroTest {
 
     /** Rank 0's run, after checking every rank ended with the very same bits. */
     private static Run ranks(int n, TrainConfig cfg) {
-        return ranks(n, TrainerTest.TINY, Recompute.NONE, cfg);
+        return ranks(n, Gpt2Fixtures.TINY, Recompute.NONE, cfg);
     }
 
     private static Run ranks(int n, GptConfig config, Recompute recompute, TrainConfig cfg) {
@@ -174,8 +174,8 @@ class ZeroTest {
                     .isLessThanOrEqualTo(clip > 0 ? CLIPPED_PARAM_TOL : ORDER_PARAM_TOL);
         }
         // the comparison is not vacuous: the steps moved the parameters far more than any tolerance
-        try (Parallel pool = new Parallel(1); Gpt2 init = TrainerTest.model(new CpuOps(pool), 2, 1)) {
-            assertThat(maxDiff(zero.params(), TrainerTest.floats(init.params()))).isGreaterThan(1e-3);
+        try (Parallel pool = new Parallel(1); Gpt2 init = Gpt2Fixtures.model(new CpuOps(pool), 2, 1)) {
+            assertThat(maxDiff(zero.params(), Gpt2Fixtures.floats(init.params()))).isGreaterThan(1e-3);
         }
     }
 
@@ -220,10 +220,10 @@ class ZeroTest {
             return g.run(comm -> {
                 boolean every = cfg.zeroStage() == 3 || comm.rank() == 0;
                 try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
-                     Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, data).build();
+                     Learner l = Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, comm, data).build();
                      DataLoader val = new DataLoader(trainFile, cfg.batch(), cfg.seq(), 0, 1,
                              SampleOrder.Mode.SEQUENTIAL, 0)) {
-                    Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, cfg, data, 1);
+                    Gpt2LearnerRuns.initialised(l, Gpt2Fixtures.TINY, cfg, data, 1);
                     DataLoader.State start = val.position();
                     double[] v = new double[3];
                     for (int i = 0; i < 3; i++) {
@@ -276,7 +276,7 @@ class ZeroTest {
         Run ddp = ranks(3, cfg(0, CLIP, perLayer).build());
         Run one = ranks(3, cfg(1, CLIP, perLayer).build());
         assertThat(one.layerBuckets()).as("buckets started during backward")
-                .isEqualTo(STEPS * TrainerTest.TINY.L()).isEqualTo(ddp.layerBuckets());
+                .isEqualTo(STEPS * Gpt2Fixtures.TINY.L()).isEqualTo(ddp.layerBuckets());
         assertThat(one.params()).containsExactly(ddp.params());
         assertThat(one.norms()).containsExactly(ddp.norms());
         Run two = ranks(3, cfg(2, 0, perLayer).build());
@@ -293,11 +293,11 @@ class ZeroTest {
         try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(30))) {
             g.run(comm -> {
                 try (TokenSource data = Gpt2LearnerRuns.source(trainFile, saving);
-                     Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, saving, comm, data).build()) {
-                    Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, saving, data, 1);
+                     Learner l = Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, saving, comm, data).build()) {
+                    Gpt2LearnerRuns.initialised(l, Gpt2Fixtures.TINY, saving, data, 1);
                     l.fit(3, null);
                     // every rank takes part (ZeRO's shards are gathered); rank 0 writes
-                    Gpt2LearnerRuns.checkpoints(l, comm.rank() == 0, TrainerTest.TINY, saving, data).save(dir);
+                    Gpt2LearnerRuns.checkpoints(l, comm.rank() == 0, Gpt2Fixtures.TINY, saving, data).save(dir);
                     l.fit(1, null); // a step the resumed run must not see
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
@@ -313,9 +313,9 @@ class ZeroTest {
         try (InProcessGroup g = InProcessGroup.create(n, Duration.ofSeconds(30))) {
             resumed = g.run(comm -> {
                 try (TokenSource data = Gpt2LearnerRuns.source(trainFile, resuming);
-                     Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, resuming, comm, data).build()) {
-                    Gpt2LearnerRuns.initialised(l, TrainerTest.TINY, resuming, data, 99); // other init: overwritten
-                    Gpt2LearnerRuns.checkpoints(l, comm.rank() == 0, TrainerTest.TINY, resuming, data).resume(dir);
+                     Learner l = Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, resuming, comm, data).build()) {
+                    Gpt2LearnerRuns.initialised(l, Gpt2Fixtures.TINY, resuming, data, 99); // other init: overwritten
+                    Gpt2LearnerRuns.checkpoints(l, comm.rank() == 0, Gpt2Fixtures.TINY, resuming, data).resume(dir);
                     assertThat(l.step()).isEqualTo(3);
                     List<StepMetrics> steps = l.fit(resuming.steps() - l.step(), null);
                     return new Run(Gpt2LearnerRuns.rankParameters(l, comm.rank()), Gpt2LearnerRuns.losses(steps),
@@ -336,7 +336,7 @@ class ZeroTest {
 
     @Test
     void theLearnersShardsAreTheAccountedOnes() {
-        long count = TrainerTest.TINY.parameterCount();
+        long count = Gpt2Fixtures.TINY.parameterCount();
         assertThat(count % 3).as("an uneven split").isNotZero();
         for (int stage = 0; stage <= 3; stage++) {
             int s = stage;
@@ -345,7 +345,7 @@ class ZeroTest {
                 seen = g.run(comm -> {
                     TrainConfig cfg = cfg(s, 0, 0).build();
                     try (TokenSource data = Gpt2LearnerRuns.source(trainFile, cfg);
-                         Learner l = Gpt2LearnerRuns.builder(TrainerTest.TINY, cfg, comm, data).build()) {
+                         Learner l = Gpt2LearnerRuns.builder(Gpt2Fixtures.TINY, cfg, comm, data).build()) {
                         return l.zeroMemory();
                     }
                 });
@@ -366,7 +366,7 @@ class ZeroTest {
         assertThatThrownBy(() -> cfg(4, 0, 0).build()).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("zeroStage must be 0 (plain data parallelism), 1, 2 or 3, got 4");
         assertThatThrownBy(() -> cfg(-1, 0, 0).build()).hasMessageContaining("got -1");
-        assertThatThrownBy(() -> Learner.of(() -> io.accel4j.nn.Gpt2Blocks.body(TrainerTest.TINY)).zero(4))
+        assertThatThrownBy(() -> Learner.of(() -> io.accel4j.nn.Gpt2Blocks.body(Gpt2Fixtures.TINY)).zero(4))
                 .isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("ZeRO stage must be 0, 1, 2 or 3, got 4");
     }

@@ -1,8 +1,6 @@
 package io.accel4j.cli.train;
 
 import io.accel4j.train.TrainConfig;
-import io.accel4j.train.parallel.AsyncStates;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.parallel.ParameterServers;
 import java.io.PrintWriter;
 import java.time.Duration;
@@ -11,8 +9,8 @@ import picocli.CommandLine.Option;
 
 /**
  * {@code train}'s options of asynchronous data parallelism ({@code --sync async --ps K --staleness S}) and the
- * straggler of its benchmark ({@code --straggler-ms R:MS}, any strategy): their checks, the servers they ask for and
- * the strategy the workers' trainers are composed with ({@link AsyncStates}).
+ * straggler of its benchmark ({@code --straggler-ms R:MS}, any strategy): their checks and the servers they ask for,
+ * whose workers the learners are ({@link io.accel4j.fit.LearnerBuilder#asyncWorkers}).
  */
 final class AsyncOptions {
 
@@ -120,10 +118,5 @@ final class AsyncOptions {
                 w.flush();
             }
         });
-    }
-
-    /** The workers' strategy over {@code servers}. */
-    static ModelStates.Factory workers(ParameterServers servers) {
-        return (comm, model, cfg, values) -> new AsyncStates(servers, comm, model, cfg);
     }
 }

@@ -4,8 +4,6 @@ import io.accel4j.core.DType;
 import io.accel4j.train.TrainConfig;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
-import io.accel4j.train.parallel.Bf16ParamStates;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.plan.Bf16ParamsPlan;
 import io.accel4j.train.plan.OffloadPlan;
 import java.io.PrintWriter;
@@ -47,15 +45,6 @@ final class Bf16ParamsOptions {
         if (other != null) {
             throw usage.apply("--bf16-params does not go with " + other + " yet: drop one of them");
         }
-    }
-
-    /**
-     * The trainer strategy: with the flag and --offload-optimizer ({@code offload}) stage 0 with the master and the
-     * moments in host memory ({@link Bf16ParamStates#offloaded()}); otherwise {@code strategy} (whose
-     * {@link io.accel4j.train.parallel.ModelStates#of} chooses bf16 working weights' stage 0 from the model).
-     */
-    ModelStates.Factory strategy(ModelStates.Factory strategy, boolean offload) {
-        return enabled && offload ? Bf16ParamStates.offloaded() : strategy;
     }
 
     /** With the flag and --offload-optimizer: one line for the log, each side's bytes per rank. */

@@ -38,9 +38,9 @@ import java.util.Locale;
 import java.util.function.Consumer;
 
 /**
- * One rank of {@code accel4j train} on the Java API: a GPT-2 {@link Learner} ({@link Gpt2Blocks} in llm.c's
- * parameter order, the trainer's AdamW, schedule, precision, recompute and strategy — one rank, DDP whole or
- * bucketed, ZeRO 1–3, the optimizer offloaded) holding this rank, on the backend's kernels (wrapped for --profile on
+ * One rank of {@code accel4j train} on the Java API: a GPT-2 {@link Learner} ({@link Gpt2Learners}: {@link Gpt2Blocks}
+ * in llm.c's parameter order, the run's AdamW, schedule and precision; the recompute and strategy — one rank, DDP
+ * whole or bucketed, ZeRO 1–3, the optimizer offloaded, bf16 working weights, asynchronous workers) holding this rank, on the backend's kernels (wrapped for --profile on
  * rank 0), the token files as a {@link TokenSource}, llm.c's checkpoints ({@link LearnerLlmcCheckpoints}); the loop
  * validates before the steps due and after the last, writes {@code metrics.jsonl}, the progress lines and the
  * checkpoints, and rank 0 reports ({@link Report}: samples from the trained weights, gathered to rank 0). Every rank

@@ -6,14 +6,13 @@ import io.accel4j.train.model.Recompute;
 import io.accel4j.train.plan.OffloadPlan;
 import java.io.PrintWriter;
 import java.util.Locale;
-import io.accel4j.train.parallel.ModelStates;
 import java.util.function.Function;
 import picocli.CommandLine.Option;
 
 /**
  * {@code train --offload-optimizer}: AdamW's moments and an fp32 master copy of the weights in host memory, updated
  * by the Vector API kernels ({@link io.accel4j.optim.Offload}); the model's memory keeps the parameters, gradients and
- * activations. Its checks (what it does not compose with yet) and the trainer strategy it asks for.
+ * activations. Its checks (what it does not compose with yet), its plan line and whether the step is pipelined.
  */
 final class OffloadOptions {
 
@@ -65,10 +64,5 @@ final class OffloadOptions {
     /** Whether the offloaded step is pipelined over chunks (--offload-overlap on, the default). */
     boolean overlaps() {
         return !"off".equals(overlap);
-    }
-
-    /** The trainer strategy: {@code synchronous}, or stage 0 with the optimizer offloaded. */
-    ModelStates.Factory strategy(ModelStates.Factory synchronous) {
-        return enabled ? ModelStates.offloaded(!"off".equals(overlap)) : synchronous;
     }
 }

@@ -236,17 +236,6 @@ final class RunDirectory {
         }
     }
 
-    /** {@link io.accel4j.train.Trainer#save}, whose failure names the step, the problem and the last checkpoint. */
-    static Path save(io.accel4j.train.Trainer trainer, Path dir, int[] lastSaved) {
-        try {
-            Path model = trainer.save(dir);
-            lastSaved[0] = trainer.step();
-            return model;
-        } catch (IOException e) {
-            throw saveFailed(e, trainer.step(), dir, lastSaved[0]);
-        }
-    }
-
     /**
      * The error of a checkpoint of step {@code step} that could not be written in {@code dir}: the step, the problem
      * and the last complete checkpoint ({@code lastSaved}, or −1: none yet).

@@ -5,13 +5,11 @@ import io.accel4j.cli.IoMessages;
 import io.accel4j.cli.Threads;
 import io.accel4j.collectives.Communicator;
 import io.accel4j.collectives.InProcessGroup;
-import io.accel4j.train.parallel.ModelStates;
 import io.accel4j.train.parallel.ParameterServers;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.train.precision.Precision;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
-import io.accel4j.train.Trainer;
 import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.checkpoint.LlmcCheckpoint;
 import io.accel4j.train.data.DefaultDataset;
@@ -43,7 +41,7 @@ import picocli.CommandLine.Spec;
  * arguments, the README's main job: the tiny model on the generated {@link DefaultDataset} (two-digit additions),
  * about two minutes on two cores, then a summary, sample completions of held-out problems and the accuracy. Leaves in
  * the run directory the data it generated, {@code metrics.jsonl}, {@code loss.png} and the checkpoint
- * ({@link Trainer#save}).
+ * (llm.c's model file and the state beside it: {@link io.accel4j.train.checkpoint.LearnerLlmcCheckpoints}).
  */
 @Command(name = "train", sortOptions = false,
         description = {"Train a GPT-2 on the CPU or a GPU (llm.c's model and file formats).",
@@ -204,14 +202,6 @@ public final class TrainCommand implements Callable<Integer> {
             + "the final accuracy is measured on, on the generated dataset (default: ${DEFAULT-VALUE}).")
     int evalProblems;
 
-    /**
-     * Runs the data-parallel path on {@code Trainer} even where {@link LearnerRun} could: for the tests that run the
-     * two side by side until {@code Trainer} is deleted; never set otherwise.
-     */
-    static volatile boolean viaTrainer;
-
-    /** How each rank's trainer holds the model states: the synchronous strategies, or async's workers. */
-    private ModelStates.Factory strategy = ModelStates::of;
     /** The run directory of the lead rank, null on the others. */
     RunDirectory runDirectory;
     /** What the last {@link #call} produced (for tests). */
@@ -252,7 +242,6 @@ public final class TrainCommand implements Callable<Integer> {
         }
         async.check(worldRanks, asked, device == Backend.Device.CUDA, this::usage);
         offload.check(asked, async.async(), pipeline.requested(), tensor.active(), memory.findBatchSize, this::usage);
-        strategy = offload.strategy(strategy);
         memory.offloadOptimizer = offload.enabled;
         dataOptions.check(trainData, this::usage);
         if (!DataOptions.isShardList(trainData)) {
@@ -272,7 +261,6 @@ public final class TrainCommand implements Callable<Integer> {
         bf16Params.check(asked, asked.precision().label(), async.async(), pipeline.requested(), tensor.active(),
                 bucketsAsked, this::usage);
         memory.bf16Params = bf16Params.enabled;
-        strategy = bf16Params.strategy(strategy, offload.enabled);
         if (pipeline.requested()) { // a strategy of its own, beside the trainer: see PipelineRun
             PipelineRun pp = new PipelineRun(this, pipeline, restored, this::usage);
             pp.checkSupported(asked, modelConfig, launch);
@@ -404,19 +392,12 @@ public final class TrainCommand implements Callable<Integer> {
     }
 
     /**
-     * One rank of the data-parallel path (with {@code servers}, a worker of asynchronous data parallelism's): on the
-     * Java API ({@link LearnerRun}), or on {@code Trainer} ({@link RankRun}) while both exist and a side-by-side test
-     * asks ({@link #viaTrainer}).
+     * One rank of the data-parallel path on the Java API ({@link LearnerRun}); with {@code servers}, a worker of
+     * asynchronous data parallelism's.
      */
     void rank(ParameterServers servers, Communicator host, int gpu, int nThreads, TrainConfig cfg, Path modelFile,
               GptConfig c, Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data, PrintWriter w) {
-        if (viaTrainer) {
-            new RankRun(this, servers != null ? AsyncOptions.workers(servers) : strategy).train(host, gpu, nThreads,
-                    cfg, modelFile, c, dir, trainPath, valPath, data, w);
-        } else {
-            new LearnerRun(this, servers).train(host, gpu, nThreads, cfg, modelFile, c, dir, trainPath, valPath,
-                    data, w);
-        }
+        new LearnerRun(this, servers).train(host, gpu, nThreads, cfg, modelFile, c, dir, trainPath, valPath, data, w);
     }
 
     /** {@code --tp}: the run through the Learner ({@link TensorParallelRun}), in-process ranks or one per process. */
@@ -517,7 +498,7 @@ public final class TrainCommand implements Callable<Integer> {
             try {
                 return CheckpointFiles.latest(resume).model();
             } catch (NoSuchFileException e) {
-                throw new CliException("no checkpoint to resume in " + resume + " (" + Trainer.POINTER
+                throw new CliException("no checkpoint to resume in " + resume + " (" + CheckpointFiles.POINTER
                         + " is missing)", e);
             } catch (IOException e) {
                 throw new CliException("cannot resume " + resume + ": " + message(e), e);

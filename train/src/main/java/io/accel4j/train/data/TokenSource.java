@@ -10,7 +10,7 @@ import java.util.Objects;
  * The CLI trainer's data as the Java API's {@link DataSource.Factory}: each rank's source is a {@link DataLoader} over
  * the token shards ({@code train.bin}, or a pattern of llm.c's shards), rank r of N reading its slice of each global
  * batch in the trainer's {@link SampleOrder} (sequential, shuffled, or llm.c's), read ahead by its own threads; the
- * batches are the ones {@code Trainer} reads for the same B, T, rank, ranks, order and seed. The factory owns the
+ * batches llm.c's trainer reads for the same B, T, rank, ranks, order and seed. The factory owns the
  * loaders it opened: {@link #close} stops them all (before the caller closes the shards).
  */
 public final class TokenSource implements DataSource.Factory, AutoCloseable {

@@ -8,8 +8,7 @@ import java.util.Locale;
 
 /**
  * Worker {@code w}'s end of asynchronous data parallelism's {@link ParameterServers}, over whole host vectors of the
- * flat parameters: the protocol {@link AsyncStates} speaks, for a strategy that is not a {@link ModelStates} (the Java
- * API's {@code fit.AsyncWorkers}). It keeps the worker's clock (steps pushed), the shard versions its parameters came
+ * flat parameters: the protocol of the Java API's {@code fit.AsyncWorkers}. It keeps the worker's clock (steps pushed), the shard versions its parameters came
  * from and, after a resume, the version every shard has at least; {@link #exchange} pushes a step's gradients and
  * pulls the parameters within the staleness bound; {@link #gather} and {@link #restore} are the checkpoints' side.
  * Not thread-safe: one worker's thread calls it.
@@ -82,7 +81,7 @@ public final class AsyncWorker {
     }
 
     /**
-     * The staleness of the updates applied since worker 0's previous step, as {@code AsyncStates.stepJson}'s metrics
+     * The staleness of the updates applied since worker 0's previous step, as metrics
      * fields ({@code ,"staleness_min":…,"staleness_mean":…,"staleness_max":…}); all zero on the other workers.
      */
     public String stepJson() {

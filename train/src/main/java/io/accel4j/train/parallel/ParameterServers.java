@@ -11,7 +11,7 @@ import java.time.Duration;
 import java.util.function.Consumer;
 
 /**
- * Asynchronous data parallelism's parameter servers as the workers ({@link AsyncStates}) see them: {@code K}
+ * Asynchronous data parallelism's parameter servers as the workers ({@link AsyncWorker}) see them: {@code K}
  * {@link ShardServer}s, shard {@code s} being rank {@code W + s} of a {@link Mailbox} whose ranks {@code 0 … W−1}
  * are the workers. A worker pushes its gradient's slice to every shard, stamped with its clock {@code c} (the step),
  * the shard version its parameters came from and the version it needs next ({@code c+1−S}), then waits for every

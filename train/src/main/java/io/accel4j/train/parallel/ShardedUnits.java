@@ -244,7 +244,7 @@ public final class ShardedUnits implements AutoCloseable {
     /**
      * Collective: every unit gathered in turn; ranks passing {@code full} (Ψ fp32, host memory) receive the whole
      * parameter vector there in the flat layout, the others pass null. For checkpoints and
-     * {@code Trainer.copyParameters}.
+     * gathering the model.
      */
     public void gatherParameters(MemorySegment full) {
         gatherParameters(full, false);

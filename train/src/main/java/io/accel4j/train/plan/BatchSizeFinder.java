@@ -143,7 +143,7 @@ public final class BatchSizeFinder {
                      .withActivationStorage(storage).withGradientStorage(gradients));
              Arena arena = Arena.ofShared()) {
             ShardedWeights sharded = null;
-            if (zeroStage >= 2) { // the largest rank's shards and working buffers, as the trainer's ShardedStates
+            if (zeroStage >= 2) { // the largest rank's shards and working buffers, as fit.UnitSharding holds them
                 sharded = new ShardedWeights(layout, alone, ops, model.params(), zeroStage >= 3);
                 model.useWeights(sharded);
             }

@@ -1,7 +1,6 @@
 package io.accel4j.train.plan;
 
 import io.accel4j.core.DType;
-import io.accel4j.train.Trainer;
 import io.accel4j.train.model.Gpt2;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.HalfWeights;
@@ -14,7 +13,7 @@ import java.util.Locale;
 
 /**
  * The bytes one rank of a training run allocates off-heap, by kind, computed from the shapes alone — exactly what
- * {@link Gpt2#totalBytes()} plus {@link Trainer#stateBytes()} come to once allocated — and the largest micro-batch
+ * {@link Gpt2#totalBytes()} plus the optimizer's moments (or their shard) and the batch buffers come to once allocated — and the largest micro-batch
  * that fits a budget. Not counted: the JVM heap (the data loaders' two (B·T+1)-token batches each, the kernels'
  * per-thread scratch) and the token files, which are memory-mapped.
  *

@@ -1,5 +1,6 @@
 package io.accel4j.train.parallel;
 
+import io.accel4j.train.Gpt2Fixtures;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -48,11 +49,11 @@ class AsyncWorkersTest {
      */
     private static final double PARAM_TOL = 1e-6;
     private static final float LR = 1e-2f;
-    /** TrainerTest's tiny model: maxT 8, V 11, padded V 16, 2 layers, 2 heads, C 8. */
+    /** Gpt2Fixtures' tiny model: maxT 8, V 11, padded V 16, 2 layers, 2 heads, C 8. */
     private static final GptConfig TINY = new GptConfig(8, 11, 16, 2, 2, 8);
     private static final Duration TIMEOUT = Duration.ofSeconds(30);
 
-    /** TrainerTest's tokens: mostly counting up, a random token one time in four. */
+    /** the old trainer tests' tokens: mostly counting up, a random token one time in four. */
     private static TokenFile tokenFile(Path path, int n, Random r) throws IOException {
         int[] t = new int[n];
         for (int i = 1; i < n; i++) {

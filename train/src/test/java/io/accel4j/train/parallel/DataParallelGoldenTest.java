@@ -1,5 +1,6 @@
 package io.accel4j.train.parallel;
 
+import io.accel4j.train.Gpt2Fixtures;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.accel4j.fit.Learner;
@@ -30,7 +31,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class DataParallelGoldenTest {
 
-    /** TrainerTest's tiny model: maxT 8, V 11, padded V 16, 2 layers, 2 heads, C 8. */
+    /** Gpt2Fixtures' tiny model: maxT 8, V 11, padded V 16, 2 layers, 2 heads, C 8. */
     private static final GptConfig TINY = new GptConfig(8, 11, 16, 2, 2, 8);
 
     @TempDir

@@ -1,5 +1,6 @@
 package io.accel4j.train.parallel;
 
+import io.accel4j.train.Gpt2Fixtures;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.offset;
 
@@ -25,7 +26,7 @@ import org.junit.jupiter.api.Test;
  */
 class UnitShardingNormTest {
 
-    /** TrainerTest's tiny model: maxT 8, V 11, padded V 16, 2 layers, 2 heads, C 8. */
+    /** Gpt2Fixtures' tiny model: maxT 8, V 11, padded V 16, 2 layers, 2 heads, C 8. */
     private static final io.accel4j.train.model.GptConfig TINY = new io.accel4j.train.model.GptConfig(8, 11, 16, 2, 2, 8);
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
     /** The kernel's fp32-lane grouping differs between a shard and the whole buffer: ≤ 35·2⁻²⁴ relative each. */
