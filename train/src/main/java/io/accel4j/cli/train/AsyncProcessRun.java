@@ -67,8 +67,8 @@ final class AsyncProcessRun {
                 return;
             }
             try (ParameterServers servers = ParameterServers.remote(box, k, workers, async.bound(), cmd.timeout())) {
-                cmd.rank(servers, new AsyncWorkerGroup(world.rank(), workers, cmd.timeout()), 0, nThreads, cfg,
-                        modelFile, modelConfig, dir, trainPath, valPath, data,
+                new LearnerRun(cmd, servers).train(new AsyncWorkerGroup(world.rank(), workers, cmd.timeout()), 0,
+                        nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data,
                         lead ? w : new PrintWriter(Writer.nullWriter()));
             }
         }

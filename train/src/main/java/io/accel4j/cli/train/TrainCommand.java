@@ -4,8 +4,6 @@ import io.accel4j.cli.CliException;
 import io.accel4j.cli.IoMessages;
 import io.accel4j.cli.Threads;
 import io.accel4j.collectives.Communicator;
-import io.accel4j.collectives.InProcessGroup;
-import io.accel4j.train.parallel.ParameterServers;
 import io.accel4j.cuda.Cuda;
 import io.accel4j.train.precision.Precision;
 import io.accel4j.train.StepMetrics;
@@ -329,7 +327,7 @@ public final class TrainCommand implements Callable<Integer> {
                     throw new CliException("cannot save the run's flags in " + dir + ": " + message(e), e);
                 }
             }
-            trainIn(dir, run, world, launch, nThreads, cfg, modelFile, modelConfig, w);
+            new RankRuns(this).train(dir, run, world, launch, nThreads, cfg, modelFile, modelConfig, w);
             succeeded = true;
         } finally {
             if (!succeeded && run != null) {
@@ -337,86 +335,6 @@ public final class TrainCommand implements Callable<Integer> {
             }
         }
         return 0;
-    }
-
-    /** The run after its directory is set up: the data, then one rank or several. */
-    private void trainIn(Path dir, RunDirectory run, Communicator world, Launch launch, int nThreads,
-                         TrainConfig cfg, Path modelFile, GptConfig modelConfig, PrintWriter w) {
-        DefaultDataset.Splits data = null;
-        Path trainPath = trainData, valPath = valData;
-        if (trainData == null) {
-            trainPath = dir.resolve("train.bin");
-            valPath = valData != null ? valData : dir.resolve("val.bin");
-            data = launch.lead() ? GeneratedData.write(seed, trainPath, dir.resolve("val.bin"), run, w) : null;
-        }
-        if (tensor.active()) {
-            trainTensorParallel(world, launch, nThreads, cfg, modelFile, modelConfig, dir, trainPath, w);
-        } else if (world != null) {
-            world.barrier(); // rank 0 has created the run directory and written the generated dataset
-            try {
-                int gpu = device == Backend.Device.CUDA ? launch.gpu() : 0;
-                if (async.async()) {
-                    new AsyncProcessRun(this, async).run(world, launch.lead(), nThreads, cfg, modelFile, modelConfig,
-                            dir, trainPath, valPath, data, w);
-                } else {
-                    rank(null, world, gpu, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data,
-                            launch.lead() ? w : new PrintWriter(Writer.nullWriter()));
-                }
-            } catch (CliException e) {
-                throw e;
-            } catch (RuntimeException e) {
-                throw new CliException("rank " + world.rank() + " of " + world.size() + ": " + message(e), e);
-            }
-            world.close(); // MPI_Finalize; a rank that failed skips it, exits 1, and mpirun stops the others
-        } else if (ranks == 1) {
-            rank(null, null, 0, nThreads, cfg, modelFile, modelConfig, dir, trainPath, valPath, data, w);
-        } else {
-            int perRank = Math.max(1, nThreads / ranks);
-            Path tp = trainPath, vp = valPath;
-            DefaultDataset.Splits d = data;
-            ParameterServers servers = async.async() ? async.servers(ranks, timeout(), w) : null;
-            if (servers != null) {
-                w.printf("asynchronous data parallelism: %d parameter server%s, %d workers, staleness <= %d%n",
-                        servers.servers(), servers.servers() == 1 ? "" : "s", ranks - servers.servers(),
-                        servers.staleness());
-            }
-            try (servers; InProcessGroup group = InProcessGroup.create(servers == null ? ranks
-                    : ranks - servers.servers(), timeout())) {
-                group.run(comm -> {
-                    rank(servers, comm, comm.rank(), perRank, cfg, modelFile, modelConfig, dir, tp, vp, d,
-                            comm.rank() == 0 ? w : new PrintWriter(Writer.nullWriter()));
-                    return null;
-                });
-            }
-        }
-    }
-
-    /**
-     * One rank of the data-parallel path on the Java API ({@link LearnerRun}); with {@code servers}, a worker of
-     * asynchronous data parallelism's.
-     */
-    void rank(ParameterServers servers, Communicator host, int gpu, int nThreads, TrainConfig cfg, Path modelFile,
-              GptConfig c, Path dir, Path trainPath, Path valPath, DefaultDataset.Splits data, PrintWriter w) {
-        new LearnerRun(this, servers).train(host, gpu, nThreads, cfg, modelFile, c, dir, trainPath, valPath, data, w);
-    }
-
-    /** {@code --tp}: the run through the Learner ({@link TensorParallelRun}), in-process ranks or one per process. */
-    private void trainTensorParallel(Communicator world, Launch launch, int nThreads, TrainConfig cfg,
-                                     Path modelFile, GptConfig modelConfig, Path dir, Path trainPath, PrintWriter w) {
-        if (world != null) {
-            world.barrier(); // rank 0 has created the run directory and written the generated dataset
-        }
-        try (TokenFile train = open(trainPath, "train")) {
-            TensorParallelRun.run(TensorParallelRun.learner(modelConfig, cfg, tensor.tp(), ranks, world, nThreads,
-                    train, timeout()), modelConfig, modelFile, cfg, dir, resume != null, launch.lead(),
-                    launch.lead() ? w : new PrintWriter(Writer.nullWriter()));
-        } catch (IOException | IllegalArgumentException e) {
-            throw new CliException((world == null ? "" : "rank " + world.rank() + " of " + world.size() + ": ")
-                    + message(e), e);
-        }
-        if (world != null) {
-            world.close();
-        }
     }
 
     /** The metrics file of a run in {@code dir}: --metrics-out, or {@code dir/metrics.jsonl}. */
