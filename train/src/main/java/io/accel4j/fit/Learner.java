@@ -170,7 +170,7 @@ public final class Learner implements AutoCloseable {
     /**
      * Fields the strategy adds to the metrics of the run's rank 0's last step, as JSON ({@code ,"name":value…}, to
      * append to a metrics line): with {@link LearnerBuilder#asyncWorkers} the staleness of the updates the servers
-     * applied since rank 0's previous step ({@code staleness_min}, {@code staleness_mean}, {@code staleness_max}, , the
+     * applied since rank 0's previous step ({@code staleness_min}, {@code staleness_mean}, {@code staleness_max}: the
      * metrics fields of {@code accel4j train --sync async}); empty for the other strategies and for a pipeline. Read it in
      * {@link #fit}'s consumer (called after each of rank 0's steps, on its thread) or between fits; on a process
      * that does not hold rank 0, that process's rank's (all zero for async workers).
