@@ -15,14 +15,15 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A GPT-2 {@link Learner}'s start and checkpoints in the CLI trainer's format, so that the Java API's runs and the
- * trainer's trade checkpoints: the whole model gathered ({@link Learner#gatherState}: a pipeline's stages by name,
- * or rank 0's replica) into llm.c's model file and the trainer's state file (AdamW's m and v in llm.c's order, the
+ * A GPT-2 {@link Learner}'s start and checkpoints in llm.c's format, {@code accel4j train}'s: the whole model
+ * gathered ({@link Learner#gatherState}: a pipeline's stages by name, or rank 0's replica) into llm.c's model file
+ * and the state file (AdamW's m and v in llm.c's order, the
  * step, the loader's position, the loss scaler; grad accumulation = K, a pipeline's M), the pointer committed last
  * ({@link CheckpointFiles}); resuming reads either's checkpoint back into every rank ({@link Learner#restoreState})
  * and every loader. The learner's parameters are in llm.c's order ({@code Gpt2Blocks.LLMC_ORDER}); its loaders are
  * the {@link io.accel4j.train.data.TokenSource}'s (or a pipeline's). FP8's scaling state is saved and restored on
- * every rank. Not yet: ZeRO (whose state {@link Learner#gatherState} does not gather).
+ * every rank; ZeRO's shards, bf16 working weights' master and the async servers' state are gathered by
+ * {@link Learner#gatherState} and placed back by {@link Learner#restoreState}.
  */
 public final class LearnerLlmcCheckpoints {
 
@@ -96,7 +97,7 @@ public final class LearnerLlmcCheckpoints {
             if (h.B() != B || h.T() != T || h.gradAccum() != M) {
                 throw new FileFormatException(files.state(), "header[3..5] (B, T, grad accumulation)", "is " + h.B()
                         + ", " + h.T() + ", " + h.gradAccum() + ", but this run uses " + B + ", " + T + ", " + M
-                        + ": resume with the same --batch, --seq and --micro-batches (or --grad-accum)");
+                        + ": resume with the same --batch, --seq and --grad-accum (a pipeline's --micro-batches)");
             }
             LlmcCheckpoint.Loaded loaded = LlmcCheckpoint.read(files.model(), a);
             if (!loaded.config().equals(c)) {
