@@ -313,6 +313,27 @@ public final class Learner implements AutoCloseable {
         checkpoints.loadParameters(whole);
     }
 
+    /**
+     * Checks that every data-parallel rank holds bit for bit the same parameters (a hash of each rank's compared over
+     * the ranks: {@code ReplicaCheck}), as after {@link #loadParameters} from one file or {@link #resume}: a
+     * collective of every rank. Only where each rank holds the whole fp32 vector (one rank, DDP, ZeRO-1, ZeRO-2 over
+     * the whole buffer); it does nothing for sharded parameters (ZeRO-3, unit sharding), bf16 working weights, tensor
+     * ranks and pipeline stages.
+     *
+     * @throws IllegalStateException on every rank when the ranks' parameters differ, naming the rank's checksum
+     */
+    public void checkReplicas() {
+        if (pipeline != null || cfg.tensorParallel > 1) {
+            return;
+        }
+        forEachRank(r -> {
+            RankStep s = ranks.get(r);
+            if (s.sync().ranks() > 1 && s.network().flat()) {
+                ReplicaCheck.check(s.sync(), globalRank[r], s.network());
+            }
+        });
+    }
+
     /** The whole model's parameter table (the one-rank network's; this rank's own when not split). */
     public io.accel4j.nn.ParameterTable wholeTable() {
         return io.accel4j.nn.TensorShards.of(network()).whole();

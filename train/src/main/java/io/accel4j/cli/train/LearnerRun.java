@@ -107,6 +107,7 @@ final class LearnerRun {
                     int step = ck.resume(cmd.resume);
                     w.println("resumed " + cmd.resume + " at step " + step);
                 }
+                learner.checkReplicas(); // every rank from the same file or seed, and the same resumed state
                 w.flush();
                 firstStep = learner.step();
                 if (lead) {
