@@ -148,8 +148,9 @@ final class LearnerRun {
         } catch (IOException | IllegalArgumentException e) {
             throw new CliException(TrainCommand.message(e), e);
         } catch (IllegalStateException e) {
-            if (e.getMessage() != null && e.getMessage().startsWith("training diverged")) {
-                throw new CliException(e.getMessage(), e);
+            String m = e.getMessage();
+            if (m != null && (m.startsWith("training diverged") || m.startsWith("the ranks' parameters differ"))) {
+                throw new CliException(m, e);
             }
             throw e;
         }
