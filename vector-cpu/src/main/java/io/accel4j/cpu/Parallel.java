@@ -1,6 +1,7 @@
 package io.accel4j.cpu;
 
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.IntConsumer;
 
@@ -18,9 +19,16 @@ import java.util.function.IntConsumer;
  * OpenMP runtimes do, {@link #forEach} publishes the call in one volatile field that the workers spin on for
  * {@value #SPIN_MICROS} µs after their last task before they park, and the caller spins on the count of finished
  * tasks before it parks; both then cost no more than a cache line's round trip between cores while kernels follow
- * each other, and nothing when the pool idles. Tasks are claimed from one counter, so which thread runs a task is
- * not fixed, but a task's result does not depend on it. One call runs at a time: a caller that finds the pool busy
- * (another thread's call in progress) runs its tasks itself, as a call from inside a task does.
+ * each other, and nothing when the pool idles.
+ *
+ * <p><b>Which thread runs which task.</b> The tasks are cut into one contiguous range per thread, as OpenMP's static
+ * schedule does: thread t (the caller is 0, worker w is w) first claims the tasks of its own range, in order, then
+ * helps with the others' ranges, claiming from the same per-range counters. When the threads keep pace, the same
+ * thread therefore handles the same share of a kernel's rows from one call to the next, and reads what it wrote in
+ * its own core's caches (a kernel's output is often the next kernel's input); when one lags (woken from parking,
+ * preempted), the others take over its remaining tasks. Which thread runs a task is still not fixed, and a task's
+ * result never depends on it. One call runs at a time: a caller that finds the pool busy (another thread's call in
+ * progress) runs its tasks itself, as a call from inside a task does.
  */
 public final class Parallel implements AutoCloseable {
 
@@ -51,6 +59,7 @@ public final class Parallel implements AutoCloseable {
         this.workers = new Worker[threads - 1];
         for (int w = 0; w < workers.length; w++) {
             workers[w] = new Worker();
+            workers[w].range = w + 1;
             Thread t = new Thread(workers[w], "accel4j-" + id + "-worker-" + (w + 1));
             t.setDaemon(true);
             workers[w].thread = t;
@@ -111,7 +120,7 @@ public final class Parallel implements AutoCloseable {
             return;
         }
         try {
-            Call call = new Call(tasks, body, Thread.currentThread());
+            Call call = new Call(tasks, threads, body, Thread.currentThread());
             current = call;
             for (Worker w : workers) {
                 if (w.parked) {
@@ -120,7 +129,7 @@ public final class Parallel implements AutoCloseable {
             }
             insideTask.set(Boolean.TRUE);
             try {
-                call.drain();
+                call.drain(0);
             } finally {
                 insideTask.set(Boolean.FALSE);
             }
@@ -131,36 +140,74 @@ public final class Parallel implements AutoCloseable {
         }
     }
 
-    /** One {@link #forEach} call: its tasks, claimed from one counter, and the count of those finished. */
+    /**
+     * One {@link #forEach} call: its tasks, cut into one contiguous range per thread, each claimed from its own counter
+     * (on its own cache line: the owner and a helper claim from the same counter only when one runs out of work), and
+     * the count of those finished.
+     */
     private static final class Call {
+        /** Ints between two counters: 64 bytes, so that no two counters share a cache line. */
+        private static final int STRIDE = 16;
+
         final int tasks;
+        final int ranges;
         final IntConsumer body;
         final Thread caller;
-        final AtomicInteger next = new AtomicInteger();
+        /** Counter of range r at r·STRIDE: the next task of that range to hand out (≥ its end when none is left). */
+        final AtomicIntegerArray next;
         final AtomicInteger finished = new AtomicInteger();
         final java.util.concurrent.atomic.AtomicReference<Throwable> failure =
                 new java.util.concurrent.atomic.AtomicReference<>();
         volatile boolean callerParked;
 
-        Call(int tasks, IntConsumer body, Thread caller) {
+        Call(int tasks, int threads, IntConsumer body, Thread caller) {
             this.tasks = tasks;
+            this.ranges = threads;
             this.body = body;
             this.caller = caller;
+            this.next = new AtomicIntegerArray(threads * STRIDE);
+            for (int r = 1; r < threads; r++) {
+                next.set(r * STRIDE, start(r));
+            }
         }
 
-        /** Runs tasks until none is left to claim; a failure stops the handing out of further tasks. */
-        void drain() {
-            for (int i; (i = next.getAndIncrement()) < tasks; ) {
-                try {
-                    body.accept(i);
-                } catch (Throwable t) {
-                    failure.compareAndSet(null, t);
-                    int left = tasks - next.getAndSet(tasks); // tasks never to be started count as finished
-                    if (left > 0) {
-                        finish(left);
+        /** First task of range r (range r is [start(r), start(r + 1))). */
+        int start(int r) {
+            return (int) ((long) r * tasks / ranges);
+        }
+
+        /**
+         * Runs tasks until none is left to claim: those of range {@code own} first, then the other ranges' in turn. A
+         * failure stops the handing out of further tasks.
+         */
+        void drain(int own) {
+            for (int k = 0; k < ranges; k++) {
+                int r = own + k < ranges ? own + k : own + k - ranges;
+                int end = start(r + 1);
+                for (int i; (i = next.getAndIncrement(r * STRIDE)) < end; ) {
+                    try {
+                        body.accept(i);
+                    } catch (Throwable t) {
+                        failure.compareAndSet(null, t);
+                        stopHandingOut();
                     }
+                    finish(1);
                 }
-                finish(1);
+            }
+        }
+
+        /** Marks every task not yet handed out as handed out and finished (it will never start). */
+        private void stopHandingOut() {
+            int left = 0;
+            for (int r = 0; r < ranges; r++) {
+                int end = start(r + 1);
+                int was = next.getAndSet(r * STRIDE, end);
+                if (was < end) {
+                    left += end - was;
+                }
+            }
+            if (left > 0) {
+                finish(left);
             }
         }
 
@@ -200,6 +247,7 @@ public final class Parallel implements AutoCloseable {
     /** A worker thread: runs each new call's tasks, spins a while for the next call, then parks until unparked. */
     private final class Worker implements Runnable {
         Thread thread;
+        int range; // the range of each call's tasks this worker claims first
         volatile boolean parked;
 
         @Override
@@ -209,7 +257,7 @@ public final class Parallel implements AutoCloseable {
             while (!closed) {
                 Call call = current;
                 if (call != null && call != done) {
-                    call.drain();
+                    call.drain(range);
                     done = call;
                     continue;
                 }

@@ -21,7 +21,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@link Parallel}'s contract: every task runs exactly once and its writes are seen by the caller, on any number of
- * threads, call after call (the workers spin, park and wake between calls); nested and concurrent calls run inline;
+ * threads, call after call (the workers spin, park and wake between calls); each thread starts with its own range of
+ * the tasks; nested and concurrent calls run inline;
  * a failing task's exception is rethrown after every started task has stopped; a closed pool refuses work.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -66,6 +67,32 @@ class ParallelTest {
                 }
             });
             assertThat(ran).hasSize(2).contains(Thread.currentThread());
+        }
+    }
+
+    @Test
+    void eachThreadStartsWithItsOwnRangeOfTasks() {
+        // Tasks 0 and 2 each wait until both have started, so the caller (blocked in task 0) cannot take task 2: the
+        // worker's first task shows which one it claims first: the first of its range [2, 4), not the next of [0, 4).
+        try (Parallel pool = new Parallel(2)) {
+            Thread caller = Thread.currentThread();
+            List<String> firsts = java.util.Collections.synchronizedList(new ArrayList<>());
+            Set<Thread> seen = ConcurrentHashMap.newKeySet();
+            CountDownLatch both = new CountDownLatch(2);
+            pool.forEach(4, i -> {
+                if (seen.add(Thread.currentThread())) {
+                    firsts.add((Thread.currentThread() == caller ? "caller " : "worker ") + i);
+                }
+                if (i == 0 || i == 2) {
+                    both.countDown();
+                    try {
+                        assertThat(both.await(20, TimeUnit.SECONDS)).as("tasks 0 and 2 both started").isTrue();
+                    } catch (InterruptedException e) {
+                        throw new AssertionError(e);
+                    }
+                }
+            });
+            assertThat(firsts).containsExactlyInAnyOrder("caller 0", "worker 2");
         }
     }
 

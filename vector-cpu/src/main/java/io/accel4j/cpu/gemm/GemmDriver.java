@@ -112,6 +112,10 @@ final class GemmDriver {
         }
         int rowTiles = (M + MR - 1) / MR;
         if (threads > 1 && splitsColumns(threads, M, N)) {
+            if (packsBPerThread(threads, M, N, K)) {
+                splitRowsOwnB(pool, threads, layout, M, N, K, a, aType, lda, b, bType, ldb, out, operands);
+                return;
+            }
             splitColumns(pool, threads, layout, M, N, K, a, aType, lda, b, bType, ldb, out, operands);
             return;
         }
@@ -194,6 +198,48 @@ final class GemmDriver {
         int colTiles = (N + NR - 1) / NR;
         return rowTiles < MIN_TILES_PER_THREAD * threads
                 || (M <= N && colTiles >= MIN_TILES_PER_THREAD * threads);
+    }
+
+    /** Most floats of B (K·N) that {@link #packsBPerThread} lets every thread pack for itself: 1 Mi (4 MiB). */
+    static final long OWN_B_MAX_FLOATS = 1L << 20;
+
+    /**
+     * Whether a product that {@link #splitsColumns} would split by columns is split by rows instead, each thread
+     * packing all of B for itself ({@link #splitRowsOwnB}): when B is small ({@link #OWN_B_MAX_FLOATS}) and there are
+     * rows enough for every thread. That keeps what each thread writes of C whole rows, the same rows from one call
+     * to the next ({@link Parallel}'s ranges), so the row-wise kernels that read C next (layer norm, residual adds,
+     * the next GEMM's A) find their rows in their own core's caches instead of half of every row in the other core's:
+     * the bench model's 256-row products (B at most 256×1024), not the LM head's (B 50304×256). Same row blocks, so
+     * the same bits as either other split.
+     */
+    static boolean packsBPerThread(int threads, int M, int N, int K) {
+        int rowTiles = (M + MR - 1) / MR;
+        return rowTiles >= MIN_TILES_PER_THREAD * threads && (long) N * Math.max(K, 1) <= OWN_B_MAX_FLOATS;
+    }
+
+    /**
+     * One task per thread, each taking a contiguous share of whole row tiles and packing all of B itself
+     * ({@link #packsBPerThread}).
+     */
+    private static void splitRowsOwnB(Parallel pool, int threads, Layout layout, int M, int N, int K,
+                                      MemorySegment a, DType aType, int lda,
+                                      MemorySegment b, DType bType, int ldb,
+                                      Epilogue out, DType operands) {
+        int rowTiles = (M + MR - 1) / MR;
+        int tasks = Math.min(threads, rowTiles);
+        pool.forEach(tasks, t -> {
+            int m0 = share(rowTiles, tasks, t) * MR;
+            int m1 = Math.min(M, share(rowTiles, tasks, t + 1) * MR);
+            Workspace ws = WORKSPACE.get();
+            int ncMax = blockColumns(N, K);
+            float[] bp = ws.bp(ncMax * K);
+            for (int jc = 0; jc < N; jc += ncMax) {
+                int nc = Math.min(ncMax, N - jc);
+                Packing.packB(layout.transB(), b, bType, ldb, K, KC, jc, nc, bp, roundUp(nc, NR), 0,
+                        ws.run(runLength(K, ncMax)), operands);
+                rows(layout, m0, m1, jc, nc, K, a, aType, lda, bp, out, operands);
+            }
+        });
     }
 
     /** Each task takes whole tiles of columns and packs its own B ({@link #splitsColumns}). */

@@ -396,6 +396,37 @@ class GemmTest {
     }
 
     @Test
+    void smallBIsPackedByEveryThreadWhenTheRowsSuffice() {
+        // The bench model's 256-row products (B at most 256×1024) split by rows, each thread packing B; the LM head's
+        // forward (B 50304×256) and products with too few rows keep the column split.
+        assertThat(GemmDriver.packsBPerThread(2, 256, 1024, 256)).as("MLP up/down").isTrue();
+        assertThat(GemmDriver.packsBPerThread(2, 256, 256, 1024)).as("deep K, small B").isTrue();
+        assertThat(GemmDriver.packsBPerThread(2, 256, 50304, 256)).as("LM head forward").isFalse();
+        assertThat(GemmDriver.packsBPerThread(2, 7 * MicroKernel.MR, 1024, 256)).as("7 row tiles").isFalse();
+        // Bit for bit the 1-thread result, shallow (K ≤ KC) and deep K, and close to the reference.
+        long s = seed();
+        for (Layout layout : Layout.values()) {
+            for (int[] mnk : new int[][] {{256, 400, 290}, {203, 400, GemmDriver.KC + 37}}) {
+                for (Parallel p : new Parallel[] {pool2, pool3}) {
+                    assertThat(GemmDriver.splitsColumns(p.threads(), mnk[0], mnk[1])).isTrue();
+                    assertThat(GemmDriver.packsBPerThread(p.threads(), mnk[0], mnk[1], mnk[2])).isTrue();
+                }
+                try (Case c = new Case(s, layout, mnk[0], mnk[1], mnk[2], DType.FP32, DType.FP32, DType.FP32,
+                        true, true)) {
+                    c.runFast(pool1);
+                    c.assertClose("1 thread");
+                    MemorySegment one = Arena.ofAuto().allocate(c.c.byteSize()).copyFrom(c.c);
+                    for (Parallel p : new Parallel[] {pool2, pool3}) {
+                        c.resetC();
+                        c.runFast(p);
+                        assertThat(c.c.mismatch(one)).as("%s threads vs 1: %s", p.threads(), c).isEqualTo(-1L);
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
     void longReductionsAreSplitIntoChunksOfK() {
         // K past SPLIT_K_MIN_DEPTH into a small C: split K, with a short last chunk (K not a multiple of K_CHUNK)
         // and, for the odd M and N, partial row and column tiles. Poisoned C when beta is 0.
