@@ -3,7 +3,6 @@ package io.accel4j.optim;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.accel4j.core.memory.HostMemory;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
@@ -67,7 +66,7 @@ class OffloadTest {
                 mem.copyToDevice(MemorySegment.ofArray(p), b.params());
                 try (Optimizer plain = spec.create(cpu, a.table(), a.params(), a.grads());
                      Optimizer off = new Offload(spec, host).create(device, b.table(), b.params(), b.grads())) {
-                    assertThat(off.stateMemory()).isSameAs(HostMemory.INSTANCE).isNotSameAs(device.memory());
+                    assertThat(off.stateMemory()).isSameAs(host.memory()).isNotSameAs(device.memory());
                     assertThat(off.state().keySet()).containsExactlyElementsOf(plain.state().keySet());
                     assertThat(off.stateBytes()).isEqualTo(plain.stateBytes());
                     assertThat(off.describe()).contains("offloaded to host memory");

@@ -38,6 +38,7 @@ public final class CpuOps implements Ops {
     private final Parallel pool;
     private final AttentionKernel attention;
     private final Fp8Matmul fp8Matmul;
+    private final PooledMemory memory;
 
     /** The CPU backend on {@code pool}, with flash attention. */
     public CpuOps(Parallel pool) {
@@ -48,6 +49,13 @@ public final class CpuOps implements Ops {
         this.pool = Objects.requireNonNull(pool, "pool");
         this.attention = Objects.requireNonNull(attention, "attention");
         this.fp8Matmul = new Fp8Matmul(pool, this);
+        this.memory = new PooledMemory(pool);
+    }
+
+    /** Host memory whose {@code zero} of a mid-sized segment runs on the pool ({@link PooledMemory}). */
+    @Override
+    public io.accel4j.core.memory.DeviceMemory memory() {
+        return memory;
     }
 
     /** The pool the kernels run on. */
