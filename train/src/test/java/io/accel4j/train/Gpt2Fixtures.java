@@ -4,10 +4,8 @@ import io.accel4j.collectives.Communicator;
 import io.accel4j.core.ops.Ops;
 import io.accel4j.fit.Learner;
 import io.accel4j.fit.LearnerBuilder;
-import io.accel4j.nn.Gpt2Blocks;
 import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
-import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.data.SampleOrder;
 import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.data.TokenShards;
@@ -131,9 +129,7 @@ public final class Gpt2Fixtures {
         private final TokenSource data;
         private final Learner learner;
         private final LearnerLlmcCheckpoints checkpoints;
-        private final DataLoader val;
-        private final DataLoader.State valStart;
-        private final int valBatches;
+        private final Validation val;
 
         /**
          * One rank of {@link #TINY}, its activations stored in fp32 whatever the precision ({@link #FP32_ACTIVATIONS},
@@ -168,7 +164,7 @@ public final class Gpt2Fixtures {
             this.cfg = cfg;
             this.data = new TokenSource(TokenShards.of(train), cfg.dataOrder(), cfg.seed(), 1);
             Learner l = null;
-            DataLoader v = null;
+            Validation v = null;
             try {
                 LearnerBuilder b = builder(cfg, c, ranks, data);
                 if (comm != null) {
@@ -178,9 +174,7 @@ public final class Gpt2Fixtures {
                 checkpoints = new LearnerLlmcCheckpoints(l, comm == null || comm.rank() == 0, c, cfg.batch(),
                         cfg.seq(), cfg.gradAccum(), data.loaders(), CheckpointFiles.Retention.LATEST);
                 checkpoints.start(null, seed);
-                if (valFile != null && cfg.valBatches() > 0) {
-                    v = new DataLoader(valFile, cfg.batch(), cfg.seq(), 0, 1, SampleOrder.Mode.SEQUENTIAL, 0);
-                }
+                v = Validation.of(valFile, cfg);
             } catch (IOException | RuntimeException e) {
                 if (l != null) {
                     l.close();
@@ -190,8 +184,6 @@ public final class Gpt2Fixtures {
             }
             this.learner = l;
             this.val = v;
-            this.valStart = v == null ? null : v.position();
-            this.valBatches = v == null ? 0 : Math.min(cfg.valBatches(), v.samplesPerEpoch());
         }
 
         public Learner learner() {
@@ -224,11 +216,7 @@ public final class Gpt2Fixtures {
 
         /** The mean loss over the first val batches (NaN without a val file). */
         public double validate() {
-            if (val == null) {
-                return Double.NaN;
-            }
-            val.seek(valStart);
-            return learner.evaluate(val::next, valBatches);
+            return val == null ? Double.NaN : val.loss(learner);
         }
 
         /** The checkpoint of this step into {@code dir}; its model file. */

@@ -5,10 +5,10 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
+import io.accel4j.train.Validation;
 import io.accel4j.fit.Learner;
 import io.accel4j.fit.LearnerBuilder;
 import io.accel4j.train.Gpt2Learners;
-import io.accel4j.train.data.DataLoader;
 import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.ParameterInit;
@@ -195,8 +195,8 @@ public final class AsyncBenchCommand implements Callable<Integer> {
                     steps[comm.rank()] = s;
                     wall[comm.rank()] = System.nanoTime() - start;
                     if (comm.rank() == 0) {
-                        try (DataLoader v = new DataLoader(val, batch, seq, 0, 1, SampleOrder.Mode.SEQUENTIAL, 0)) {
-                            loss[0] = t.learner.evaluate(v::next, Math.min(cfg.valBatches(), v.samplesPerEpoch()));
+                        try (Validation v = Validation.of(val, cfg)) {
+                            loss[0] = v.loss(t.learner);
                         }
                     }
                 }

@@ -12,6 +12,7 @@ import io.accel4j.nn.Gpt2Blocks;
 import io.accel4j.train.Gpt2Learners;
 import io.accel4j.train.StepMetrics;
 import io.accel4j.train.TrainConfig;
+import io.accel4j.train.Validation;
 import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
 import io.accel4j.train.data.DefaultDataset;
@@ -343,38 +344,6 @@ final class LearnerRun {
             } catch (IOException e) {
                 throw RunDirectory.saveFailed(e, learner.step(), dir, lastSaved[0]);
             }
-        }
-    }
-
-    /** The validation: the first {@code valBatches} batches of the val file, from its start each time. */
-    static final class Validation implements AutoCloseable {
-        private final io.accel4j.train.data.DataLoader loader;
-        private final io.accel4j.train.data.DataLoader.State start;
-        private final int batches;
-
-        private Validation(io.accel4j.train.data.DataLoader loader, int batches) {
-            this.loader = loader;
-            this.start = loader.position();
-            this.batches = Math.min(batches, loader.samplesPerEpoch());
-        }
-
-        /** Over {@code val} (null, or no validation batches: none). */
-        static Validation of(TokenFile val, TrainConfig cfg) throws IOException {
-            if (val == null || cfg.valBatches() <= 0) {
-                return null;
-            }
-            return new Validation(new io.accel4j.train.data.DataLoader(val, cfg.batch(), cfg.seq(), 0, 1,
-                    io.accel4j.train.data.SampleOrder.Mode.SEQUENTIAL, 0), cfg.valBatches());
-        }
-
-        double loss(Learner learner) {
-            loader.seek(start);
-            return learner.evaluate(loader::next, batches);
-        }
-
-        @Override
-        public void close() {
-            loader.close();
         }
     }
 }
