@@ -18,6 +18,18 @@ public final class Gpt2Learners {
     private Gpt2Learners() {
     }
 
+    /**
+     * The bucket bytes of the all-reduce overlapped with backward over {@code ranks} data-parallel ranks, as
+     * {@code accel4j train} takes {@code cfg.bucketBytes()}: for DDP and ZeRO-1 over fp32 gradients; 0 (one
+     * all-reduce after backward) for one rank, for ZeRO-2/3 (reduce-scattered unit by unit) and for 16-bit gradients
+     * (all-reduced whole, in fp32 chunks).
+     */
+    public static long bucketBytes(TrainConfig cfg, int ranks) {
+        boolean whole = ranks == 1 || cfg.zeroStage() > 1
+                || cfg.precision().gradients() != io.accel4j.core.DType.FP32;
+        return whole ? 0 : cfg.bucketBytes();
+    }
+
     /** A learner of GPT-2 {@code c} trained as {@code cfg} says. */
     public static LearnerBuilder of(GptConfig c, TrainConfig cfg) {
         Precision p = cfg.precision();

@@ -99,9 +99,8 @@ public final class Gpt2Fixtures {
      * a backend and so on.
      */
     public static LearnerBuilder builder(TrainConfig cfg, GptConfig c, int ranks, TokenSource data) {
-        boolean whole = ranks == 1 || cfg.zeroStage() > 1 || cfg.precision().gradients() != io.accel4j.core.DType.FP32;
-        return Gpt2Learners.of(c, cfg).zero(cfg.zeroStage()).bucketBytes(whole ? 0 : cfg.bucketBytes()).ranks(ranks)
-                .threads(ranks).data(data);
+        return Gpt2Learners.of(c, cfg).zero(cfg.zeroStage()).bucketBytes(Gpt2Learners.bucketBytes(cfg, ranks))
+                .ranks(ranks).threads(ranks).data(data);
     }
 
     /** The learner's whole parameters on the host (gathered), in {@code arena} (shared: the ranks write it). */

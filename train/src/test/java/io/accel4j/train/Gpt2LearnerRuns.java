@@ -4,7 +4,6 @@ import io.accel4j.collectives.Communicator;
 import io.accel4j.core.DType;
 import io.accel4j.fit.Learner;
 import io.accel4j.fit.LearnerBuilder;
-import io.accel4j.nn.Gpt2Blocks;
 import io.accel4j.train.checkpoint.CheckpointFiles;
 import io.accel4j.train.checkpoint.LearnerLlmcCheckpoints;
 import io.accel4j.train.data.TokenFile;
@@ -12,7 +11,6 @@ import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
-import io.accel4j.train.precision.Precision;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
@@ -67,9 +65,8 @@ public final class Gpt2LearnerRuns {
 
     private static LearnerBuilder common(GptConfig c, TrainConfig cfg, int ranks, Recompute recompute,
                                          DType storage, TokenSource data) {
-        boolean whole = ranks == 1 || cfg.zeroStage() > 1 || cfg.precision().gradients() != DType.FP32;
         return Gpt2Learners.of(c, cfg).recompute(recompute).activationStorage(storage)
-                .zero(ranks == 1 ? 0 : cfg.zeroStage()).bucketBytes(whole ? 0 : cfg.bucketBytes()).data(data);
+                .zero(ranks == 1 ? 0 : cfg.zeroStage()).bucketBytes(Gpt2Learners.bucketBytes(cfg, ranks)).data(data);
     }
 
     /** The token source the trainer read {@code file} through: {@code cfg}'s order and seed, one loader thread. */

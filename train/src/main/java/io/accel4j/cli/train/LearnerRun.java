@@ -201,14 +201,12 @@ final class LearnerRun {
     }
 
     /**
-     * The overlapped all-reduce's bucket bytes, as the trainer takes them: DDP and ZeRO-1 over fp32 gradients (ZeRO-2/3
-     * reduce-scatter unit by unit; 16-bit gradients are all-reduced whole, in fp32 chunks, and so are bf16 working
-     * weights' gradients); 0 for one rank and for async workers (nothing is reduced).
+     * The overlapped all-reduce's bucket bytes ({@link Gpt2Learners#bucketBytes}); 0 as well for bf16 working weights
+     * (their gradients are all-reduced whole) and for async workers (nothing is reduced).
      */
     private long buckets(TrainConfig cfg, Communicator comm) {
-        boolean whole = comm == null || servers != null || cmd.bf16Params.enabled || cfg.zeroStage() > 1
-                || cfg.precision().gradients() != io.accel4j.core.DType.FP32;
-        return whole ? 0 : cfg.bucketBytes();
+        boolean whole = comm == null || servers != null || cmd.bf16Params.enabled;
+        return whole ? 0 : Gpt2Learners.bucketBytes(cfg, comm.size());
     }
 
     /** The start-up lines: the backend and ranks, the model and its memory, the data. */
