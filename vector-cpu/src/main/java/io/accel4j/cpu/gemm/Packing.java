@@ -13,6 +13,7 @@ import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
 import java.util.Arrays;
 import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorSpecies;
 
 /**
  * Packs blocks of A and B into the panel order the {@link MicroKernel} reads, decoding any input dtype to fp32 on
@@ -103,10 +104,15 @@ final class Packing {
     /**
      * {@link #packA} for fp32 values taken as they are: reads op(A) straight from the segment, panel by panel, with
      * sequential writes (no run buffer: 0.5–0.6 instead of 0.75–1.6 ns per element, the transposed layout gaining
-     * most). Element (i, k) of op(A) lies at {@code base + i·si + k·sk}.
+     * most). Element (i, k) of op(A) lies at {@code base + i·si + k·sk}. A stored K×M with vectors of eight floats or
+     * more: {@link #packATransFp32}.
      */
     private static void packAFp32(boolean transA, MemorySegment a, int lda, int i0, int mc, int p0, int kc,
                                   float[] ap) {
+        if (transA && EIGHT != null) {
+            packATransFp32(a, lda, i0, mc, p0, kc, ap);
+            return;
+        }
         long si = transA ? 1 : lda;
         long sk = transA ? lda : 1;
         long base = transA ? (long) p0 * lda + i0 : (long) i0 * lda + p0;
@@ -124,6 +130,44 @@ final class Packing {
         }
         if (full < mc) {
             packAFp32Edge(a, base + full * si, si, sk, mc - full, kc, ap, full * kc);
+        }
+    }
+
+    /** Eight floats, for {@link #packATransFp32}'s copies of five (null when the kernels run narrower or scalar). */
+    private static final VectorSpecies<Float> EIGHT = Simd.SCALAR || Simd.lanes() < 8 ? null : FloatVector.SPECIES_256;
+
+    /**
+     * {@link #packAFp32} for A stored K×M (op(A) = Aᵀ, the weight gradient's {@code doutᵀ}): each panel's row k is the
+     * MR = 5 consecutive values {@code A[p0+k][i…i+5)}, so the block is packed one row of A at a time (one contiguous
+     * run of mc values, one page, instead of a page per value down a column), each panel's five values copied as one
+     * 8-float load and store. The store's three extra floats land in the same panel's row k+1, which the next row
+     * overwrites; the last row, whose extras would reach the next panel's row 0, is copied value by value. So the
+     * loads (three floats past a panel) run only on rows k &lt; kc−1, whose extra floats lie inside the segment: row k+1
+     * of A follows (lda ≥ i0 + mc).
+     */
+    private static void packATransFp32(MemorySegment a, int lda, int i0, int mc, int p0, int kc, float[] ap) {
+        int full = mc / MR * MR;
+        for (int k = 0; k < kc; k++) {
+            long row = (long) (p0 + k) * lda + i0;
+            int o = k * MR;
+            int i = 0;
+            if (k < kc - 1) {
+                for (; i < full; i += MR) {
+                    FloatVector.fromMemorySegment(EIGHT, a, (row + i) * Float.BYTES, LE).intoArray(ap, i * kc + o);
+                }
+            }
+            for (; i < full; i += MR) {
+                int d = i * kc + o;
+                long s = row + i;
+                ap[d] = a.getAtIndex(F32, s);
+                ap[d + 1] = a.getAtIndex(F32, s + 1);
+                ap[d + 2] = a.getAtIndex(F32, s + 2);
+                ap[d + 3] = a.getAtIndex(F32, s + 3);
+                ap[d + 4] = a.getAtIndex(F32, s + 4);
+            }
+        }
+        if (full < mc) {
+            packAFp32Edge(a, (long) p0 * lda + i0 + full, 1, lda, mc - full, kc, ap, full * kc);
         }
     }
 

@@ -14,10 +14,10 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * {@link Transpose} and {@link Packing#packB}'s fp32 paths (B stored transposed, through the in-register transposes,
- * and B stored K×N, straight from the segment): all copies, so every element is compared exactly (no tolerance)
- * against the layout written as a formula, on random values at odd sizes and offsets, the destination poisoned with
- * NaN first so that an element left unwritten fails.
+ * {@link Transpose}, {@link Packing#packB}'s fp32 paths (B stored transposed, through the in-register transposes,
+ * and B stored K×N, straight from the segment) and {@link Packing#packA}'s (A in either layout): all copies, so every
+ * element is compared exactly (no tolerance) against the layout written as a formula, on random values at odd sizes
+ * and offsets, the destination poisoned with NaN first so that an element left unwritten fails.
  */
 class PackingTest {
 
@@ -110,6 +110,50 @@ class PackingTest {
                                 .isEqualTo(want);
                     }
                 }
+            }
+        }
+    }
+
+    /**
+     * {@link Packing#packA} of fp32 A, either layout: panels of MR rows of op(A), k-major, rows mc…roundUp(mc, MR)
+     * zero. The transposed layout copies five values with an 8-float load and store: A is allocated to end exactly at
+     * the block's last value (p0 + kc = K rows, i0 + mc = lda columns), so a load past the segment's end would throw,
+     * and a panel's extra stored floats that were not overwritten would show as wrong values.
+     */
+    @ParameterizedTest(name = "transA={0} mc={1} kc={2} i0={3} p0={4} pad={5}")
+    @CsvSource({"true, 1, 1, 0, 0, 0", "true, 5, 7, 0, 0, 0", "true, 144, 256, 0, 0, 0", "true, 143, 256, 5, 3, 0",
+        "true, 72, 512, 10, 1, 0", "true, 13, 33, 2, 0, 1", "true, 15, 2, 0, 5, 2", "true, 37, 100, 0, 0, 3",
+        "false, 1, 1, 0, 0, 0", "false, 72, 512, 5, 3, 0", "false, 13, 33, 2, 0, 1", "false, 37, 100, 0, 1, 3"})
+    void aPackMatchesItsLayout(boolean transA, int mc, int kc, int i0, int p0, int pad) {
+        int MR = MicroKernel.MR;
+        int M = i0 + mc, K = p0 + kc;
+        int lda = (transA ? M : K) + pad;
+        int rows = transA ? K : M;
+        long seed = System.nanoTime();
+        SplittableRandom rnd = new SplittableRandom(seed);
+        try (Arena arena = Arena.ofConfined()) {
+            float[] values = new float[rows * lda - pad]; // ends at the last stored value
+            for (int i = 0; i < values.length; i++) {
+                values[i] = (float) rnd.nextGaussian();
+            }
+            MemorySegment a = arena.allocate((long) values.length * Float.BYTES);
+            MemorySegment.copy(values, 0, a, F32, 0, values.length);
+            int mcPad = Packing.roundUp(mc, MR);
+            float[] ap = new float[mcPad * kc + 8];
+            Arrays.fill(ap, Float.NaN);
+            float[] run = new float[Math.max(MR * kc, mc)];
+            Packing.packA(transA, a, DType.FP32, lda, i0, mc, p0, kc, ap, run, DType.FP32);
+            for (int i = 0; i < mcPad; i++) {
+                for (int k = 0; k < kc; k++) {
+                    int at = i / MR * MR * kc + k * MR + i % MR;
+                    float want = i >= mc ? 0f
+                            : values[transA ? (p0 + k) * lda + i0 + i : (i0 + i) * lda + p0 + k];
+                    assertThat(ap[at]).as("seed %d transA %b: op(A)[%d][%d] at %d", seed, transA, i, k, at)
+                            .isEqualTo(want);
+                }
+            }
+            for (int i = mcPad * kc; i < ap.length; i++) {
+                assertThat(ap[i]).as("seed %d transA %b: ap[%d] past the block", seed, transA, i).isNaN();
             }
         }
     }
