@@ -35,12 +35,12 @@ final class Epilogue {
     private enum Kind { PLAIN, GELU, DGELU }
 
     private final Kind kind;
-    private final float alpha;
-    private final float beta;
-    private final MemorySegment c;
+    final float alpha;
+    final float beta;
+    final MemorySegment c;
     private final DType cType;
-    private final int ldc;
-    private final MemorySegment bias;
+    final int ldc;
+    final MemorySegment bias;
     private final MemorySegment pre;
     private final int ldpre;
     private final float[] groupSums;
@@ -77,6 +77,14 @@ final class Epilogue {
      */
     static Epilogue dgelu(MemorySegment c, int ldc, MemorySegment pre, int ldpre, float[] groupSums, int ldg) {
         return new Epilogue(Kind.DGELU, 1f, 0f, c, DType.FP32, ldc, null, pre, ldpre, groupSums, ldg);
+    }
+
+    /**
+     * Whether a full tile may be written straight into C by {@link MicroKernel#tileInto}: the plain store into an fp32
+     * C, vector mode. (GELU's, dGELU's and a BF16 C's stores take the accumulator's route.)
+     */
+    boolean direct() {
+        return kind == Kind.PLAIN && cType == DType.FP32 && !Simd.SCALAR;
     }
 
     /**
