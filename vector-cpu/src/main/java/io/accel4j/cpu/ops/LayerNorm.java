@@ -55,12 +55,136 @@ public final class LayerNorm {
                 new long[] {nc, N, N, nc, C, C});
         Tasks.run(pool, chunks(N), 2 * nc, k -> {
             int r0 = k * ROWS;
-            forwardRows(out, mean, rstd, inp, weight, bias, C, r0, Math.min(N, r0 + ROWS));
+            int r1 = Math.min(N, r0 + ROWS);
+            int pairs = Simd.SCALAR ? r0 : r0 + (r1 - r0) / 2 * 2;
+            forwardRowPairs(out, mean, rstd, inp, weight, bias, C, r0, pairs);
+            forwardRows(out, mean, rstd, inp, weight, bias, C, pairs, r1);
         });
     }
 
-    private static void forwardRows(MemorySegment out, MemorySegment mean, MemorySegment rstd, MemorySegment inp,
-                                    MemorySegment weight, MemorySegment bias, int C, int r0, int r1) {
+    /**
+     * {@link #forwardRows} two rows at a time, r and r+1 in lockstep through each pass ({@code r1 − r0} even): every
+     * value is computed by the same operations in the same order as there, so the same bits, but the two rows'
+     * dependency chains (the sums, the lane reductions, the square root) overlap instead of following each other.
+     * One row's passes are latency-bound chains on rows that sit in cache (C = 768: ≈ 170 ns a row on Zen 4 against
+     * ≈ 110 for a copy of it).
+     */
+    static void forwardRowPairs(MemorySegment out, MemorySegment mean, MemorySegment rstd, MemorySegment inp,
+                                MemorySegment weight, MemorySegment bias, int C, int r0, int r1) {
+        int bound = C - C % L;
+        float[] lanesA = new float[L];
+        float[] lanesB = new float[L];
+        for (int r = r0; r < r1; r += 2) {
+            long rowA = (long) r * C * FB;
+            long rowB = rowA + C * FB;
+            // pass 1: the means
+            float sumA = 0f, sumB = 0f;
+            int c = 0;
+            if (bound > 0) {
+                FloatVector a0 = FloatVector.zero(S), a1 = FloatVector.zero(S);
+                FloatVector b0 = FloatVector.zero(S), b1 = FloatVector.zero(S);
+                for (; c + 2 * L <= bound; c += 2 * L) {
+                    a0 = a0.add(FloatVector.fromMemorySegment(S, inp, rowA + c * FB, LE));
+                    a1 = a1.add(FloatVector.fromMemorySegment(S, inp, rowA + (c + L) * FB, LE));
+                    b0 = b0.add(FloatVector.fromMemorySegment(S, inp, rowB + c * FB, LE));
+                    b1 = b1.add(FloatVector.fromMemorySegment(S, inp, rowB + (c + L) * FB, LE));
+                }
+                for (; c < bound; c += L) {
+                    a0 = a0.add(FloatVector.fromMemorySegment(S, inp, rowA + c * FB, LE));
+                    b0 = b0.add(FloatVector.fromMemorySegment(S, inp, rowB + c * FB, LE));
+                }
+                a0.add(a1).intoArray(lanesA, 0);
+                b0.add(b1).intoArray(lanesB, 0);
+                for (int l = 0; l < L; l++) { // inOrder, both rows
+                    sumA += lanesA[l];
+                    sumB += lanesB[l];
+                }
+            }
+            for (; c < C; c++) {
+                sumA += inp.get(F32, rowA + c * FB);
+                sumB += inp.get(F32, rowB + c * FB);
+            }
+            float mA = sumA / C, mB = sumB / C;
+            // pass 2: deviations from the means, Σd and Σd²
+            float sdA = 0f, sqA = 0f, sdB = 0f, sqB = 0f;
+            c = 0;
+            if (bound > 0) {
+                FloatVector dA0 = FloatVector.zero(S), dA1 = FloatVector.zero(S);
+                FloatVector qA0 = FloatVector.zero(S), qA1 = FloatVector.zero(S);
+                FloatVector dB0 = FloatVector.zero(S), dB1 = FloatVector.zero(S);
+                FloatVector qB0 = FloatVector.zero(S), qB1 = FloatVector.zero(S);
+                for (; c + 2 * L <= bound; c += 2 * L) {
+                    FloatVector eA0 = FloatVector.fromMemorySegment(S, inp, rowA + c * FB, LE).sub(mA);
+                    FloatVector eA1 = FloatVector.fromMemorySegment(S, inp, rowA + (c + L) * FB, LE).sub(mA);
+                    FloatVector eB0 = FloatVector.fromMemorySegment(S, inp, rowB + c * FB, LE).sub(mB);
+                    FloatVector eB1 = FloatVector.fromMemorySegment(S, inp, rowB + (c + L) * FB, LE).sub(mB);
+                    dA0 = dA0.add(eA0);
+                    dA1 = dA1.add(eA1);
+                    qA0 = eA0.fma(eA0, qA0);
+                    qA1 = eA1.fma(eA1, qA1);
+                    dB0 = dB0.add(eB0);
+                    dB1 = dB1.add(eB1);
+                    qB0 = eB0.fma(eB0, qB0);
+                    qB1 = eB1.fma(eB1, qB1);
+                }
+                for (; c < bound; c += L) {
+                    FloatVector eA0 = FloatVector.fromMemorySegment(S, inp, rowA + c * FB, LE).sub(mA);
+                    FloatVector eB0 = FloatVector.fromMemorySegment(S, inp, rowB + c * FB, LE).sub(mB);
+                    dA0 = dA0.add(eA0);
+                    qA0 = eA0.fma(eA0, qA0);
+                    dB0 = dB0.add(eB0);
+                    qB0 = eB0.fma(eB0, qB0);
+                }
+                dA0.add(dA1).intoArray(lanesA, 0);
+                dB0.add(dB1).intoArray(lanesB, 0);
+                for (int l = 0; l < L; l++) {
+                    sdA += lanesA[l];
+                    sdB += lanesB[l];
+                }
+                qA0.add(qA1).intoArray(lanesA, 0);
+                qB0.add(qB1).intoArray(lanesB, 0);
+                for (int l = 0; l < L; l++) {
+                    sqA += lanesA[l];
+                    sqB += lanesB[l];
+                }
+            }
+            for (; c < C; c++) {
+                float eA = inp.get(F32, rowA + c * FB) - mA;
+                float eB = inp.get(F32, rowB + c * FB) - mB;
+                sdA += eA;
+                sqA = Math.fma(eA, eA, sqA);
+                sdB += eB;
+                sqB = Math.fma(eB, eB, sqB);
+            }
+            double varA = Math.max(0, (sqA - (double) sdA * sdA / C) / C);
+            double varB = Math.max(0, (sqB - (double) sdB * sdB / C) / C);
+            float sA = (float) (1 / Math.sqrt(varA + LayerNormOps.EPS));
+            float sB = (float) (1 / Math.sqrt(varB + LayerNormOps.EPS));
+            mA += sdA / C;
+            mB += sdB / C;
+            // pass 3: normalise, scale, shift
+            for (c = 0; c < bound; c += L) {
+                FloatVector w = FloatVector.fromMemorySegment(S, weight, c * FB, LE);
+                FloatVector b = FloatVector.fromMemorySegment(S, bias, c * FB, LE);
+                FloatVector.fromMemorySegment(S, inp, rowA + c * FB, LE).sub(mA).mul(sA).fma(w, b)
+                        .intoMemorySegment(out, rowA + c * FB, LE);
+                FloatVector.fromMemorySegment(S, inp, rowB + c * FB, LE).sub(mB).mul(sB).fma(w, b)
+                        .intoMemorySegment(out, rowB + c * FB, LE);
+            }
+            for (; c < C; c++) {
+                float w = weight.get(F32, c * FB), b = bias.get(F32, c * FB);
+                out.set(F32, rowA + c * FB, Math.fma((inp.get(F32, rowA + c * FB) - mA) * sA, w, b));
+                out.set(F32, rowB + c * FB, Math.fma((inp.get(F32, rowB + c * FB) - mB) * sB, w, b));
+            }
+            mean.setAtIndex(F32, r, mA);
+            rstd.setAtIndex(F32, r, sA);
+            mean.setAtIndex(F32, r + 1, mB);
+            rstd.setAtIndex(F32, r + 1, sB);
+        }
+    }
+
+    static void forwardRows(MemorySegment out, MemorySegment mean, MemorySegment rstd, MemorySegment inp,
+                            MemorySegment weight, MemorySegment bias, int C, int r0, int r1) {
         int bound = Simd.SCALAR ? 0 : C - C % L;
         float[] lanes = new float[L];
         for (int r = r0; r < r1; r++) {
