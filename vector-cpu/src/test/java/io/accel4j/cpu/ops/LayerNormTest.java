@@ -215,45 +215,6 @@ class LayerNormTest {
         }
     }
 
-    /**
-     * The forward two rows at a time ({@link LayerNorm#forwardRowPairs}) gives the bits of one row at a time
-     * ({@link LayerNorm#forwardRows}) for every output: widths below, at and between vector lengths, and the GPT-2
-     * width, on rows with large means (where the mean's correction matters). Vector mode only: in scalar mode the
-     * forward never takes pairs.
-     */
-    @Test
-    void rowPairsGiveTheBitsOfSingleRows() {
-        if (io.accel4j.cpu.Simd.SCALAR) {
-            return;
-        }
-        long seed = System.nanoTime();
-        SplittableRandom rnd = new SplittableRandom(seed);
-        for (int C : new int[] {1, 3, 7, 15, 16, 17, 33, 64, 301, 768}) {
-            int N = 2 * (1 + rnd.nextInt(9));
-            try (Arena arena = Arena.ofConfined()) {
-                MemorySegment inp = Buffers.floats(arena, rows(rnd, N, C, 100, 1));
-                MemorySegment weight = Buffers.floats(arena, Buffers.uniform(rnd, C, 1.5));
-                MemorySegment bias = Buffers.floats(arena, Buffers.uniform(rnd, C, 1));
-                MemorySegment[][] got = new MemorySegment[2][];
-                for (int p = 0; p < 2; p++) {
-                    MemorySegment out = Buffers.poisoned(arena, (long) N * C);
-                    MemorySegment mean = Buffers.poisoned(arena, N), rstd = Buffers.poisoned(arena, N);
-                    if (p == 0) {
-                        LayerNorm.forwardRows(out, mean, rstd, inp, weight, bias, C, 0, N);
-                    } else {
-                        LayerNorm.forwardRowPairs(out, mean, rstd, inp, weight, bias, C, 0, N);
-                    }
-                    got[p] = new MemorySegment[] {out, mean, rstd};
-                }
-                String[] names = {"out", "mean", "rstd"};
-                for (int k = 0; k < names.length; k++) {
-                    assertThat(got[1][k].mismatch(got[0][k])).as("%s, N=%d C=%d, seed=%d", names[k], N, C, seed)
-                            .isEqualTo(-1L);
-                }
-            }
-        }
-    }
-
     @Test
     void resultDoesNotDependOnThreadCount() {
         long seed = System.nanoTime();
