@@ -1,7 +1,10 @@
 package io.accel4j.train;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import io.accel4j.collectives.Communicator;
 import io.accel4j.core.DType;
+import io.accel4j.cpu.ops.CpuOps;
 import io.accel4j.fit.Learner;
 import io.accel4j.fit.LearnerBuilder;
 import io.accel4j.train.checkpoint.CheckpointFiles;
@@ -11,11 +14,13 @@ import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
 import io.accel4j.train.model.Recompute;
+import io.accel4j.train.plan.OffloadPlan;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.file.Path;
 import java.util.List;
 
 /**
@@ -129,5 +134,26 @@ public final class Gpt2LearnerRuns {
     /** The steps' gradient norms. */
     public static double[] norms(List<StepMetrics> steps) {
         return steps.stream().mapToDouble(StepMetrics::gradNorm).toArray();
+    }
+
+    /**
+     * One rank of GPT-2 {@code c} with its optimizer offloaded ({@code offloadOptimizer()}), trained one step on the
+     * token file {@code tokens} over {@code cpu} wrapped in a {@link CountingMemory} as the device: its device bytes,
+     * what the device allocated (live, then at its peak during the step) and AdamW's host moments are {@code plan}'s
+     * (the batch's buffers are the rank's host arena, RankStep's, not the device's).
+     */
+    public static void assertOffloadMatchesPlan(GptConfig c, TrainConfig cfg, Path tokens, CpuOps cpu,
+                                                OffloadPlan plan) throws IOException {
+        long psi = new io.accel4j.train.model.ParameterLayout(c).count();
+        CountingMemory counted = new CountingMemory(); // host memory: the learner offloads onto a host pool of its own
+        try (TokenFile train = TokenFile.open(tokens); TokenSource data = source(train, cfg);
+             Learner l = builder(c, cfg, 1, data).backend(rank -> counted.ops(cpu)).offloadOptimizer().build()) {
+            long device = plan.device().total() - plan.device().batch();
+            assertThat(l.modelBytes()).as("the learner's device bytes").isEqualTo(device);
+            assertThat(l.optimizerStateBytes()).as("AdamW's moments, on the host").isEqualTo(8 * psi);
+            assertThat(counted.live.get()).as("allocated on the device").isEqualTo(device);
+            assertThat(l.fit(1, null).get(0).trainLoss()).isFinite();
+            assertThat(counted.peak.get()).as("the device's peak").isEqualTo(device);
+        }
     }
 }

@@ -120,18 +120,7 @@ class OffloadHalfGradientsTest {
         assertThat(plan.device().gradients()).isLessThan(4 * psi); // 16-bit on the device
         assertThat(plan.host()).isEqualTo(16 * psi); // the landing buffer is fp32
         TrainConfig cfg = config(1);
-        CountingMemory counted = new CountingMemory(); // host memory: the learner offloads onto a host pool of its own
-        try (TokenFile train = TokenFile.open(tmp.resolve("t.bin")); TokenSource data = Gpt2LearnerRuns.source(train, cfg);
-             Learner l = Gpt2LearnerRuns.builder(CONFIG, cfg, 1, data).backend(rank -> counted.ops(cpu))
-                     .offloadOptimizer().build()) {
-            // the batch's buffers are the rank's host arena (RankStep's), not the device's
-            long device = plan.device().total() - plan.device().batch();
-            assertThat(l.modelBytes()).as("the learner's device bytes").isEqualTo(device);
-            assertThat(l.optimizerStateBytes()).as("AdamW's moments, on the host").isEqualTo(8 * psi);
-            assertThat(counted.live.get()).as("allocated on the device").isEqualTo(device);
-            assertThat(l.fit(1, null).get(0).trainLoss()).isFinite();
-            assertThat(counted.peak.get()).as("the device's peak").isEqualTo(device);
-        }
+        Gpt2LearnerRuns.assertOffloadMatchesPlan(CONFIG, cfg, tmp.resolve("t.bin"), cpu, plan);
     }
 
     @Test
