@@ -19,6 +19,14 @@ final class Turns {
     private static final OperatingSystemMXBean OS =
             (OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
 
+    /**
+     * Each turn starts with this long untimed: the other workload's idle threads may still be spinning (OpenBLAS's
+     * spin for up to 2^28 cycles after a call, tens of milliseconds, before they sleep), which on two cores takes one
+     * from the turn that follows. Without it, accel4j's two-thread turns after OpenBLAS's lost 5–10 % at gpt2-dinp
+     * against the same product alone in a JVM.
+     */
+    static final double SETTLE_SECONDS = 0.2;
+
     private Turns() {}
 
     /** GFLOP/s of one turn, per wall second and per CPU second of the process. */
@@ -26,7 +34,8 @@ final class Turns {
 
     /**
      * Runs each workload for {@code warmup} seconds untimed (a Vector API kernel measured before C2 compiled it runs
-     * an order of magnitude slower), then {@code rounds} rounds of a turn each, printing every round and the medians;
+     * an order of magnitude slower), then {@code rounds} rounds of a turn each (each after {@link #SETTLE_SECONDS}
+     * untimed), printing every round and the medians;
      * {@code flopsA}/{@code flopsB} are one call's floating-point operations.
      */
     static void compare(String nameA, Runnable a, double flopsA, String nameB, Runnable b, double flopsB, int rounds,
@@ -36,7 +45,9 @@ final class Turns {
         double[] wallA = new double[rounds], wallB = new double[rounds], wall = new double[rounds];
         double[] cpuA = new double[rounds], cpuB = new double[rounds], cpu = new double[rounds];
         for (int r = 0; r < rounds; r++) {
+            rate(a, SETTLE_SECONDS, flopsA);
             Rate x = rate(a, seconds, flopsA);
+            rate(b, SETTLE_SECONDS, flopsB);
             Rate y = rate(b, seconds, flopsB);
             wallA[r] = x.wall();
             wallB[r] = y.wall();

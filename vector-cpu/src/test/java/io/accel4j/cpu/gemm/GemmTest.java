@@ -237,10 +237,12 @@ class GemmTest {
 
     @Test
     void rowsAreCutIntoOneTaskPerBlockOfA() {
-        // Deep K: one task per MC rows (1024 rows: 14 with MC 75), so a preempted thread does fewer of them.
+        // Deep K: one task per MC rows (1024 rows: 15 with MC 72), so a preempted thread does fewer of them;
+        // rounded up to a multiple of the threads, so that two unloaded threads get as many each.
         int blocks = (1024 + GemmDriver.MC - 1) / GemmDriver.MC;
-        assertThat(GemmDriver.rowTasks(2, 1024, 1024)).isEqualTo(blocks);
         assertThat(GemmDriver.rowTasks(1, 1024, 1024)).isEqualTo(blocks);
+        assertThat(GemmDriver.rowTasks(2, 1024, 1024)).isEqualTo((blocks + 1) / 2 * 2);
+        assertThat(GemmDriver.rowTasks(3, 1024, 1024)).isEqualTo((blocks + 2) / 3 * 3);
         // Shallow K: blocks of shallowBlockRows; never fewer tasks than threads, never more than row tiles.
         int shallow = GemmDriver.shallowBlockRows(256);
         assertThat(GemmDriver.rowTasks(2, 256, 256)).isEqualTo(Math.max(2, (256 + shallow - 1) / shallow));
