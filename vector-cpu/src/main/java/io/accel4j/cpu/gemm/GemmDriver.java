@@ -53,8 +53,13 @@ final class GemmDriver {
     static final int KC = Integer.getInteger("accel4j.gemm.kc", 512);
     /** Most columns of one packed B block (a multiple of every NR): the accumulator is MC×NC_MAX floats at most. */
     static final int NC_MAX = 4096;
-    /** Largest packed B block, in floats (K·NC ≤ this): 8 MiB. */
-    static final int B_BLOCK_FLOATS = Integer.getInteger("accel4j.gemm.bfloats", 2 << 20);
+    /**
+     * Largest packed B block, in floats (K·NC ≤ this): 12 MiB, within the 32 MiB L3 of Zen 3, 4 and 5. Against 8 MiB,
+     * gpt2-dinp's B (3072×768) and gpt2-fwd's (768×3072) become one block instead of a wide and a narrow one, whose
+     * A block was packed again for 96 or 352 columns: +0.6 % and +2.3 % on one Zen 4 thread, +2.3 % and +1.1 % on
+     * two (alternated in one JVM).
+     */
+    static final int B_BLOCK_FLOATS = Integer.getInteger("accel4j.gemm.bfloats", 3 << 20);
     /** Fewer row tiles than this per thread: threads split the columns; see {@link #splitsColumns}. */
     static final int MIN_TILES_PER_THREAD = 4;
     /** Most rows of an A block when K ≤ KC ({@link #shallowBlockRows}): 4·MC. */
@@ -65,6 +70,11 @@ final class GemmDriver {
     static final int K_CHUNK = 4 * KC;
     /** Reductions at least this deep over a small C are split into chunks of K ({@link #splitsK}). */
     static final int SPLIT_K_MIN_DEPTH = 4 * K_CHUNK;
+    /**
+     * Most floats of one chunk's packed B (8 MiB): bounds the columns a split K is used for (1024 at K_CHUNK 2048).
+     * Fixed apart from {@link #B_BLOCK_FLOATS}: which products split K decides how they round.
+     */
+    static final int SPLIT_K_B_FLOATS = 2 << 20;
     /** Most floats the split-K partials take together (16 MiB): bounds the C that a split K is used for. */
     static final int SPLIT_K_MAX_FLOATS = 4 << 20;
     /** Below this many multiply-adds a GEMM runs on the calling thread alone. */
@@ -419,7 +429,7 @@ final class GemmDriver {
 
     /**
      * True when the product is a long reduction into a small C, which {@link #splitK} computes: K at least
-     * {@link #SPLIT_K_MIN_DEPTH}, one chunk of B fits a packed block, and all the partials fit
+     * {@link #SPLIT_K_MIN_DEPTH}, one chunk of B fits {@link #SPLIT_K_B_FLOATS}, and all the partials fit
      * {@link #SPLIT_K_MAX_FLOATS}. Depends on the shape alone, never on the thread count.
      */
     static boolean splitsK(int M, int N, int K) {
@@ -428,7 +438,7 @@ final class GemmDriver {
         }
         long ncPad = roundUp(N, NR);
         long chunks = (K + K_CHUNK - 1) / K_CHUNK;
-        return ncPad <= NC_MAX && ncPad * K_CHUNK <= B_BLOCK_FLOATS
+        return ncPad <= NC_MAX && ncPad * K_CHUNK <= SPLIT_K_B_FLOATS
                 && chunks * roundUp(M, MR) * ncPad <= SPLIT_K_MAX_FLOATS;
     }
 
@@ -510,7 +520,8 @@ final class GemmDriver {
     /**
      * Columns of one packed B block: all of them, unless K·N floats would pass {@link #B_BLOCK_FLOATS} or N would
      * pass {@link #NC_MAX} (which bounds the MC×NC accumulator when K is small). (Blocks of equal width instead of
-     * full ones and a narrow last one — gpt2-dinp: 384 + 384 columns instead of 672 + 96 — measured 4 % slower.)
+     * full ones and a narrow last one — gpt2-dinp with 8 MiB blocks: 384 + 384 columns instead of 672 + 96 —
+     * measured 4 % slower.)
      */
     static int blockColumns(int n, int K) {
         int byB = B_BLOCK_FLOATS / Math.max(K, 1) / NR * NR;
