@@ -51,6 +51,15 @@ final class Packing {
      */
     static final int TRANSPOSE_ROWS = Integer.getInteger("accel4j.gemm.transposerows", 256);
 
+    /**
+     * Rows of B that {@link #packBRowsFp32} copies into every panel before the next rows (4 KiB of each panel at
+     * NR 32). A row at a time across all panels wrote NR values kc·NR floats apart (64 KiB at 512×32, one cache set
+     * for every panel); a whole panel's kc rows at a time read B in short strided pieces, 2 % slower on lm-dinp,
+     * whose B streams from memory. 32 against a row at a time, one Zen 4 thread: 256×256×768 +2.3 %, gpt2-dinp
+     * +0.8 %, lm-dinp level.
+     */
+    static final int PACK_B_ROWS = 32;
+
     private Packing() {}
 
     /** True when the values are packed as they are stored: fp32 in, fp32 operands (no decoding, no rounding). */
@@ -274,10 +283,9 @@ final class Packing {
      * {@link #packB} for B stored K×N with fp32 values taken as they are: each NR values of a row of op(B) go straight
      * from the segment into their panel as two vector copies, with no run buffer in between; the panel that holds
      * column nc−1, if partial, is {@link #packBRowEdge}'s (every panel in scalar mode). Against the run buffer and
-     * {@link #copyNr} before it: gpt2-dinp 0.91–0.93× OpenBLAS → 0.94–0.96× on one Zen 4 thread. The panels are
-     * filled one after another, each from top to bottom (NR values of kc rows of B), so the writes are sequential;
-     * row by row, every row wrote NR values into each of the panels, kc·NR floats apart (64 KiB at 512×32: the same
-     * cache set for every panel): gpt2-dinp +2.6 %, 1024³ +1 %, 256×256×1024 +1.9 % on one Zen 4 thread.
+     * {@link #copyNr} before it: gpt2-dinp 0.91–0.93× OpenBLAS → 0.94–0.96× on one Zen 4 thread. It goes
+     * {@link #PACK_B_ROWS} rows of B at a time, panel after panel: each panel gets those rows' NR values as one
+     * sequential run, and the rows, read again for each panel, stay in L1.
      */
     private static void packBRowsFp32(MemorySegment b, int ldb, int K, int kcBlock, int j0, int nc, float[] bp,
                                       int bpCols, int bpCol0) {
@@ -286,18 +294,21 @@ final class Packing {
         int ncPad = roundUp(nc, NR);
         for (int pc = 0; pc < K; pc += kcBlock) {
             int kc = Math.min(kcBlock, K - pc);
-            for (int p = 0; p < ncPad; p += NR) {
-                int o = pc * bpCols + (bpCol0 + p) * kc;
-                long src = (long) pc * ldb + j0 + p;
-                if (p < full) {
-                    for (int k = 0; k < kc; k++, o += NR, src += ldb) {
-                        FloatVector.fromMemorySegment(Simd.FLOAT, b, src * Float.BYTES, LE).intoArray(bp, o);
-                        FloatVector.fromMemorySegment(Simd.FLOAT, b, (src + half) * Float.BYTES, LE)
-                                .intoArray(bp, o + half);
-                    }
-                } else { // the partial panel (every panel in scalar mode)
-                    for (int k = 0; k < kc; k++, o += NR, src += ldb) {
-                        packBRowEdge(b, src, Math.min(NR, nc - p), bp, o);
+            for (int k0 = 0; k0 < kc; k0 += PACK_B_ROWS) {
+                int kn = Math.min(PACK_B_ROWS, kc - k0);
+                for (int p = 0; p < ncPad; p += NR) {
+                    int o = pc * bpCols + (bpCol0 + p) * kc + k0 * NR;
+                    long src = (long) (pc + k0) * ldb + j0 + p;
+                    if (p < full) {
+                        for (int k = 0; k < kn; k++, o += NR, src += ldb) {
+                            FloatVector.fromMemorySegment(Simd.FLOAT, b, src * Float.BYTES, LE).intoArray(bp, o);
+                            FloatVector.fromMemorySegment(Simd.FLOAT, b, (src + half) * Float.BYTES, LE)
+                                    .intoArray(bp, o + half);
+                        }
+                    } else { // the partial panel (every panel in scalar mode)
+                        for (int k = 0; k < kn; k++, o += NR, src += ldb) {
+                            packBRowEdge(b, src, Math.min(NR, nc - p), bp, o);
+                        }
                     }
                 }
             }
