@@ -6,7 +6,8 @@ import java.util.Objects;
 
 /**
  * The CPU's {@link DeviceMemory}: device segments are native host memory from a shared {@link Arena} (64-byte
- * aligned, the widest vector), and every copy is a {@link MemorySegment#copy}. Stateless; one instance serves all.
+ * aligned, the widest vector; from 8 MiB on, 2 MiB aligned on transparent huge pages where Linux offers them, see
+ * {@link HugePages}), and every copy is a {@link MemorySegment#copy}. Stateless; one instance serves all.
  */
 public final class HostMemory implements DeviceMemory {
 
@@ -27,7 +28,8 @@ public final class HostMemory implements DeviceMemory {
                 if (bytes < 0) {
                     throw new IllegalArgumentException("bytes must be >= 0, got " + bytes);
                 }
-                return arena.allocate(bytes, ALIGNMENT); // zero-filled
+                MemorySegment huge = HugePages.allocate(arena, bytes); // 8 MiB and up: zero-filled by the kernel
+                return huge != null ? huge : arena.allocate(bytes, ALIGNMENT); // zero-filled
             }
 
             @Override

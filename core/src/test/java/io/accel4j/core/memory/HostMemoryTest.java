@@ -8,6 +8,8 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.reflect.Proxy;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
@@ -33,6 +35,51 @@ class HostMemoryTest {
             kept = arena.allocate(8);
         }
         assertThat(kept.scope().isAlive()).as("freed by close").isFalse();
+    }
+
+    @Test
+    void largeAllocationsAreZeroedWritableAndOnHugePagesWhereLinuxOffersThem() throws Exception {
+        long n = HugePages.MIN_BYTES + 4099; // odd: the segment is exactly n bytes, the mapping whole 2 MiB pages
+        MemorySegment kept;
+        try (DeviceArena arena = memory.arena(); Arena host = Arena.ofConfined()) {
+            MemorySegment s = arena.allocate(n), zeros = host.allocate(n);
+            assertThat(s.byteSize()).isEqualTo(n);
+            assertThat(s.address() % 64).isZero();
+            assertThat(MemorySegment.mismatch(s, 0, n, zeros, 0, n)).as("first nonzero byte").isEqualTo(-1L);
+            s.set(ValueLayout.JAVA_BYTE, 0, (byte) 7);
+            s.set(ValueLayout.JAVA_BYTE, n - 1, (byte) 9);
+            assertThat(s.get(ValueLayout.JAVA_BYTE, 0)).isEqualTo((byte) 7);
+            assertThat(s.get(ValueLayout.JAVA_BYTE, n - 1)).isEqualTo((byte) 9);
+            if (HugePages.available()) {
+                assertThat(s.address() % HugePages.PAGE).as("2 MiB aligned").isZero();
+                String mode = Files.exists(THP_MODE) ? Files.readString(THP_MODE) : "[never]";
+                if (!mode.contains("[never]")) { // the kernel marks the madvised range eligible for huge pages
+                    assertThat(smapsField(s.address(), "THPeligible")).as("THPeligible, THP mode %s", mode.trim())
+                            .isEqualTo("1");
+                }
+            }
+            kept = s;
+        }
+        assertThat(kept.scope().isAlive()).as("unmapped by close").isFalse();
+    }
+
+    private static final Path THP_MODE = Path.of("/sys/kernel/mm/transparent_hugepage/enabled");
+
+    /** A field of /proc/self/smaps for the mapping that holds {@code address}, or null. */
+    private static String smapsField(long address, String field) throws Exception {
+        boolean inside = false;
+        for (String line : Files.readAllLines(Path.of("/proc/self/smaps"))) {
+            int dash = line.indexOf('-');
+            int space = line.indexOf(' ');
+            if (dash > 0 && space > dash && line.substring(0, dash).matches("[0-9a-f]+")) {
+                long from = Long.parseUnsignedLong(line.substring(0, dash), 16);
+                long to = Long.parseUnsignedLong(line.substring(dash + 1, space), 16);
+                inside = address >= from && address < to;
+            } else if (inside && line.startsWith(field + ":")) {
+                return line.substring(field.length() + 1).trim();
+            }
+        }
+        return null;
     }
 
     @Test
