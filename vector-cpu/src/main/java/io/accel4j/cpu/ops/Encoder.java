@@ -20,10 +20,12 @@ import jdk.incubator.vector.VectorSpecies;
  * </pre>
  * {@code inp} is (B,T) int32 tokens, each in {@code [0, V)} (checked: a bad one is named with its position);
  * {@code wte} is (V,C), {@code wpe} at least (T,C), all fp32 row-major. The forward splits rows of {@code out}
- * over tasks. The backward is a scatter-add, so tasks own column ranges instead: each one walks every (b,t) in order
- * and adds its columns {@code [c0,c1)} of {@code dout} into the same columns of {@code dwte} and {@code dwpe}. Each
- * gradient element is thus summed in (b,t) order by exactly one task, whatever the split: results are bit-identical
- * on any number of threads, and a token repeated in the batch costs no atomics and no scratch.
+ * over tasks. The backward is a scatter-add, so tasks own rows of the gradients instead: each one walks every (b,t)
+ * in order and adds the dout rows of the tokens and positions it owns (k modulo the tasks) into their rows of
+ * {@code dwte} and {@code dwpe}. Each gradient element is thus summed in (b,t) order by exactly one task, whatever
+ * the split: results are bit-identical on any number of threads, and a token repeated in the batch costs no atomics
+ * and no scratch. (Tasks that owned column ranges instead made every thread walk every row of dwte the batch
+ * touches, cold after the optimizer's pass: the bench model's step took longer for it on two threads than on one.)
  */
 public final class Encoder {
 
@@ -32,9 +34,6 @@ public final class Encoder {
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
     private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
-
-    /** Fewest columns a backward task owns: below this its per-token overhead (index, row offsets) dominates. */
-    static final int MIN_COLUMNS = 64;
 
     private Encoder() {}
 
@@ -102,34 +101,44 @@ public final class Encoder {
         Check.disjoint("dwpe", dwpe, wpeBytes, "dout", dout, doutBytes);
         Check.disjoint("dwpe", dwpe, wpeBytes, "inp", inp, inpBytes);
         checkTokens(inp, B, T, V);
-        // Column ranges: one per thread, whole vectors, at least MIN_COLUMNS wide. Any split gives the same sums.
-        int threads = rows * C * 5 < Tasks.PARALLEL_MIN ? 1 : pool.threads();
-        int width = Math.max(MIN_COLUMNS, roundUp((C + threads - 1) / threads, Simd.lanes()));
-        int tasks = (C + width - 1) / width;
-        Tasks.run(pool, tasks, 5 * rows * C, k -> {
-            int c0 = k * width;
-            backwardColumns(dwte, dwpe, dout, inp, rows, T, C, c0, Math.min(C, c0 + width));
-        });
+        // One task per thread: task k owns the rows of dwte whose token is k modulo the tasks, and the rows of dwpe
+        // whose position is. Any split gives the same sums.
+        int tasks = rows * C * 5 < Tasks.PARALLEL_MIN ? 1 : pool.threads();
+        Tasks.run(pool, tasks, 5 * rows * C, k -> backwardRows(dwte, dwpe, dout, inp, rows, T, C, k, tasks));
     }
 
-    private static void backwardColumns(MemorySegment dwte, MemorySegment dwpe, MemorySegment dout,
-                                        MemorySegment inp, long rows, int T, int C, int c0, int c1) {
-        int bound = Simd.SCALAR ? c0 : c1 - (c1 - c0) % L;
+    /**
+     * The (b,t) in order whose token is {@code k} modulo {@code tasks} add their row of dout into dwte, those whose
+     * position is into dwpe: each gradient row is one task's, whole, so a thread walks only its own rows of the
+     * 50,000-row dwte and reads each dout row once.
+     */
+    private static void backwardRows(MemorySegment dwte, MemorySegment dwpe, MemorySegment dout, MemorySegment inp,
+                                     long rows, int T, int C, int k, int tasks) {
         for (long r = 0; r < rows; r++) {
-            long d = (r * C + c0) * Float.BYTES;
-            long e = ((long) inp.getAtIndex(I32, r) * C + c0) * Float.BYTES;
-            long p = ((r % T) * C + c0) * Float.BYTES;
-            int c = c0;
-            for (; c < bound; c += L, d += L * Float.BYTES, e += L * Float.BYTES, p += L * Float.BYTES) {
-                FloatVector g = FloatVector.fromMemorySegment(S, dout, d, LE);
-                FloatVector.fromMemorySegment(S, dwte, e, LE).add(g).intoMemorySegment(dwte, e, LE);
-                FloatVector.fromMemorySegment(S, dwpe, p, LE).add(g).intoMemorySegment(dwpe, p, LE);
+            long d = r * C * Float.BYTES;
+            int token = inp.getAtIndex(I32, r);
+            if (token % tasks == k) {
+                addRow(dwte, (long) token * C * Float.BYTES, dout, d, C);
             }
-            for (; c < c1; c++, d += Float.BYTES, e += Float.BYTES, p += Float.BYTES) {
-                float g = dout.get(F32, d);
-                dwte.set(F32, e, dwte.get(F32, e) + g);
-                dwpe.set(F32, p, dwpe.get(F32, p) + g);
+            int t = (int) (r % T);
+            if (t % tasks == k) {
+                addRow(dwpe, (long) t * C * Float.BYTES, dout, d, C);
             }
+        }
+    }
+
+    /** {@code dst[0:C) += src[0:C)} at the given byte offsets, element by element. */
+    private static void addRow(MemorySegment dst, long o, MemorySegment src, long s, int C) {
+        int bound = Simd.SCALAR ? 0 : C - C % L;
+        int c = 0;
+        for (; c < bound; c += L) {
+            long cb = (long) c * Float.BYTES;
+            FloatVector.fromMemorySegment(S, dst, o + cb, LE).add(FloatVector.fromMemorySegment(S, src, s + cb, LE))
+                    .intoMemorySegment(dst, o + cb, LE);
+        }
+        for (; c < C; c++) {
+            long cb = (long) c * Float.BYTES;
+            dst.set(F32, o + cb, dst.get(F32, o + cb) + src.get(F32, s + cb));
         }
     }
 
@@ -144,9 +153,5 @@ public final class Encoder {
                 }
             }
         }
-    }
-
-    private static int roundUp(int x, int multiple) {
-        return (x + multiple - 1) / multiple * multiple;
     }
 }
