@@ -62,21 +62,9 @@ public final class Encoder {
 
     private static void forwardRows(MemorySegment out, MemorySegment inp, MemorySegment wte, MemorySegment wpe,
                                     int T, int C, long r0, long r1) {
-        int bound = Simd.SCALAR ? 0 : C - C % L;
         for (long r = r0; r < r1; r++) {
-            long o = r * C * Float.BYTES;
             long e = (long) inp.getAtIndex(I32, r) * C * Float.BYTES;
-            long p = (r % T) * C * Float.BYTES;
-            int c = 0;
-            for (; c < bound; c += L) {
-                long cb = (long) c * Float.BYTES;
-                FloatVector.fromMemorySegment(S, wte, e + cb, LE).add(FloatVector.fromMemorySegment(S, wpe, p + cb, LE))
-                        .intoMemorySegment(out, o + cb, LE);
-            }
-            for (; c < C; c++) {
-                long cb = (long) c * Float.BYTES;
-                out.set(F32, o + cb, wte.get(F32, e + cb) + wpe.get(F32, p + cb));
-            }
+            addRow(out, r * C * Float.BYTES, wte, e, wpe, (r % T) * C * Float.BYTES, C);
         }
     }
 
@@ -118,27 +106,32 @@ public final class Encoder {
             long d = r * C * Float.BYTES;
             int token = inp.getAtIndex(I32, r);
             if (token % tasks == k) {
-                addRow(dwte, (long) token * C * Float.BYTES, dout, d, C);
+                long e = (long) token * C * Float.BYTES;
+                addRow(dwte, e, dwte, e, dout, d, C);
             }
             int t = (int) (r % T);
             if (t % tasks == k) {
-                addRow(dwpe, (long) t * C * Float.BYTES, dout, d, C);
+                long p = (long) t * C * Float.BYTES;
+                addRow(dwpe, p, dwpe, p, dout, d, C);
             }
         }
     }
 
-    /** {@code dst[0:C) += src[0:C)} at the given byte offsets, element by element. */
-    private static void addRow(MemorySegment dst, long o, MemorySegment src, long s, int C) {
+    /**
+     * {@code out[0:C) = a[0:C) + b[0:C)}, each a row at its byte offset, element by element; {@code out} may be
+     * {@code a} (an accumulation), as in the backward.
+     */
+    private static void addRow(MemorySegment out, long o, MemorySegment a, long ao, MemorySegment b, long bo, int C) {
         int bound = Simd.SCALAR ? 0 : C - C % L;
         int c = 0;
         for (; c < bound; c += L) {
             long cb = (long) c * Float.BYTES;
-            FloatVector.fromMemorySegment(S, dst, o + cb, LE).add(FloatVector.fromMemorySegment(S, src, s + cb, LE))
-                    .intoMemorySegment(dst, o + cb, LE);
+            FloatVector.fromMemorySegment(S, a, ao + cb, LE).add(FloatVector.fromMemorySegment(S, b, bo + cb, LE))
+                    .intoMemorySegment(out, o + cb, LE);
         }
         for (; c < C; c++) {
             long cb = (long) c * Float.BYTES;
-            dst.set(F32, o + cb, dst.get(F32, o + cb) + src.get(F32, s + cb));
+            out.set(F32, o + cb, a.get(F32, ao + cb) + b.get(F32, bo + cb));
         }
     }
 
