@@ -13,6 +13,7 @@ import io.accel4j.train.data.TokenFile;
 import io.accel4j.train.data.TokenShards;
 import io.accel4j.train.data.TokenSource;
 import io.accel4j.train.model.GptConfig;
+import io.accel4j.train.model.ParameterLayout;
 import io.accel4j.train.model.Recompute;
 import io.accel4j.train.plan.OffloadPlan;
 import java.io.IOException;
@@ -144,7 +145,7 @@ public final class Gpt2LearnerRuns {
      */
     public static void assertOffloadMatchesPlan(GptConfig c, TrainConfig cfg, Path tokens, CpuOps cpu,
                                                 OffloadPlan plan) throws IOException {
-        long psi = new io.accel4j.train.model.ParameterLayout(c).count();
+        long psi = new ParameterLayout(c).count();
         CountingMemory counted = new CountingMemory(); // host memory: the learner offloads onto a host pool of its own
         try (TokenFile train = TokenFile.open(tokens); TokenSource data = source(train, cfg);
              Learner l = builder(c, cfg, 1, data).backend(rank -> counted.ops(cpu)).offloadOptimizer().build()) {
