@@ -10,7 +10,6 @@ import java.nio.ByteOrder;
 import java.util.Objects;
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
-import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
@@ -30,11 +29,13 @@ import jdk.incubator.vector.VectorSpecies;
  * <p>Passes over a row: the max (the one read from memory), then the exponentials (from L2: a GPT-2 row is 197 KiB),
  * which the backward writes back in place, then the scaling by {@code dlossScale/S} — so one {@code exp} per element.
  * (An online max/sum pass would read the row once, but must rescale its sum or evaluate the exponentials again for
- * the backward; the re-read from L2 is cheaper than a second {@code exp}.) The exponentials are summed in fp32 lanes
- * over blocks of {@value #BLOCK} elements, each block's lanes then widened and added in float64; the lanes are summed
- * in a fixed order at the end of the row. So {@code S} is off by at most about {@code (BLOCK/lanes + 2)·2⁻²⁴}
- * relative, and rows are independent: the work is split over rows, and the result does not depend on the thread
- * count.
+ * the backward; the re-read from L2 is cheaper than a second {@code exp}.) A task takes a run of rows and takes the
+ * next row's max inside this row's exponential pass, so that the next row streams in from memory while the
+ * exponentials are computed, instead of the two alternating between memory and arithmetic. The exponentials are
+ * summed in fp32 lanes over blocks of {@value #BLOCK} elements, each block's lanes then widened and added in float64;
+ * the lanes are summed in a fixed order at the end of the row. So {@code S} is off by at most about
+ * {@code (BLOCK/lanes + 2)·2⁻²⁴} relative, and rows are independent: the work is split over rows, and the result does
+ * not depend on the thread count or on how the rows are grouped.
  *
  * <p>The exponential is written out (Cephes' {@code expf}: a range reduction and a polynomial, in fp32 fused
  * multiply-adds, ≤ ~1 ulp) rather than {@code lanewise(EXP)}: C2 compiles that to SVML, whose results differ from
@@ -67,6 +68,8 @@ public final class FusedClassifier {
      * below 2⁻¹²⁶, immaterial next to the sum's 1) is 0, and exp(−∞) is 0 rather than NaN.
      */
     private static final float EXP_MIN = -88.3f;
+    /** The bits of {@code ROUND}: {@code bits(ROUND + k) − ROUND_BITS = k} for an integer |k| &lt; 2²². */
+    private static final int ROUND_BITS = Float.floatToRawIntBits(ROUND);
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
     private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
@@ -106,64 +109,97 @@ public final class FusedClassifier {
 
     private static void run(Parallel pool, MemorySegment losses, MemorySegment logits, MemorySegment targets,
                             int N, int V, int Vp, float dlossScale, boolean backward) {
-        int rowsPerTask = (int) Math.max(1, TASK_ELEMENTS / Vp);
+        int rowsPerTask = rowsPerTask(pool.threads(), N, Vp);
         int tasks = (N + rowsPerTask - 1) / rowsPerTask;
+        long rowBytes = (long) Vp * Float.BYTES;
         pool.forEach(tasks, task -> {
             double[] lanes = new double[D.length()];
-            int end = Math.min(N, (task + 1) * rowsPerTask);
-            for (int i = task * rowsPerTask; i < end; i++) {
+            float[] nextMax = new float[1];
+            int start = task * rowsPerTask, end = Math.min(N, start + rowsPerTask);
+            float max = max(logits, start * rowBytes, V);
+            for (int i = start; i < end; i++) {
                 int t = targets.getAtIndex(I32, i);
-                float loss = row(logits, (long) i * Vp * Float.BYTES, V, Vp, t, dlossScale, backward, lanes);
+                long next = (i + 1 < end ? i + 1 : i) * rowBytes; // the last row reads itself again, from L2
+                float loss = row(logits, i * rowBytes, max, next, nextMax, V, Vp, t, dlossScale, backward, lanes);
                 losses.setAtIndex(F32, i, loss);
+                max = nextMax[0];
             }
         });
     }
 
-    /** One row (starting at byte {@code base}): returns its loss; with {@code backward}, writes its gradient. */
-    private static float row(MemorySegment logits, long base, int V, int Vp, int t, float dlossScale,
-                             boolean backward, double[] lanes) {
+    /**
+     * Rows per task: large rows come in runs of a quarter of a thread's share (so each task overlaps all but its first
+     * row's max with the previous row's exponentials, and the threads still balance), small rows in groups of about
+     * {@link #TASK_ELEMENTS} logits. Rows are independent, so the grouping never changes a result.
+     */
+    static int rowsPerTask(int threads, int N, int Vp) {
+        if (Vp >= TASK_ELEMENTS) {
+            return Math.max(1, N / (4 * threads));
+        }
+        return (int) (TASK_ELEMENTS / Vp);
+    }
+
+    /** {@code max_j x[j]} over the row at byte {@code base}, {@code j < V}: the first row of a task. */
+    private static float max(MemorySegment logits, long base, int V) {
         int j = 0;
         int bound = VECTOR ? V - V % L : 0;
-        // pass 1: the max
         float max = Float.NEGATIVE_INFINITY;
         if (VECTOR && bound > 0) {
-            FloatVector mx = FloatVector.broadcast(F, Float.NEGATIVE_INFINITY);
-            for (; j < bound; j += L) {
-                mx = mx.max(FloatVector.fromMemorySegment(F, logits, base + (long) j * 4, LE));
+            // two accumulators: a lanewise max (Math.max's NaN and signed-zero rules) is a chain of several
+            // instructions, and one accumulator would wait on it
+            FloatVector m0 = FloatVector.broadcast(F, Float.NEGATIVE_INFINITY), m1 = m0;
+            for (; j + 2 * L <= bound; j += 2 * L) {
+                m0 = m0.max(FloatVector.fromMemorySegment(F, logits, base + (long) j * 4, LE));
+                m1 = m1.max(FloatVector.fromMemorySegment(F, logits, base + (long) (j + L) * 4, LE));
             }
-            max = mx.reduceLanes(VectorOperators.MAX);
+            for (; j < bound; j += L) {
+                m0 = m0.max(FloatVector.fromMemorySegment(F, logits, base + (long) j * 4, LE));
+            }
+            max = m0.max(m1).reduceLanes(VectorOperators.MAX); // max is exact: any order gives the same value
         }
         for (; j < V; j++) {
             max = Math.max(max, logits.get(F32, base + (long) j * 4));
         }
+        return max;
+    }
+
+    /**
+     * One row (starting at byte {@code base}, whose maximum is {@code max}): returns its loss; with {@code backward},
+     * writes its gradient. Its exponentials' pass also takes the maximum of the row at byte {@code next} into
+     * {@code nextMax[0]}: that row streams in from memory while this one's exponentials are computed from L2.
+     */
+    private static float row(MemorySegment logits, long base, float max, long next, float[] nextMax, int V, int Vp,
+                             int t, float dlossScale, boolean backward, double[] lanes) {
+        int bound = VECTOR ? V - V % L : 0;
         float xt = logits.get(F32, base + (long) t * 4); // read before the backward overwrites it
-        // pass 2: Σ exp(x − max), fp32 lanes per block, float64 across blocks; the backward stores the exponentials
+        // Σ exp(x − max), fp32 lanes per block, float64 across blocks; the backward stores the exponentials
         double sum = 0;
-        j = 0;
+        float mxNext = Float.NEGATIVE_INFINITY;
+        int j = 0;
         if (VECTOR && bound > 0) {
             DoubleVector acc = DoubleVector.zero(D);
-            FloatVector c0 = FloatVector.broadcast(F, P0), c1 = FloatVector.broadcast(F, P1);
-            FloatVector c2 = FloatVector.broadcast(F, P2), c3 = FloatVector.broadcast(F, P3);
-            FloatVector c4 = FloatVector.broadcast(F, P4), c5 = FloatVector.broadcast(F, P5);
-            FloatVector ln2Hi = FloatVector.broadcast(F, -LN2_HI), ln2Lo = FloatVector.broadcast(F, -LN2_LO);
+            FloatVector mx0 = FloatVector.broadcast(F, Float.NEGATIVE_INFINITY), mx1 = mx0;
+            FloatVector zero = FloatVector.zero(F);
             while (j < bound) {
                 int blockEnd = Math.min(bound, j + BLOCK);
                 FloatVector part = FloatVector.zero(F);
-                for (; j < blockEnd; j += L) {
-                    long at = base + (long) j * 4;
-                    // exp(y), y = x − max ≤ 0: y = k·ln2 + r, |r| ≤ ln2/2; exp(r) = 1 + r + r²·P(r); times 2^k
-                    FloatVector y = FloatVector.fromMemorySegment(F, logits, at, LE).sub(max).max(EXP_MIN);
-                    FloatVector k = y.fma(LOG2E, ROUND).sub(ROUND);
-                    FloatVector r = k.fma(ln2Lo, k.fma(ln2Hi, y));
-                    FloatVector poly = r.fma(c0, c1).fma(r, c2).fma(r, c3).fma(r, c4).fma(r, c5)
-                            .fma(r.mul(r), r).add(1f);
-                    FloatVector e = poly.mul(((IntVector) k.convert(VectorOperators.F2I, 0)).add(127)
-                            .lanewise(VectorOperators.LSHL, 23).reinterpretAsFloats());
+                // two vectors at a time; a block's odd last vector pairs with itself, its twin adding +0 (the
+                // exponentials are ≥ +0 or NaN, so part + e + 0 is part + e, bit for bit)
+                for (; j < blockEnd; j += 2 * L) {
+                    boolean pair = j + L < blockEnd;
+                    long j1 = pair ? j + L : j;
+                    long at0 = base + (long) j * 4, at1 = base + j1 * 4;
+                    mx0 = mx0.max(FloatVector.fromMemorySegment(F, logits, next + (long) j * 4, LE));
+                    mx1 = mx1.max(FloatVector.fromMemorySegment(F, logits, next + j1 * 4, LE));
+                    FloatVector e0 = exp(FloatVector.fromMemorySegment(F, logits, at0, LE).sub(max));
+                    FloatVector e1 = exp(FloatVector.fromMemorySegment(F, logits, at1, LE).sub(max));
                     if (backward) {
-                        e.intoMemorySegment(logits, at, LE);
+                        e0.intoMemorySegment(logits, at0, LE);
+                        e1.intoMemorySegment(logits, at1, LE);
                     }
-                    part = part.add(e);
+                    part = part.add(e0).add(pair ? e1 : zero);
                 }
+                j = blockEnd;
                 acc = acc.add(part.convertShape(VectorOperators.F2D, D, 0))
                         .add(part.convertShape(VectorOperators.F2D, D, 1));
             }
@@ -171,9 +207,11 @@ public final class FusedClassifier {
             for (double lane : lanes) { // a fixed order (reduceLanes may add in any order)
                 sum += lane;
             }
+            mxNext = mx0.max(mx1).reduceLanes(VectorOperators.MAX);
         }
         for (; j < V; j++) {
             long at = base + (long) j * 4;
+            mxNext = Math.max(mxNext, logits.get(F32, next + (long) j * 4));
             float y = Math.max(logits.get(F32, at) - max, EXP_MIN); // the lanes' exp, operation for operation
             float k = Math.fma(y, LOG2E, ROUND) - ROUND;
             float r = Math.fma(k, -LN2_LO, Math.fma(k, -LN2_HI, y));
@@ -185,6 +223,7 @@ public final class FusedClassifier {
             }
             sum += e;
         }
+        nextMax[0] = mxNext;
         float loss = (float) (Math.log(sum) + max - xt);
         if (!backward) {
             return loss;
@@ -208,6 +247,26 @@ public final class FusedClassifier {
             logits.asSlice(base + (long) V * 4, (long) (Vp - V) * 4).fill((byte) 0);
         }
         return loss;
+    }
+
+    /**
+     * {@code exp(y)} for each lane, y = x − max ≤ 0 (or NaN): y = k·ln2 + r, |r| ≤ ln2/2, exp(r) = 1 + r + r²·P(r), times
+     * 2^k. The lanes' twin of the scalar tail in {@link #row}, operation for operation. Two spellings keep C2 from its
+     * slow paths, with the same bits: the clamp is a compare and blend (a lanewise max follows Math.max's NaN and
+     * signed-zero rules in several instructions; here NaN compares false and stays NaN, as in the max), and 2^k's
+     * exponent comes from the bits of {@code kr = y·log2e + ROUND}, which hold {@code ROUND + k} exactly as an integer
+     * (|k| &lt; 2²²), instead of a float-to-int conversion (its Java saturation rules cost C2 a fix-up per lane).
+     * Inlined into the loop: no vector crosses a call once C2 has compiled it.
+     */
+    private static FloatVector exp(FloatVector y0) {
+        FloatVector y = y0.blend(EXP_MIN, y0.compare(VectorOperators.LT, EXP_MIN));
+        FloatVector kr = y.fma(LOG2E, ROUND);
+        FloatVector k = kr.sub(ROUND);
+        FloatVector r = k.fma(FloatVector.broadcast(F, -LN2_LO), k.fma(FloatVector.broadcast(F, -LN2_HI), y));
+        FloatVector poly = r.fma(P0, P1).fma(r, FloatVector.broadcast(F, P2)).fma(r, FloatVector.broadcast(F, P3))
+                .fma(r, FloatVector.broadcast(F, P4)).fma(r, FloatVector.broadcast(F, P5)).fma(r.mul(r), r).add(1f);
+        return poly.mul(kr.reinterpretAsInts().add(127 - ROUND_BITS).lanewise(VectorOperators.LSHL, 23)
+                .reinterpretAsFloats());
     }
 
     private static double mean(MemorySegment losses, int N) {
