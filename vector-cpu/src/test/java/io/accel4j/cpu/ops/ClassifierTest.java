@@ -3,6 +3,7 @@ package io.accel4j.cpu.ops;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ref.ClassifierRef;
 import io.accel4j.cpu.testing.Buffers;
 import io.accel4j.cpu.testing.Compare;
@@ -94,7 +95,38 @@ class ClassifierTest {
         }
         int[] targets = Buffers.ints(rnd, N, V);
         float scale = (float) (rnd.nextBoolean() ? 1.0 / N : -0.37);
-        String what = "N=" + N + " V=" + V + " Vp=" + Vp + " seed=" + seed;
+        matchesReference(POOLS.three(), logits, targets, N, V, Vp, scale, "N=" + N + " V=" + V + " Vp=" + Vp
+                + " seed=" + seed);
+    }
+
+    /**
+     * GPT-2-sized rows go several to a task, each row's max taken in the previous row's exponential pass. Rows here
+     * are shifted by 0, +150, −150, +300, … so that any row's max used for another row would overflow its
+     * exponentials or flush them to zero. The logits are fp32 values, so the shifted rows reach the reference exactly,
+     * and {@code x − max} stays exact within a shifted row (Sterbenz), which keeps the tolerances above.
+     */
+    @Test
+    void rowsOfDifferentScalesEachUseTheirOwnMax() {
+        int N = 25, V = 33001, Vp = 33024; // 6 rows a task on one thread, 2 on three
+        long seed = 2026;
+        SplittableRandom rnd = new SplittableRandom(seed);
+        double[] logits = Buffers.uniform(rnd, N * Vp, RANGE);
+        for (int i = 0; i < N; i++) {
+            double shift = 150.0 * ((i + 1) / 2) * (i % 2 == 0 ? -1 : 1);
+            for (int j = 0; j < Vp; j++) {
+                logits[i * Vp + j] = (float) (logits[i * Vp + j] + shift);
+            }
+        }
+        int[] targets = Buffers.ints(rnd, N, V);
+        for (Parallel pool : new Parallel[] {POOLS.one(), POOLS.three()}) {
+            matchesReference(pool, logits, targets, N, V, Vp, 1f / N,
+                    "rows shifted by ±150k, N=" + N + " V=" + V + " seed=" + seed + ", " + pool.threads() + " threads");
+        }
+    }
+
+    /** Forward and forwardBackward on {@code pool} against {@link ClassifierRef} in float64. */
+    private static void matchesReference(Parallel pool, double[] logits, int[] targets, int N, int V, int Vp,
+                                         float scale, String what) {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment x = Buffers.floats(arena, logits);
             MemorySegment t = Buffers.ints(arena, targets);
@@ -102,7 +134,7 @@ class ClassifierTest {
             double[] refLosses = new double[N];
             double refMean = ClassifierRef.forward(refLosses, logits, targets, N, V, Vp);
 
-            double mean = FusedClassifier.forward(POOLS.three(), losses, x, t, N, V, Vp);
+            double mean = FusedClassifier.forward(pool, losses, x, t, N, V, Vp);
             Compare.close("forward losses, " + what, Buffers.read(losses, N), refLosses, LOSS_REL, LOSS_ABS);
             assertThat(Math.abs(mean - refMean)).as("forward mean, " + what)
                     .isLessThanOrEqualTo(LOSS_ABS + LOSS_REL * Math.abs(refMean));
@@ -110,7 +142,7 @@ class ClassifierTest {
                     .isEqualTo(Buffers.floats(arena, logits).asByteBuffer());
 
             Buffers.poison(losses);
-            mean = FusedClassifier.forwardBackward(POOLS.three(), x, losses, t, N, V, Vp, scale);
+            mean = FusedClassifier.forwardBackward(pool, x, losses, t, N, V, Vp, scale);
             Compare.close("forwardBackward losses, " + what, Buffers.read(losses, N), refLosses, LOSS_REL, LOSS_ABS);
             assertThat(Math.abs(mean - refMean)).as("forwardBackward mean, " + what)
                     .isLessThanOrEqualTo(LOSS_ABS + LOSS_REL * Math.abs(refMean));
@@ -133,9 +165,14 @@ class ClassifierTest {
         }
     }
 
-    @Test
-    void resultsDoNotDependOnTheThreadCount() {
-        int N = 37, V = 1001, Vp = 1008;
+    /**
+     * Small rows go 32 to a task on any pool; GPT-2-sized rows (Vp ≥ 2¹⁵) go in runs of N/(4·threads), 3 rows a task
+     * on one thread and 1 on three here, so a row's max comes from its own pass or from the previous row's: the bits
+     * must not change.
+     */
+    @ParameterizedTest
+    @CsvSource({"37, 1001, 1008", "13, 32771, 32784"})
+    void resultsDoNotDependOnTheThreadCount(int N, int V, int Vp) {
         SplittableRandom rnd = new SplittableRandom(42);
         double[] logits = Buffers.uniform(rnd, N * Vp, RANGE);
         int[] targets = Buffers.ints(rnd, N, V);
