@@ -2,6 +2,7 @@ package io.accel4j.nn;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.accel4j.core.ops.VocabParallelOps;
 import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.ops.CpuOps;
 import java.lang.foreign.Arena;
@@ -13,7 +14,7 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The vocab-parallel cross-entropy's local halves ({@link io.accel4j.core.ops.VocabParallelOps}: the CPU kernel and
+ * The vocab-parallel cross-entropy's local halves ({@link VocabParallelOps}: the CPU kernel and
  * the contract's float64 defaults), with the two
  * all-reduces done here by hand over T shards, against a float64 reference and the unsharded fused classifier
  * ({@code classifierForwardBackward}) on the whole logits; and the vocab-sharded encoder against the plain one. Odd
@@ -46,7 +47,7 @@ class VocabParallelOpsTest {
     }
 
     /** The contract's defaults (host loops, float64 sums): the reference the CPU kernel is held to. */
-    static final io.accel4j.core.ops.VocabParallelOps DEFAULTS = () -> io.accel4j.core.memory.HostMemory.INSTANCE;
+    static final VocabParallelOps DEFAULTS = () -> io.accel4j.core.memory.HostMemory.INSTANCE;
 
     @Test
     void shardedCrossEntropyEqualsTheReferenceAndTheFusedClassifier() {
@@ -54,7 +55,7 @@ class VocabParallelOpsTest {
         check(DEFAULTS); // the contract's defaults
     }
 
-    private static void check(io.accel4j.core.ops.VocabParallelOps shardOps) {
+    private static void check(VocabParallelOps shardOps) {
         SplittableRandom r = new SplittableRandom(11);
         float[] logits = new float[N * VP];
         int[] targets = new int[N];
@@ -137,6 +138,42 @@ class VocabParallelOpsTest {
                     }
                     assertThat(mean).isCloseTo(refMean, org.assertj.core.api.Assertions.within(2e-6 * refMean))
                             .isCloseTo(fusedMean, org.assertj.core.api.Assertions.within(1e-5 * refMean));
+                }
+            }
+        }
+    }
+
+    /**
+     * A shard's row maximum over wide rows (the kernel's vector loops, two accumulators and the single-vector rest),
+     * exactly: a maximum has no rounding. Each row's largest value sits somewhere else (first, middle, last of the
+     * real columns), and the padding holds +∞ and NaN, which must not be read.
+     */
+    @Test
+    void shardMaxIsEachRowsExactMaximum() {
+        int rows = 5, Vs = 1037, Vv = 1001;
+        SplittableRandom r = new SplittableRandom(3);
+        float[] x = new float[rows * Vs];
+        for (int i = 0; i < rows; i++) {
+            for (int j = 0; j < Vs; j++) {
+                float pad = j % 2 == 0 ? Float.POSITIVE_INFINITY : Float.NaN;
+                x[i * Vs + j] = j < Vv ? (float) (5 * r.nextGaussian()) : pad;
+            }
+            int at = switch (i) { case 0 -> 0; case 1 -> Vv - 1; case 2 -> 17; default -> r.nextInt(Vv); };
+            x[i * Vs + at] = 100f + i;
+        }
+        for (VocabParallelOps shardOps : new VocabParallelOps[] {ops, DEFAULTS}) {
+            try (Arena a = Arena.ofShared()) {
+                MemorySegment logits = a.allocate((long) rows * Vs * 4, 64), max = a.allocate(rows * 4L, 64);
+                MemorySegment.copy(x, 0, logits, F, 0, x.length);
+                max.fill((byte) 0xff);
+                shardOps.classifierShardMax(max, logits, rows, Vv, Vs);
+                for (int i = 0; i < rows; i++) {
+                    float want = Float.NEGATIVE_INFINITY;
+                    for (int j = 0; j < Vv; j++) {
+                        want = Math.max(want, x[i * Vs + j]);
+                    }
+                    assertThat(max.getAtIndex(F, i)).as("row %d max, %s", i, shardOps.getClass().getSimpleName())
+                            .isEqualTo(want).isEqualTo(100f + i);
                 }
             }
         }

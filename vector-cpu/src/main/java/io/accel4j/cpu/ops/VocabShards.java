@@ -41,12 +41,21 @@ final class VocabShards {
             float m = Float.NEGATIVE_INFINITY;
             int j = 0;
             if (!Simd.SCALAR && Vv >= L) {
-                FloatVector acc = FloatVector.broadcast(F, Float.NEGATIVE_INFINITY);
-                for (int bound = F.loopBound(Vv); j < bound; j += L) {
-                    acc = acc.max(FloatVector.fromMemorySegment(F, logits, (base + j) * Float.BYTES,
+                // two accumulators: a lanewise max (Math.max's NaN and signed-zero rules) is a chain of several
+                // instructions, which one accumulator would wait on
+                FloatVector acc0 = FloatVector.broadcast(F, Float.NEGATIVE_INFINITY), acc1 = acc0;
+                int bound = F.loopBound(Vv);
+                for (; j + 2 * L <= bound; j += 2 * L) {
+                    acc0 = acc0.max(FloatVector.fromMemorySegment(F, logits, (base + j) * Float.BYTES,
+                            java.nio.ByteOrder.nativeOrder()));
+                    acc1 = acc1.max(FloatVector.fromMemorySegment(F, logits, (base + j + L) * Float.BYTES,
                             java.nio.ByteOrder.nativeOrder()));
                 }
-                m = acc.reduceLanes(VectorOperators.MAX); // a maximum does not depend on the order
+                for (; j < bound; j += L) {
+                    acc0 = acc0.max(FloatVector.fromMemorySegment(F, logits, (base + j) * Float.BYTES,
+                            java.nio.ByteOrder.nativeOrder()));
+                }
+                m = acc0.max(acc1).reduceLanes(VectorOperators.MAX); // a maximum does not depend on the order
             }
             for (; j < Vv; j++) {
                 m = Math.max(m, logits.getAtIndex(F32, base + j));
