@@ -37,11 +37,12 @@ import jdk.incubator.vector.VectorSpecies;
  * {@code (BLOCK/lanes + 2)·2⁻²⁴} relative, and rows are independent: the work is split over rows, and the result does
  * not depend on the thread count or on how the rows are grouped.
  *
- * <p>The exponential is written out (Cephes' {@code expf}: a range reduction and a polynomial, in fp32 fused
- * multiply-adds, ≤ ~1 ulp) rather than {@code lanewise(EXP)}: C2 compiles that to SVML, whose results differ from
- * the Java fallback the interpreter and C1 run in about 4 % of cases, so a row's bits would depend on whether it ran
- * compiled. Here every step is an exactly specified fp32 or integer operation, done alike by the lanes and by the
- * scalar tail, so an exponential has the same bits on every path.
+ * <p>The exponential is attention's, {@link Softmax#exp(FloatVector, float)} and its scalar twin (Cephes' {@code expf}:
+ * a range reduction and a polynomial, in fp32 fused multiply-adds, ≤ ~1 ulp), clamped at {@link #EXP_MIN}, rather
+ * than {@code lanewise(EXP)}: C2 compiles that to SVML, whose results differ from the Java fallback the interpreter
+ * and C1 run in about 4 % of cases, so a row's bits would depend on whether it ran compiled. Here every step is an
+ * exactly specified fp32 or integer operation, done alike by the lanes and by the scalar tail, so an exponential has
+ * the same bits on every path.
  */
 public final class FusedClassifier {
 
@@ -56,20 +57,11 @@ public final class FusedClassifier {
     private static final int BLOCK = 256;
     /** About this many logits per task: GPT-2 rows are one task each, tiny rows are grouped. */
     private static final long TASK_ELEMENTS = 1 << 15;
-    // exp as in Cephes' expf: exp(k·ln2 + r) = 2^k·(1 + r + r²·P(r)), |r| ≤ ln2/2, P of degree 5 (≤ ~1 ulp), with
-    // the constants attention's exp uses (Softmax): log2 e; ROUND = 1.5·2²³, whose addition and subtraction round a
-    // float below 2²² to an integer; ln2 = LN2_HI + LN2_LO with k·LN2_HI exact; the polynomial P0…P5.
-    private static final float LOG2E = Softmax.LOG2E, ROUND = Softmax.ROUND;
-    private static final float LN2_HI = Softmax.LN2_HI, LN2_LO = Softmax.LN2_LO;
-    private static final float P0 = Softmax.P0, P1 = Softmax.P1, P2 = Softmax.P2, P3 = Softmax.P3, P4 = Softmax.P4,
-            P5 = Softmax.P5;
     /**
-     * Arguments are clamped here: k ≥ −127, and k = −127 gives the bits of +0, so exp(y) for y ≤ −87.7 (where it is
+     * The exponential's arguments are clamped here (attention's clamp, {@link Softmax#EXP_LO}, is −88): k ≥ −127, and k = −127 gives the bits of +0, so exp(y) for y ≤ −87.7 (where it is
      * below 2⁻¹²⁶, immaterial next to the sum's 1) is 0, and exp(−∞) is 0 rather than NaN.
      */
     private static final float EXP_MIN = -88.3f;
-    /** The bits of {@code ROUND}: {@code bits(ROUND + k) − ROUND_BITS = k} for an integer |k| &lt; 2²². */
-    private static final int ROUND_BITS = Float.floatToRawIntBits(ROUND);
     private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED;
     private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED;
@@ -191,8 +183,8 @@ public final class FusedClassifier {
                     long at0 = base + (long) j * 4, at1 = base + j1 * 4;
                     mx0 = mx0.max(FloatVector.fromMemorySegment(F, logits, next + (long) j * 4, LE));
                     mx1 = mx1.max(FloatVector.fromMemorySegment(F, logits, next + j1 * 4, LE));
-                    FloatVector e0 = exp(FloatVector.fromMemorySegment(F, logits, at0, LE).sub(max));
-                    FloatVector e1 = exp(FloatVector.fromMemorySegment(F, logits, at1, LE).sub(max));
+                    FloatVector e0 = Softmax.exp(FloatVector.fromMemorySegment(F, logits, at0, LE).sub(max), EXP_MIN);
+                    FloatVector e1 = Softmax.exp(FloatVector.fromMemorySegment(F, logits, at1, LE).sub(max), EXP_MIN);
                     if (backward) {
                         e0.intoMemorySegment(logits, at0, LE);
                         e1.intoMemorySegment(logits, at1, LE);
@@ -212,12 +204,7 @@ public final class FusedClassifier {
         for (; j < V; j++) {
             long at = base + (long) j * 4;
             mxNext = Math.max(mxNext, logits.get(F32, next + (long) j * 4));
-            float y = Math.max(logits.get(F32, at) - max, EXP_MIN); // the lanes' exp, operation for operation
-            float k = Math.fma(y, LOG2E, ROUND) - ROUND;
-            float r = Math.fma(k, -LN2_LO, Math.fma(k, -LN2_HI, y));
-            float poly = Math.fma(Math.fma(Math.fma(Math.fma(Math.fma(Math.fma(r, P0, P1), r, P2), r, P3), r, P4),
-                    r, P5), r * r, r) + 1f;
-            float e = poly * Float.intBitsToFloat(((int) k + 127) << 23);
+            float e = Softmax.exp(logits.get(F32, at) - max, EXP_MIN); // the lanes' exp, operation for operation
             if (backward) {
                 logits.set(F32, at, e);
             }
@@ -247,26 +234,6 @@ public final class FusedClassifier {
             logits.asSlice(base + (long) V * 4, (long) (Vp - V) * 4).fill((byte) 0);
         }
         return loss;
-    }
-
-    /**
-     * {@code exp(y)} for each lane, y = x − max ≤ 0 (or NaN): y = k·ln2 + r, |r| ≤ ln2/2, exp(r) = 1 + r + r²·P(r), times
-     * 2^k. The lanes' twin of the scalar tail in {@link #row}, operation for operation. Two spellings keep C2 from its
-     * slow paths, with the same bits: the clamp is a compare and blend (a lanewise max follows Math.max's NaN and
-     * signed-zero rules in several instructions; here NaN compares false and stays NaN, as in the max), and 2^k's
-     * exponent comes from the bits of {@code kr = y·log2e + ROUND}, which hold {@code ROUND + k} exactly as an integer
-     * (|k| &lt; 2²²), instead of a float-to-int conversion (its Java saturation rules cost C2 a fix-up per lane).
-     * Inlined into the loop: no vector crosses a call once C2 has compiled it.
-     */
-    private static FloatVector exp(FloatVector y0) {
-        FloatVector y = y0.blend(EXP_MIN, y0.compare(VectorOperators.LT, EXP_MIN));
-        FloatVector kr = y.fma(LOG2E, ROUND);
-        FloatVector k = kr.sub(ROUND);
-        FloatVector r = k.fma(FloatVector.broadcast(F, -LN2_LO), k.fma(FloatVector.broadcast(F, -LN2_HI), y));
-        FloatVector poly = r.fma(P0, P1).fma(r, FloatVector.broadcast(F, P2)).fma(r, FloatVector.broadcast(F, P3))
-                .fma(r, FloatVector.broadcast(F, P4)).fma(r, FloatVector.broadcast(F, P5)).fma(r.mul(r), r).add(1f);
-        return poly.mul(kr.reinterpretAsInts().add(127 - ROUND_BITS).lanewise(VectorOperators.LSHL, 23)
-                .reinterpretAsFloats());
     }
 
     private static double mean(MemorySegment losses, int N) {
