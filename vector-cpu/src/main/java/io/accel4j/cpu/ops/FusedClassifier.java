@@ -108,7 +108,7 @@ public final class FusedClassifier {
             double[] lanes = new double[D.length()];
             float[] nextMax = new float[1];
             int start = task * rowsPerTask, end = Math.min(N, start + rowsPerTask);
-            float max = max(logits, start * rowBytes, V);
+            float max = rowMax(logits, start * rowBytes, V);
             for (int i = start; i < end; i++) {
                 int t = targets.getAtIndex(I32, i);
                 long next = (i + 1 < end ? i + 1 : i) * rowBytes; // the last row reads itself again, from L2
@@ -131,8 +131,11 @@ public final class FusedClassifier {
         return (int) (TASK_ELEMENTS / Vp);
     }
 
-    /** {@code max_j x[j]} over the row at byte {@code base}, {@code j < V}: the first row of a task. */
-    private static float max(MemorySegment logits, long base, int V) {
+    /**
+     * {@code max_j x[j]} over the row of floats at byte {@code base}, {@code j < V}: the first row of a task here, and
+     * a shard's row in {@link VocabShards}. Exact, so the same value however the lanes are combined.
+     */
+    static float rowMax(MemorySegment logits, long base, int V) {
         int j = 0;
         int bound = VECTOR ? V - V % L : 0;
         float max = Float.NEGATIVE_INFINITY;

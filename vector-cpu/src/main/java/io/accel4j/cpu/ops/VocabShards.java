@@ -5,8 +5,6 @@ import io.accel4j.cpu.Parallel;
 import io.accel4j.cpu.Simd;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import jdk.incubator.vector.FloatVector;
-import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
@@ -37,29 +35,7 @@ final class VocabShards {
         check(logits, N, Vv, Vs);
         OpChecks.floats("max", max, N);
         rows(pool, N, Vs, (i, buf) -> {
-            long base = (long) i * Vs;
-            float m = Float.NEGATIVE_INFINITY;
-            int j = 0;
-            if (!Simd.SCALAR && Vv >= L) {
-                // two accumulators: a lanewise max (Math.max's NaN and signed-zero rules) is a chain of several
-                // instructions, which one accumulator would wait on
-                FloatVector acc0 = FloatVector.broadcast(F, Float.NEGATIVE_INFINITY), acc1 = acc0;
-                int bound = F.loopBound(Vv);
-                for (; j + 2 * L <= bound; j += 2 * L) {
-                    acc0 = acc0.max(FloatVector.fromMemorySegment(F, logits, (base + j) * Float.BYTES,
-                            java.nio.ByteOrder.nativeOrder()));
-                    acc1 = acc1.max(FloatVector.fromMemorySegment(F, logits, (base + j + L) * Float.BYTES,
-                            java.nio.ByteOrder.nativeOrder()));
-                }
-                for (; j < bound; j += L) {
-                    acc0 = acc0.max(FloatVector.fromMemorySegment(F, logits, (base + j) * Float.BYTES,
-                            java.nio.ByteOrder.nativeOrder()));
-                }
-                m = acc0.max(acc1).reduceLanes(VectorOperators.MAX); // a maximum does not depend on the order
-            }
-            for (; j < Vv; j++) {
-                m = Math.max(m, logits.getAtIndex(F32, base + j));
-            }
+            float m = FusedClassifier.rowMax(logits, (long) i * Vs * Float.BYTES, Vv);
             max.setAtIndex(F32, i, m);
         });
     }
